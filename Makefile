@@ -1,0 +1,36 @@
+# The two commands of the README: `make demo` and `make test`. Everything else supports them.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint unit down install bench
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Start the local stack (emulators + services) and run a demo batch of flows.
+demo: $(STAMP)
+	$(VENV)/bin/relayflow local up
+	$(VENV)/bin/relayflow demo
+
+## Stop what `make demo` started.
+down: $(STAMP)
+	$(VENV)/bin/relayflow local down
+
+## Lint, type-check and run every test (the tests start and stop the emulators they need).
+test: $(STAMP) lint
+	$(VENV)/bin/pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy relayflow emulators functions services
+	terraform fmt -check -recursive infra/terraform
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest tests/unit

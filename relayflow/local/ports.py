@@ -1,0 +1,51 @@
+"""Fixed local ports, as offsets from a base (default 8120) so a test stack can run beside a demo."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_BASE_PORT = 8120
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every port of the local stack, derived from one base port."""
+
+    base: int = DEFAULT_BASE_PORT
+
+    @property
+    def pubsub(self) -> int:
+        return self.base + 1
+
+    @property
+    def firestore(self) -> int:
+        return self.base + 2
+
+    @property
+    def cloud_tasks_grpc(self) -> int:
+        return self.base + 3
+
+    @property
+    def cloud_tasks_rest(self) -> int:
+        return self.base + 4
+
+    @property
+    def client_api(self) -> int:
+        return self.base + 5
+
+    @property
+    def start_function(self) -> int:
+        return self.base + 6
+
+    @property
+    def worker(self) -> int:
+        return self.base + 7
+
+    @property
+    def poller(self) -> int:
+        return self.base + 8
+
+    @property
+    def api(self) -> int:
+        return self.base + 9

@@ -1,0 +1,65 @@
+"""Typed settings, read once from the environment at each entry point and passed down."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, HttpUrl, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything a relayflow process needs to know about where it runs.
+
+    Each field reads ``RELAYFLOW_<FIELD>``; the emulator hosts read Google's own variable names
+    so the official client libraries and ours agree on where the emulators are.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="RELAYFLOW_", extra="ignore", frozen=True)
+
+    project_id: str = Field(
+        default="relayflow-local",
+        validation_alias=AliasChoices("RELAYFLOW_PROJECT_ID", "GOOGLE_CLOUD_PROJECT"),
+        pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$",
+    )
+    location: str = Field(default="us-central1", pattern=r"^[a-z]+-[a-z]+[0-9]+$")
+
+    pubsub_emulator_host: str | None = Field(
+        default=None, validation_alias="PUBSUB_EMULATOR_HOST"
+    )
+    firestore_emulator_host: str | None = Field(
+        default=None, validation_alias="FIRESTORE_EMULATOR_HOST"
+    )
+    cloud_tasks_emulator_host: str | None = Field(
+        default=None, validation_alias="CLOUD_TASKS_EMULATOR_HOST"
+    )
+
+    # Where Cloud Tasks delivers: the worker and poller services' base URLs.
+    worker_url: HttpUrl = HttpUrl("http://127.0.0.1:8127")
+    poller_url: HttpUrl = HttpUrl("http://127.0.0.1:8128")
+    # The external API the reference flow talks to (the fake one locally).
+    client_api_url: HttpUrl = HttpUrl("http://127.0.0.1:8125")
+    client_api_timeout_s: float = Field(default=10.0, gt=0, le=300)
+
+    # OIDC: tasks carry a token for this service account; worker and poller verify it.
+    tasks_service_account: str = "relayflow-tasks@relayflow-local.iam.gserviceaccount.com"
+    verify_tokens: bool = True
+    # None means Google's certs; locally, the Cloud Tasks emulator's.
+    oidc_certs_url: HttpUrl | None = None
+
+    history_limit: int = Field(default=200, ge=10, le=2000)
+    # A non-terminal flow whose next run is this late is re-enqueued by the sweeper.
+    sweep_grace_s: float = Field(default=120.0, gt=0)
+
+    @field_validator("pubsub_emulator_host", "firestore_emulator_host", "cloud_tasks_emulator_host")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"expected HOST:PORT, got {value!r}")
+        return value
+
+
+def load_settings() -> Settings:
+    """Settings from the environment; raises pydantic.ValidationError naming each bad field."""
+    return Settings()

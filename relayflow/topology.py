@@ -1,0 +1,77 @@
+"""The messaging topology (topics, subscriptions, queues), defined once in topology.json.
+
+Terraform reads the same file with jsondecode(file(...)), so local runs and the cloud share
+names, retry and rate settings.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Topics(_Frozen):
+    requests: str
+    results: str
+    dead_letter: str
+
+
+class Subscription(_Frozen):
+    name: str
+    topic: str
+    ack_deadline_s: int = Field(ge=10, le=600)
+    max_delivery_attempts: int | None = Field(default=None, ge=5, le=100)
+    dead_letter_topic: str | None = None
+    min_backoff_s: int | None = Field(default=None, ge=0, le=600)
+    max_backoff_s: int | None = Field(default=None, ge=0, le=600)
+
+
+class Subscriptions(_Frozen):
+    start: Subscription
+    dead_letter: Subscription
+    results: Subscription
+
+
+class Queue(_Frozen):
+    name: str
+    max_dispatches_per_second: float = Field(gt=0, le=500)
+    max_concurrent_dispatches: int = Field(gt=0, le=5000)
+    max_attempts: int = Field(ge=-1)
+    max_retry_duration_s: int = Field(ge=0)
+    min_backoff_s: float = Field(ge=0)
+    max_backoff_s: float = Field(ge=0)
+    max_doublings: int = Field(ge=0)
+    dispatch_deadline_s: int = Field(ge=15, le=1800)
+
+
+class Queues(_Frozen):
+    steps: Queue
+    polls: Queue
+
+
+class FirestoreNames(_Frozen):
+    flows_collection: str
+    rejected_collection: str
+
+
+class Topology(_Frozen):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    topics: Topics
+    subscriptions: Subscriptions
+    queues: Queues
+    firestore: FirestoreNames
+
+
+@lru_cache(maxsize=1)
+def load_topology() -> Topology:
+    """The packaged topology.json, parsed and validated."""
+    text = resources.files("relayflow").joinpath("topology.json").read_text(encoding="utf-8")
+    return Topology.model_validate(json.loads(text))
