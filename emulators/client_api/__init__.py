@@ -1,0 +1,1 @@
+"""A fake client API (the "registration" service the reference flow talks to), with faults."""

@@ -1,0 +1,103 @@
+"""Entities: only on an ACTIVE registration, idempotent under their key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from client_api_fakes import FakeClock
+from flask.testing import FlaskClient
+
+
+def active_registration(client: FlaskClient, clock: FakeClock) -> str:
+    response = client.post(
+        "/registrations", json={"resource": "acme"}, headers={"Idempotency-Key": "reg"}
+    )
+    clock.advance(60)
+    registration_id: str = response.get_json()["id"]
+    return registration_id
+
+
+def create_entity(client: FlaskClient, registration_id: str, key: str = "ent-1") -> Any:
+    return client.post(
+        "/entities",
+        json={"registration_id": registration_id, "name": "widget"},
+        headers={"Idempotency-Key": key},
+    )
+
+
+def test_entity_on_an_active_registration_is_created(client: FlaskClient, clock: FakeClock) -> None:
+    registration_id = active_registration(client, clock)
+
+    response = create_entity(client, registration_id)
+
+    assert response.status_code == 201
+    body = response.get_json()
+    assert body["registration_id"] == registration_id
+    assert body["name"] == "widget"
+    assert body["id"].startswith("ent_")
+
+
+def test_entity_on_a_pending_registration_is_not_active(client: FlaskClient) -> None:
+    registration_id = client.post(
+        "/registrations", json={"resource": "acme"}, headers={"Idempotency-Key": "reg"}
+    ).get_json()["id"]
+
+    response = create_entity(client, registration_id)
+
+    assert response.status_code == 409
+    assert response.get_json()["error"]["code"] == "NOT_ACTIVE"
+
+
+def test_not_active_is_not_remembered_under_the_key(client: FlaskClient, clock: FakeClock) -> None:
+    registration_id = client.post(
+        "/registrations", json={"resource": "acme"}, headers={"Idempotency-Key": "reg"}
+    ).get_json()["id"]
+    assert create_entity(client, registration_id).status_code == 409
+
+    clock.advance(60)
+
+    assert create_entity(client, registration_id).status_code == 201
+
+
+def test_entity_on_a_cancelled_registration_is_not_active(
+    client: FlaskClient, clock: FakeClock
+) -> None:
+    registration_id = active_registration(client, clock)
+    client.delete(f"/registrations/{registration_id}")
+
+    response = create_entity(client, registration_id)
+
+    assert response.status_code == 409
+    assert response.get_json()["error"]["code"] == "NOT_ACTIVE"
+
+
+def test_entity_on_an_unknown_registration_is_not_found(client: FlaskClient) -> None:
+    assert create_entity(client, "reg_nope").status_code == 404
+
+
+def test_same_key_returns_the_same_entity(client: FlaskClient, clock: FakeClock) -> None:
+    registration_id = active_registration(client, clock)
+    first = create_entity(client, registration_id).get_json()
+
+    again = create_entity(client, registration_id)
+
+    assert again.status_code == 200
+    assert again.get_json() == first
+    assert client.get("/stats").get_json()["side_effects"]["entities_created"] == 1
+
+
+def test_entity_keys_are_separate_from_registration_keys(
+    client: FlaskClient, clock: FakeClock
+) -> None:
+    registration_id = active_registration(client, clock)
+
+    # "reg" already named a registration; as an entity key it is new.
+    response = create_entity(client, registration_id, key="reg")
+
+    assert response.status_code == 201
+
+
+def test_entity_without_key_is_refused(client: FlaskClient) -> None:
+    response = client.post("/entities", json={"registration_id": "r", "name": "n"})
+
+    assert response.status_code == 400
