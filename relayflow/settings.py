@@ -22,9 +22,7 @@ class Settings(BaseSettings):
     )
     location: str = Field(default="us-central1", pattern=r"^[a-z]+-[a-z]+[0-9]+$")
 
-    pubsub_emulator_host: str | None = Field(
-        default=None, validation_alias="PUBSUB_EMULATOR_HOST"
-    )
+    pubsub_emulator_host: str | None = Field(default=None, validation_alias="PUBSUB_EMULATOR_HOST")
     firestore_emulator_host: str | None = Field(
         default=None, validation_alias="FIRESTORE_EMULATOR_HOST"
     )

@@ -1,0 +1,79 @@
+"""Every error relayflow raises, under one base class, by the family that decides what happens next.
+
+The families are the classification of DESIGN invariant 7: retryable (try again with backoff),
+permanent (end the flow, compensate), not-ready (poll again). Handlers raise these; the engine
+never guesses from a message string.
+"""
+
+from __future__ import annotations
+
+
+class RelayflowError(Exception):
+    """Base class of every error relayflow raises on purpose."""
+
+
+class StepError(RelayflowError):
+    """Raised by a step handler; the subclass says whether trying again can help."""
+
+    code = "STEP_ERROR"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class RetryableError(StepError):
+    """Raised when the same call may succeed later (timeouts, 5xx, 429, UNAVAILABLE)."""
+
+    code = "RETRYABLE"
+
+    def __init__(
+        self, message: str, *, code: str | None = None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.retry_after_s = retry_after_s
+
+
+class PermanentError(StepError):
+    """Raised when trying again cannot help (4xx, validation, a business rejection)."""
+
+    code = "PERMANENT"
+
+
+class NotReady(RelayflowError):
+    """Raised by a poll step when the awaited operation is not done yet: poll again later.
+
+    Control flow, not a failure: it is logged at INFO. ``delay_s`` overrides the backoff for
+    the next poll (e.g. an API that says when to come back); ``detail`` goes into the history.
+    """
+
+    def __init__(self, detail: str = "not ready", *, delay_s: float | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.delay_s = delay_s
+
+
+class InvalidTransition(RelayflowError):
+    """Raised when a status change is not an edge of the flow state machine."""
+
+
+class InvalidMessage(RelayflowError):
+    """Raised when a start message or task payload cannot be accepted; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class UnknownFlow(RelayflowError):
+    """Raised when a flow name is not in the registry."""
+
+
+class FlowNotFound(RelayflowError):
+    """Raised when no flow document has the given id."""
+
+
+class ConfigError(RelayflowError):
+    """Raised when a flow definition or setting is inconsistent."""

@@ -1,0 +1,192 @@
+"""Flow definitions: an ordered list of action and poll steps, each with its policy.
+
+A flow is plain data plus handlers. Handlers receive a StepContext and return a JSON-able dict
+(their output) or raise one of relayflow.errors: RetryableError, PermanentError, or — in a poll
+step's check — NotReady. Flows live in an explicit Registry that each entry point builds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from relayflow.backoff import Jitter, compute_delay
+from relayflow.errors import ConfigError, UnknownFlow
+from relayflow.position import STEP_NAME_PATTERN
+
+JSONDict = dict[str, Any]
+_STEP_NAME = re.compile(STEP_NAME_PATTERN)
+_FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a handler knows: whose flow, its input, what earlier steps produced, which try."""
+
+    flow_id: str
+    flow: str
+    step: str
+    input: Mapping[str, Any]
+    outputs: Mapping[str, Any]
+    idempotency_key: str
+    attempt: int = 0
+    poll: int = 0
+
+
+Handler = Callable[[StepContext], JSONDict | None]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How an action retries retryable errors: at most ``max_attempts`` tries in all."""
+
+    max_attempts: int = 5
+    initial_s: float = 1.0
+    multiplier: float = 2.0
+    max_interval_s: float = 60.0
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        _check_curve(self.initial_s, self.multiplier, self.max_interval_s, self.jitter)
+
+    def delay_s(self, *, retry: int, key: str) -> float:
+        """Delay before retry number ``retry`` (0 = the first retry)."""
+        return compute_delay(
+            n=retry,
+            initial_s=self.initial_s,
+            multiplier=self.multiplier,
+            max_interval_s=self.max_interval_s,
+            jitter=self.jitter,
+            key=key,
+        )
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    """How a poll step polls: exponential backoff with jitter, bounded by count and deadline."""
+
+    initial_s: float = 1.0
+    multiplier: float = 2.0
+    max_interval_s: float = 30.0
+    jitter: float = 0.2
+    jitter_mode: Jitter = Jitter.PROPORTIONAL
+    max_polls: int = 50
+    deadline_s: float = 900.0
+
+    def __post_init__(self) -> None:
+        if self.max_polls < 1:
+            raise ConfigError(f"max_polls must be >= 1, got {self.max_polls}")
+        if self.deadline_s <= 0:
+            raise ConfigError(f"deadline_s must be > 0, got {self.deadline_s}")
+        _check_curve(self.initial_s, self.multiplier, self.max_interval_s, self.jitter)
+
+    def delay_s(self, *, n: int, key: str) -> float:
+        """Delay before poll ``n`` (poll 0 runs at once; poll 1 waits delay_s(n=0))."""
+        return compute_delay(
+            n=n,
+            initial_s=self.initial_s,
+            multiplier=self.multiplier,
+            max_interval_s=self.max_interval_s,
+            jitter=self.jitter,
+            mode=self.jitter_mode,
+            key=key,
+        )
+
+
+def _check_curve(initial_s: float, multiplier: float, max_interval_s: float, jitter: float) -> None:
+    if initial_s <= 0 or multiplier < 1 or max_interval_s < initial_s or not 0 <= jitter < 1:
+        raise ConfigError(
+            "backoff needs initial_s > 0, multiplier >= 1, max_interval_s >= initial_s and "
+            f"0 <= jitter < 1; got {initial_s=}, {multiplier=}, {max_interval_s=}, {jitter=}"
+        )
+
+
+@dataclass(frozen=True)
+class ActionStep:
+    """A step that does something once (with retries), optionally undone by ``compensate``."""
+
+    name: str
+    run: Handler
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    compensate: Handler | None = None
+
+
+@dataclass(frozen=True)
+class PollStep:
+    """A step that checks an external operation until it is done; ``check`` raises NotReady."""
+
+    name: str
+    check: Handler
+    policy: PollPolicy = field(default_factory=PollPolicy)
+
+
+Step = ActionStep | PollStep
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A named, ordered list of steps, with an optional pydantic model for its input."""
+
+    name: str
+    steps: tuple[Step, ...]
+    input_model: type[BaseModel] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _FLOW_NAME.match(self.name):
+            raise ConfigError(f"flow name {self.name!r} must match {_FLOW_NAME.pattern}")
+        if not self.steps:
+            raise ConfigError(f"flow {self.name!r} has no steps")
+        names = [s.name for s in self.steps]
+        bad = [n for n in names if not _STEP_NAME.match(n)]
+        if bad:
+            raise ConfigError(f"step names {bad} must match {STEP_NAME_PATTERN}")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"flow {self.name!r} repeats a step name: {names}")
+
+    def step(self, index: int) -> Step:
+        """The step at ``index``."""
+        return self.steps[index]
+
+    def is_last(self, index: int) -> bool:
+        """Whether ``index`` is the final step."""
+        return index == len(self.steps) - 1
+
+
+class Registry:
+    """The flows an entry point can run, by name. Built explicitly, never a module global."""
+
+    def __init__(self, flows: tuple[Flow, ...] = ()) -> None:
+        self._flows: dict[str, Flow] = {}
+        for flow in flows:
+            self.register(flow)
+
+    def register(self, flow: Flow) -> None:
+        """Add a flow; a second flow of the same name is a configuration error."""
+        if flow.name in self._flows:
+            raise ConfigError(f"flow {flow.name!r} is registered twice")
+        self._flows[flow.name] = flow
+
+    def get(self, name: str) -> Flow:
+        """The flow called ``name``; UnknownFlow lists the ones that exist."""
+        try:
+            return self._flows[name]
+        except KeyError:
+            known = ", ".join(sorted(self._flows)) or "none"
+            raise UnknownFlow(f"unknown flow {name!r} (registered: {known})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._flows
+
+    def __iter__(self) -> Iterator[Flow]:
+        return iter(self._flows.values())
+
+    def names(self) -> list[str]:
+        """Registered flow names, sorted."""
+        return sorted(self._flows)

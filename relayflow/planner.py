@@ -1,0 +1,347 @@
+"""What a flow does next: pure functions from (definition, record, outcome, now) to a new record.
+
+No I/O here. The engine reads the record, runs a handler, asks the planner for the next record,
+and commits it in a transaction; everything about backoff, deadlines, retries, compensation and
+results is decided in this module and unit-tested with a fixed clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from relayflow.errors import NotReady, PermanentError, RetryableError
+from relayflow.flows import ActionStep, Flow, PollStep
+from relayflow.position import Position, TaskKind, task_id
+from relayflow.records import FlowRecord, HistoryEntry, NextTask, Result
+from relayflow.state import Status, path_to
+
+
+@dataclass(frozen=True)
+class QueueNames:
+    """Which Cloud Tasks queue serves which kind of task."""
+
+    steps: str = "flow-steps"
+    polls: str = "flow-polls"
+
+    def for_kind(self, kind: TaskKind) -> str:
+        return self.polls if kind is TaskKind.POLL else self.steps
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The handler returned an output."""
+
+    output: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The handler raised a retryable error."""
+
+    error: RetryableError
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The handler raised a permanent error."""
+
+    error: PermanentError
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A poll's check said not ready."""
+
+    signal: NotReady
+
+
+Outcome = Completed | Retry | Failed | Waiting
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Inputs every planning function shares."""
+
+    flow: Flow
+    queues: QueueNames
+    now: datetime
+    history_limit: int = 200
+
+
+def kind_of(flow: Flow, index: int) -> TaskKind:
+    """The task kind that runs step ``index`` forward."""
+    return TaskKind.POLL if isinstance(flow.step(index), PollStep) else TaskKind.ACTION
+
+
+def schedule(plan: Plan, record: FlowRecord, position: Position, delay_s: float) -> NextTask:
+    """The next task for ``position``, due ``delay_s`` from now."""
+    return NextTask(
+        queue=plan.queues.for_kind(position.kind),
+        task_id=task_id(record.flow_id, position),
+        run_at=plan.now + timedelta(seconds=delay_s),
+        position=position,
+    )
+
+
+def new_record(
+    plan: Plan,
+    *,
+    flow_id: str,
+    input: dict[str, Any],
+    message_id: str | None,
+    deadline_s: float | None,
+) -> FlowRecord:
+    """A PENDING flow at its first step, with its first task due now."""
+    position = Position(step_index=0, step=plan.flow.step(0).name, kind=kind_of(plan.flow, 0))
+    deadline_at = plan.now + timedelta(seconds=deadline_s) if deadline_s else None
+    record = FlowRecord(
+        flow_id=flow_id,
+        flow=plan.flow.name,
+        input=input,
+        status=Status.PENDING,
+        position=position,
+        step_started_at=plan.now,
+        deadline_at=deadline_at,
+        message_id=message_id,
+        created_at=plan.now,
+        updated_at=plan.now,
+    )
+    return _with_next(record, schedule(plan, record, position, 0.0))
+
+
+def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+    """The record once ``outcome`` of the task at ``record.position`` is taken into account."""
+    kind = record.position.kind
+    if kind is TaskKind.COMPENSATE:
+        return _after_compensation(plan, record, outcome)
+    if isinstance(outcome, Completed):
+        return _advance(plan, record, outcome.output)
+    if isinstance(outcome, Failed):
+        return _begin_failure(plan, record, Status.FAILED, _error(record, outcome.error), "failed")
+    if kind is TaskKind.POLL:
+        return _poll_again(plan, record, outcome)
+    if isinstance(outcome, Retry):
+        return _retry_action(plan, record, outcome.error)
+    raise TypeError(f"an action step cannot wait: {outcome!r}")
+
+
+def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
+    pos = record.position
+    outputs = {**record.outputs, pos.step: output}
+    entry = _entry(plan, record, "succeeded" if pos.kind is TaskKind.ACTION else "ready")
+    record = _log(plan, record, entry).model_copy(update={"outputs": outputs})
+    if plan.flow.is_last(pos.step_index):
+        result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=outputs)
+        return _finish(plan, record, result)
+    index = pos.step_index + 1
+    nxt = Position(
+        generation=pos.generation,
+        step_index=index,
+        step=plan.flow.step(index).name,
+        kind=kind_of(plan.flow, index),
+    )
+    moved = _move(plan, record, Status.RUNNING).model_copy(
+        update={"position": nxt, "step_started_at": plan.now}
+    )
+    return _with_next(moved, schedule(plan, moved, nxt, 0.0))
+
+
+def _retry_action(plan: Plan, record: FlowRecord, error: RetryableError) -> FlowRecord:
+    pos = record.position
+    step = plan.flow.step(pos.step_index)
+    assert isinstance(step, ActionStep)
+    if pos.attempt + 1 >= step.retry.max_attempts:
+        err = _error(record, error, code="RETRIES_EXHAUSTED")
+        err["message"] = f"{step.retry.max_attempts} attempts failed; last: {error.message}"
+        return _begin_failure(plan, record, Status.FAILED, err, "retries exhausted")
+    delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:retry")
+    delay = max(delay, error.retry_after_s or 0.0)
+    entry = _entry(plan, record, "retryable error", detail=error.message, delay_s=delay)
+    nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
+    moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
+        update={"position": nxt}
+    )
+    return _with_next(moved, schedule(plan, moved, nxt, delay))
+
+
+def poll_deadline(plan: Plan, record: FlowRecord) -> datetime:
+    """When polling the current step must stop: its own deadline or the flow's, if sooner."""
+    step = plan.flow.step(record.position.step_index)
+    assert isinstance(step, PollStep)
+    own = record.step_started_at + timedelta(seconds=step.policy.deadline_s)
+    return min(own, record.deadline_at) if record.deadline_at else own
+
+
+def _poll_again(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+    pos = record.position
+    step = plan.flow.step(pos.step_index)
+    assert isinstance(step, PollStep)
+    seen, hint = _seen(outcome)
+    if pos.poll + 1 >= step.policy.max_polls:
+        err = _timeout(
+            record, "MAX_POLLS_EXCEEDED", f"not ready after {step.policy.max_polls} polls"
+        )
+        return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
+    remaining = (poll_deadline(plan, record) - plan.now).total_seconds()
+    if remaining <= 0:
+        err = _timeout(record, "DEADLINE_EXCEEDED", f"not ready by the deadline ({seen})")
+        return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
+    delay = step.policy.delay_s(n=pos.poll, key=f"{record.flow_id}:{pos.step}")
+    delay = min(max(delay, hint or 0.0), remaining)  # the last wait lands on the deadline
+    entry = _entry(plan, record, seen, delay_s=delay)
+    nxt = pos.model_copy(update={"poll": pos.poll + 1})
+    moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
+        update={"position": nxt}
+    )
+    return _with_next(moved, schedule(plan, moved, nxt, delay))
+
+
+def _seen(outcome: Outcome) -> tuple[str, float | None]:
+    if isinstance(outcome, Waiting):
+        return f"not ready: {outcome.signal.detail}", outcome.signal.delay_s
+    if isinstance(outcome, Retry):
+        return f"retryable error: {outcome.error.message}", outcome.error.retry_after_s
+    raise TypeError(f"not a poll-again outcome: {outcome!r}")
+
+
+def _begin_failure(
+    plan: Plan, record: FlowRecord, status: Status, error: dict[str, Any], seen: str
+) -> FlowRecord:
+    """End the flow as ``status``, first undoing completed steps that can be compensated."""
+    result = Result(status=status, code=error["code"], message=error["message"], error=error)
+    record = _log(plan, record, _entry(plan, record, seen, detail=error["message"]))
+    index = _next_compensation(plan.flow, record, before=record.position.step_index)
+    if index is None:
+        return _finish(plan, record, result)
+    return _compensate_at(plan, record, index, result)
+
+
+def _compensate_at(plan: Plan, record: FlowRecord, index: int, result: Result) -> FlowRecord:
+    pos = Position(
+        generation=record.position.generation,
+        step_index=index,
+        step=plan.flow.step(index).name,
+        kind=TaskKind.COMPENSATE,
+    )
+    moved = _move(plan, record, Status.COMPENSATING).model_copy(
+        update={"position": pos, "pending_result": result, "step_started_at": plan.now}
+    )
+    return _with_next(moved, schedule(plan, moved, pos, 0.0))
+
+
+def _next_compensation(flow: Flow, record: FlowRecord, *, before: int) -> int | None:
+    for index in range(before - 1, -1, -1):
+        step = flow.step(index)
+        if isinstance(step, ActionStep) and step.compensate and step.name in record.outputs:
+            return index
+    return None
+
+
+def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+    pos = record.position
+    step = plan.flow.step(pos.step_index)
+    assert isinstance(step, ActionStep)
+    if isinstance(outcome, Retry) and pos.attempt + 1 < step.retry.max_attempts:
+        delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:undo")
+        delay = max(delay, outcome.error.retry_after_s or 0.0)
+        entry = _entry(plan, record, "retryable error", detail=outcome.error.message, delay_s=delay)
+        nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
+        moved = _log(plan, record, entry).model_copy(update={"position": nxt})
+        return _with_next(moved, schedule(plan, moved, nxt, delay))
+    detail = "" if isinstance(outcome, Completed) else _describe(outcome)
+    outcome_name = "compensated" if isinstance(outcome, Completed) else "compensation failed"
+    record = _log(plan, record, _entry(plan, record, outcome_name, detail=detail))
+    assert record.pending_result is not None
+    result = record.pending_result
+    if not isinstance(outcome, Completed):
+        failures = [*(result.error or {}).get("compensation_failures", []), pos.step]
+        result = result.model_copy(
+            update={"error": {**(result.error or {}), "compensation_failures": failures}}
+        )
+    index = _next_compensation(plan.flow, record, before=pos.step_index)
+    if index is None:
+        return _finish(plan, record, result)
+    return _compensate_at(plan, record, index, result)
+
+
+def _describe(outcome: Outcome) -> str:
+    if isinstance(outcome, Retry | Failed):
+        return outcome.error.message
+    if isinstance(outcome, Waiting):
+        return outcome.signal.detail
+    return ""
+
+
+def _finish(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
+    moved = _move(plan, record, result.status)
+    return moved.model_copy(
+        update={
+            "result": result,
+            "pending_result": None,
+            "next": None,
+            "next_run_at": None,
+            "finished_at": plan.now,
+        }
+    )
+
+
+def _move(plan: Plan, record: FlowRecord, status: Status) -> FlowRecord:
+    path_to(record.status, status)  # raises InvalidTransition: never written
+    return record.model_copy(update={"status": status, "updated_at": plan.now})
+
+
+def _with_next(record: FlowRecord, nxt: NextTask) -> FlowRecord:
+    return record.model_copy(update={"next": nxt, "next_run_at": nxt.run_at})
+
+
+def _log(plan: Plan, record: FlowRecord, entry: HistoryEntry) -> FlowRecord:
+    history = [*record.history, entry]
+    dropped = max(0, len(history) - plan.history_limit)
+    counts = {
+        "polls": record.polls + (1 if entry.kind is TaskKind.POLL else 0),
+        "attempts": record.attempts + (0 if entry.kind is TaskKind.POLL else 1),
+    }
+    return record.model_copy(
+        update={
+            "history": history[dropped:],
+            "history_dropped": record.history_dropped + dropped,
+            "updated_at": plan.now,
+            **counts,
+        }
+    )
+
+
+def _entry(
+    plan: Plan, record: FlowRecord, outcome: str, *, detail: str = "", delay_s: float | None = None
+) -> HistoryEntry:
+    pos = record.position
+    return HistoryEntry(
+        at=plan.now,
+        generation=pos.generation,
+        step=pos.step,
+        kind=pos.kind,
+        attempt=pos.attempt,
+        poll=pos.poll,
+        outcome=outcome,
+        detail=detail[:500],
+        delay_s=None if delay_s is None else round(delay_s, 3),
+    )
+
+
+def _error(
+    record: FlowRecord, error: RetryableError | PermanentError, *, code: str | None = None
+) -> dict[str, Any]:
+    pos = record.position
+    return {
+        "code": code or error.code,
+        "message": error.message,
+        "step": pos.step,
+        "attempt": pos.attempt,
+    }
+
+
+def _timeout(record: FlowRecord, code: str, message: str) -> dict[str, Any]:
+    pos = record.position
+    return {"code": code, "message": message, "step": pos.step, "polls": pos.poll + 1}

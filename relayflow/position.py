@@ -1,0 +1,79 @@
+"""A flow's position (which step, which try) and the deterministic Cloud Tasks name for it.
+
+A task carries the position it was created for; a handler acts only if that is still the flow's
+current position (DESIGN invariant 4). The task id is derived from the position, so every
+duplicate handler enqueues under the same name and Cloud Tasks deduplicates (invariant 3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FLOW_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
+STEP_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
+MAX_TASK_ID = 500
+_TASK_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
+
+
+class TaskKind(StrEnum):
+    """What a task does at its position."""
+
+    ACTION = "action"
+    POLL = "poll"
+    COMPENSATE = "compensate"
+
+
+class Position(BaseModel):
+    """Where a flow is: generation, step, and the try within the step.
+
+    ``attempt`` counts tries of an action (or compensation) after retryable errors; ``poll``
+    counts polls of a poll step; ``rescue`` counts sweeper re-enqueues of a lost task.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    generation: int = Field(default=0, ge=0)
+    step_index: int = Field(ge=0)
+    step: str = Field(pattern=STEP_NAME_PATTERN)
+    kind: TaskKind
+    attempt: int = Field(default=0, ge=0)
+    poll: int = Field(default=0, ge=0)
+    rescue: int = Field(default=0, ge=0)
+
+    def label(self) -> str:
+        """A short human-readable form, e.g. ``await_registration poll 3``."""
+        if self.kind is TaskKind.POLL:
+            return f"{self.step} poll {self.poll}"
+        return f"{self.step} {self.kind} attempt {self.attempt}"
+
+
+class TaskPayload(BaseModel):
+    """The JSON body of every relayflow task: whose flow, and the position it was made for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    flow_id: str = Field(pattern=FLOW_ID_PATTERN)
+    position: Position
+
+
+def task_id(flow_id: str, position: Position) -> str:
+    """The Cloud Tasks task id for a flow at a position.
+
+    A hash prefix first: Google warns that sequential or timestamp-like prefixes slow every
+    operation on a queue. The readable rest makes a task easy to find in a console.
+    """
+    p = position
+    body = (
+        f"{flow_id}-{p.step_index}{p.step}-{p.kind.value[0]}{p.attempt}"
+        f"-p{p.poll}-g{p.generation}r{p.rescue}"
+    )
+    prefix = hashlib.sha256(body.encode("utf-8")).hexdigest()[:8]
+    candidate = f"{prefix}-{body}"
+    if len(candidate) <= MAX_TASK_ID and _TASK_ID_OK.match(candidate):
+        return candidate
+    # Unreachable for validated ids and steps; kept so a name is always legal and unique.
+    return f"{prefix}-{hashlib.sha256(candidate.encode('utf-8')).hexdigest()}"
