@@ -1,0 +1,19 @@
+output "name" {
+  description = "Database name, e.g. (default)."
+  value       = google_firestore_database.main.name
+}
+
+output "id" {
+  description = "Database id (projects/P/databases/D)."
+  value       = google_firestore_database.main.id
+}
+
+output "ttl_fields" {
+  description = "TTL field ids keyed by collection."
+  value       = { for k, f in google_firestore_field.ttl : k => f.id }
+}
+
+output "index_ids" {
+  description = "Composite index ids keyed by label."
+  value       = { for k, i in google_firestore_index.composite : k => i.id }
+}

@@ -1,0 +1,57 @@
+variable "project_id" {
+  description = "Project that holds the database."
+  type        = string
+}
+
+variable "database_id" {
+  description = "Database id. relayflow's clients use the default database."
+  type        = string
+  default     = "(default)"
+}
+
+variable "location_id" {
+  description = "Firestore location: a multi-region (nam5, eur3) or a region (us-central1). Cannot change after creation."
+  type        = string
+}
+
+variable "composite_indexes" {
+  description = "Composite indexes keyed by a static label: the collection and its ordered fields (order ASCENDING or DESCENDING)."
+  type = map(object({
+    collection = string
+    fields = list(object({
+      field_path = string
+      order      = string
+    }))
+  }))
+  default = {}
+
+  validation {
+    condition = alltrue(flatten([
+      for i in values(var.composite_indexes) : [for f in i.fields : contains(["ASCENDING", "DESCENDING"], f.order)]
+    ]))
+    error_message = "Each index field's order must be ASCENDING or DESCENDING."
+  }
+}
+
+variable "ttl_collections" {
+  description = "Collections whose documents expire at `ttl_field` (flows and rejected messages)."
+  type        = list(string)
+}
+
+variable "ttl_field" {
+  description = "Timestamp field that drives TTL deletion."
+  type        = string
+  default     = "expire_at"
+}
+
+variable "point_in_time_recovery" {
+  description = "Keep 7 days of point-in-time recovery."
+  type        = bool
+  default     = false
+}
+
+variable "deletion_protection" {
+  description = "Refuse to delete the database (also through the console or gcloud)."
+  type        = bool
+  default     = true
+}

@@ -1,0 +1,19 @@
+output "topic_ids" {
+  description = "Topic ids (projects/P/topics/T) keyed by role (requests, results, dead_letter)."
+  value       = { for k, t in google_pubsub_topic.main : k => t.id }
+}
+
+output "topic_names" {
+  description = "Topic names keyed by role."
+  value       = { for k, t in google_pubsub_topic.main : k => t.name }
+}
+
+output "start_subscription_id" {
+  description = "Id of the push subscription that starts flows."
+  value       = google_pubsub_subscription.start.id
+}
+
+output "hold_subscription_ids" {
+  description = "Ids of the hold (pull) subscriptions keyed by role."
+  value       = { for k, s in google_pubsub_subscription.hold : k => s.id }
+}

@@ -1,0 +1,339 @@
+# relayflow on one project: messaging, queues, Firestore, four Cloud Run services, the scheduler
+# that runs the sweeper, and one least-privilege service account per component.
+#
+# Names and delivery settings come from relayflow/topology.json, the file the local stack reads
+# too (DESIGN invariant 10). Nothing in this directory spells a topic, subscription or queue name.
+
+locals {
+  topology = jsondecode(file("${path.module}/../../../../relayflow/topology.json"))
+
+  project_number = data.google_project.main.number
+
+  # Cloud Run's deterministic URLs (https://SERVICE-PROJECT_NUMBER.REGION.run.app) are known
+  # before the services exist. The worker and the poller each need both URLs (a step enqueues
+  # polls, a poll enqueues the next step), so the services' `uri` outputs would form a cycle.
+  url = {
+    for name in ["start-flow", "worker", "poller", "api"] :
+    name => "https://${name}-${local.project_number}.${var.region}.run.app"
+  }
+
+  common_env = {
+    RELAYFLOW_PROJECT_ID            = var.project_id
+    RELAYFLOW_LOCATION              = var.region
+    RELAYFLOW_WORKER_URL            = local.url["worker"]
+    RELAYFLOW_POLLER_URL            = local.url["poller"]
+    RELAYFLOW_TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
+    RELAYFLOW_VERIFY_TOKENS         = "true"
+  }
+  # Only the task handlers talk to the client API.
+  handler_env = merge(local.common_env, { RELAYFLOW_CLIENT_API_URL = var.client_api_url })
+
+  # The components that read and write flows, and enqueue Cloud Tasks (start, steps, polls,
+  # operator retry, sweeper rescue). Values are unknown until apply; keys are static.
+  runtime_members = {
+    start-flow = module.start_flow.service_account_member
+    worker     = module.worker.service_account_member
+    poller     = module.poller.service_account_member
+    api        = module.api.service_account_member
+  }
+  # Every terminal flow publishes one event on flow-results (DESIGN invariant 8): the worker and
+  # poller end flows; the api ends them by cancel (and, hosting the sweeper, by timeout).
+  result_publishers = {
+    worker = module.worker.service_account_member
+    poller = module.poller.service_account_member
+    api    = module.api.service_account_member
+  }
+  enqueue_grants = {
+    for pair in setproduct(keys(local.runtime_members), keys(local.topology.queues)) :
+    "${pair[0]}/${pair[1]}" => { member = local.runtime_members[pair[0]], queue = pair[1] }
+  }
+
+  tasks_invoker_member = "serviceAccount:${google_service_account.tasks_invoker.email}"
+  scheduler_member     = "serviceAccount:${google_service_account.scheduler.email}"
+  sweep_invoker        = { scheduler = local.scheduler_member }
+
+  services = [
+    "cloudscheduler.googleapis.com",
+    "cloudtasks.googleapis.com",
+    "firestore.googleapis.com",
+    "iam.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com",
+  ]
+}
+
+data "google_project" "main" {
+  project_id = var.project_id
+}
+
+resource "google_project_service" "main" {
+  for_each = toset(local.services)
+
+  project            = var.project_id
+  service            = each.value
+  disable_on_destroy = false
+}
+
+# --- Identities that are not a service's runtime account -------------------------------------
+
+resource "google_service_account" "tasks_invoker" {
+  project      = var.project_id
+  account_id   = "relayflow-tasks"
+  display_name = "relayflow Cloud Tasks invoker"
+  description  = "Identity in the OIDC token of every relayflow task; may invoke the worker and the poller, nothing else."
+}
+
+resource "google_service_account" "pubsub_push" {
+  project      = var.project_id
+  account_id   = "relayflow-pubsub-push"
+  display_name = "relayflow Pub/Sub push"
+  description  = "Identity in the OIDC token of each flow-requests push; may invoke start-flow, nothing else."
+}
+
+resource "google_service_account" "scheduler" {
+  project      = var.project_id
+  account_id   = "relayflow-scheduler"
+  display_name = "relayflow sweeper schedule"
+  description  = "Identity in the OIDC token of the periodic sweep call; may invoke the sweep service, nothing else."
+}
+
+# --- Data plane -------------------------------------------------------------------------------
+
+module "firestore" {
+  source = "../firestore"
+
+  project_id             = var.project_id
+  location_id            = var.firestore_location
+  point_in_time_recovery = var.firestore_point_in_time_recovery
+  deletion_protection    = var.deletion_protection
+  ttl_collections = [
+    local.topology.firestore.flows_collection,
+    local.topology.firestore.rejected_collection,
+  ]
+  composite_indexes = {
+    # relayflow.store.recent: status == S order by updated_at desc (api list).
+    status_updated_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "status", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+      ]
+    }
+    # relayflow.store.overdue: status == S and next_run_at < cutoff (sweeper).
+    status_next_run_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "status", order = "ASCENDING" },
+        { field_path = "next_run_at", order = "ASCENDING" },
+      ]
+    }
+  }
+
+  depends_on = [google_project_service.main]
+}
+
+module "queues" {
+  source = "../queues"
+
+  project_id         = var.project_id
+  location           = var.region
+  queues             = local.topology.queues
+  log_sampling_ratio = var.tasks_log_sampling_ratio
+
+  depends_on = [google_project_service.main]
+}
+
+module "messaging" {
+  source = "../messaging"
+
+  project_id         = var.project_id
+  project_number     = local.project_number
+  topics             = local.topology.topics
+  start_subscription = local.topology.subscriptions.start
+  hold_subscriptions = {
+    dead_letter = local.topology.subscriptions.dead_letter
+    results     = local.topology.subscriptions.results
+  }
+  # A push path of projects/P/topics/T lets functions-framework name the topic in the
+  # CloudEvent's source; any path reaches the function.
+  push_endpoint              = "${module.start_flow.uri}/projects/${var.project_id}/topics/${local.topology.subscriptions.start.topic}"
+  push_audience              = module.start_flow.uri
+  push_service_account_email = google_service_account.pubsub_push.email
+  labels                     = var.labels
+
+  depends_on = [google_project_service.main]
+}
+
+# --- Cloud Run services -----------------------------------------------------------------------
+
+module "start_flow" {
+  source = "../service"
+
+  project_id         = var.project_id
+  location           = var.region
+  name               = "start-flow"
+  description        = "Starts flows from flow-requests pushes (functions-framework CloudEvent function)."
+  service_account_id = "relayflow-start-flow"
+  image              = var.image
+  env                = merge(local.common_env, { COMPONENT = "start-flow" })
+  invoker_members    = { pubsub_push = "serviceAccount:${google_service_account.pubsub_push.email}" }
+  max_instances      = var.max_instances["start-flow"]
+  # Pub/Sub redelivers a push still running after the ack deadline: answer well within it.
+  request_timeout_s   = local.topology.subscriptions.start.ack_deadline_s
+  labels              = var.labels
+  deletion_protection = var.deletion_protection
+
+  depends_on = [google_project_service.main]
+}
+
+module "worker" {
+  source = "../service"
+
+  project_id          = var.project_id
+  location            = var.region
+  name                = "worker"
+  description         = "Runs action steps and compensations dispatched by Cloud Tasks."
+  service_account_id  = "relayflow-worker"
+  image               = var.image
+  env                 = merge(local.handler_env, { COMPONENT = "worker" })
+  invoker_members     = merge({ tasks = local.tasks_invoker_member }, var.sweep_service == "worker" ? local.sweep_invoker : {})
+  custom_audiences    = [local.url["worker"]]
+  max_instances       = var.max_instances["worker"]
+  request_timeout_s   = local.topology.queues.steps.dispatch_deadline_s
+  labels              = var.labels
+  deletion_protection = var.deletion_protection
+
+  depends_on = [google_project_service.main]
+}
+
+module "poller" {
+  source = "../service"
+
+  project_id          = var.project_id
+  location            = var.region
+  name                = "poller"
+  description         = "Runs poll steps dispatched by Cloud Tasks; re-enqueues itself with backoff."
+  service_account_id  = "relayflow-poller"
+  image               = var.image
+  env                 = merge(local.handler_env, { COMPONENT = "poller" })
+  invoker_members     = { tasks = local.tasks_invoker_member }
+  custom_audiences    = [local.url["poller"]]
+  max_instances       = var.max_instances["poller"]
+  request_timeout_s   = local.topology.queues.polls.dispatch_deadline_s
+  labels              = var.labels
+  deletion_protection = var.deletion_protection
+
+  depends_on = [google_project_service.main]
+}
+
+module "api" {
+  source = "../service"
+
+  project_id          = var.project_id
+  location            = var.region
+  name                = "api"
+  description         = "Reads and operates flows (GET /flows/{id}, list, cancel, retry)."
+  service_account_id  = "relayflow-api"
+  image               = var.image
+  env                 = merge(local.common_env, { COMPONENT = "api" })
+  invoker_members     = merge(var.api_invoker_members, var.sweep_service == "api" ? local.sweep_invoker : {})
+  custom_audiences    = [local.url["api"]]
+  max_instances       = var.max_instances["api"]
+  labels              = var.labels
+  deletion_protection = var.deletion_protection
+
+  depends_on = [google_project_service.main]
+}
+
+# --- What each component may do ---------------------------------------------------------------
+
+# Firestore grants data access per project only (no per-collection IAM), so roles/datastore.user
+# is project-wide; the project holds nothing but relayflow.
+resource "google_project_iam_member" "firestore_user" {
+  for_each = local.runtime_members
+
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = each.value
+}
+
+# Enqueue rights on relayflow's two queues only, not on every queue in the project.
+resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
+  for_each = local.enqueue_grants
+
+  project  = var.project_id
+  location = var.region
+  name     = module.queues.names[each.value.queue]
+  role     = "roles/cloudtasks.enqueuer"
+  member   = each.value.member
+}
+
+# Creating a task that carries an OIDC token for the tasks-invoker account requires actAs on it.
+resource "google_service_account_iam_member" "tasks_invoker_user" {
+  for_each = local.runtime_members
+
+  service_account_id = google_service_account.tasks_invoker.name
+  role               = "roles/iam.serviceAccountUser"
+  member             = each.value
+}
+
+resource "google_pubsub_topic_iam_member" "results_publisher" {
+  for_each = local.result_publishers
+
+  project = var.project_id
+  topic   = module.messaging.topic_names["results"]
+  role    = "roles/pubsub.publisher"
+  member  = each.value
+}
+
+# Projects created before April 2021 need the Pub/Sub service agent to mint the push OIDC token
+# explicitly; granting it on the push account alone is harmless elsewhere.
+resource "google_service_account_iam_member" "pubsub_push_token_creator" {
+  service_account_id = google_service_account.pubsub_push.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:service-${local.project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+  depends_on = [google_project_service.main]
+}
+
+# --- Sweeper ----------------------------------------------------------------------------------
+
+# Re-enqueues flows whose next task is overdue (DESIGN invariant 5).
+resource "google_cloud_scheduler_job" "sweep" {
+  project          = var.project_id
+  region           = var.region
+  name             = "relayflow-sweep"
+  description      = "POST /sweep on the ${var.sweep_service} service: rescue flows whose next task is overdue."
+  schedule         = var.sweep_schedule
+  time_zone        = "Etc/UTC"
+  attempt_deadline = "60s"
+
+  retry_config {
+    retry_count = 0
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = "${local.url[var.sweep_service]}/sweep"
+
+    oidc_token {
+      service_account_email = google_service_account.scheduler.email
+      audience              = local.url[var.sweep_service]
+    }
+  }
+
+  depends_on = [google_project_service.main]
+}
+
+# The deterministic URLs above are an assumption about Cloud Run; fail loudly if it ever breaks.
+check "deterministic_urls" {
+  assert {
+    condition = alltrue([
+      contains(module.start_flow.urls, local.url["start-flow"]),
+      contains(module.worker.urls, local.url["worker"]),
+      contains(module.poller.urls, local.url["poller"]),
+      contains(module.api.urls, local.url["api"]),
+    ])
+    error_message = "A Cloud Run service does not serve its deterministic URL; RELAYFLOW_WORKER_URL / RELAYFLOW_POLLER_URL would be wrong."
+  }
+}

@@ -1,0 +1,29 @@
+output "name" {
+  description = "Service name."
+  value       = google_cloud_run_v2_service.main.name
+}
+
+output "id" {
+  description = "Service resource id."
+  value       = google_cloud_run_v2_service.main.id
+}
+
+output "uri" {
+  description = "Main URI of the service."
+  value       = google_cloud_run_v2_service.main.uri
+}
+
+output "urls" {
+  description = "All URLs serving the service (includes the deterministic SERVICE-PROJECT_NUMBER.REGION.run.app one)."
+  value       = google_cloud_run_v2_service.main.urls
+}
+
+output "service_account_email" {
+  description = "Email of the service's own runtime service account."
+  value       = google_service_account.main.email
+}
+
+output "service_account_member" {
+  description = "IAM member string of the service's runtime service account."
+  value       = "serviceAccount:${google_service_account.main.email}"
+}
