@@ -296,12 +296,14 @@ def _with_next(record: FlowRecord, nxt: NextTask) -> FlowRecord:
     return record.model_copy(update={"next": nxt, "next_run_at": nxt.run_at})
 
 
-def _log(plan: Plan, record: FlowRecord, entry: HistoryEntry) -> FlowRecord:
+def _log(plan: Plan, record: FlowRecord, entry: HistoryEntry, *, a_try: bool = True) -> FlowRecord:
+    """Append ``entry`` to the bounded history; ``a_try`` counts it as a poll or an attempt."""
     history = [*record.history, entry]
     dropped = max(0, len(history) - plan.history_limit)
+    is_poll = entry.kind is TaskKind.POLL
     counts = {
-        "polls": record.polls + (1 if entry.kind is TaskKind.POLL else 0),
-        "attempts": record.attempts + (0 if entry.kind is TaskKind.POLL else 1),
+        "polls": record.polls + (1 if a_try and is_poll else 0),
+        "attempts": record.attempts + (1 if a_try and not is_poll else 0),
     }
     return record.model_copy(
         update={
@@ -345,3 +347,49 @@ def _error(
 def _timeout(record: FlowRecord, code: str, message: str) -> dict[str, Any]:
     pos = record.position
     return {"code": code, "message": message, "step": pos.step, "polls": pos.poll + 1}
+
+
+def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
+    """End an active flow as CANCELLED; its pending task becomes a stale no-op."""
+    result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
+    entry = _entry(plan, record, "cancelled", detail=reason)
+    return _finish(plan, _log(plan, record, entry, a_try=False), result)
+
+
+def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
+    """Run a failed, timed-out or cancelled flow again, as a new generation.
+
+    It resumes at the step that stopped it, keeping earlier outputs, unless compensation undid
+    them; then it starts over.
+    """
+    compensated = any(h.kind is TaskKind.COMPENSATE for h in record.history)
+    index = 0 if compensated else record.position.step_index
+    position = Position(
+        generation=record.position.generation + 1,
+        step_index=index,
+        step=plan.flow.step(index).name,
+        kind=kind_of(plan.flow, index),
+    )
+    outputs = {} if compensated else record.outputs
+    entry = _entry(plan, record, "restarted", detail=f"generation {position.generation}")
+    moved = _move(plan, _log(plan, record, entry, a_try=False), Status.PENDING).model_copy(
+        update={
+            "position": position,
+            "outputs": outputs,
+            "result": None,
+            "result_published": False,
+            "finished_at": None,
+            "step_started_at": plan.now,
+            "deadline_at": None,
+        }
+    )
+    return _with_next(moved, schedule(plan, moved, position, 0.0))
+
+
+def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:
+    """Replace a lost next task with a fresh one under a new name (the old name is spent)."""
+    assert record.next is not None
+    position = record.position.model_copy(update={"rescue": record.position.rescue + 1})
+    entry = _entry(plan, record, "rescued", detail=f"task {record.next.task_id} was lost")
+    moved = _log(plan, record, entry, a_try=False).model_copy(update={"position": position})
+    return _with_next(moved, schedule(plan, moved, position, 0.0))

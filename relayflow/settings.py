@@ -40,8 +40,21 @@ class Settings(BaseSettings):
     # OIDC: tasks carry a token for this service account; worker and poller verify it.
     tasks_service_account: str = "relayflow-tasks@relayflow-local.iam.gserviceaccount.com"
     verify_tokens: bool = True
+    # Callers of POST /sweep besides the tasks account (Cloud Scheduler's), as a JSON list.
+    scheduler_service_accounts: tuple[str, ...] = ()
     # None means Google's certs; locally, the Cloud Tasks emulator's.
     oidc_certs_url: HttpUrl | None = None
+
+    # The reference flow's policies (DESIGN invariant 2 defaults: 15 min deadline, ±20% jitter).
+    poll_initial_s: float = Field(default=1.0, gt=0)
+    poll_multiplier: float = Field(default=2.0, ge=1)
+    poll_max_interval_s: float = Field(default=30.0, gt=0)
+    poll_jitter: float = Field(default=0.2, ge=0, lt=1)
+    poll_max_polls: int = Field(default=50, ge=1)
+    poll_deadline_s: float = Field(default=900.0, gt=0)
+    retry_max_attempts: int = Field(default=5, ge=1)
+    retry_initial_s: float = Field(default=1.0, gt=0)
+    retry_max_interval_s: float = Field(default=60.0, gt=0)
 
     history_limit: int = Field(default=200, ge=10, le=2000)
     # A non-terminal flow whose next run is this late is re-enqueued by the sweeper.

@@ -1,0 +1,40 @@
+"""The Pub/Sub-triggered start function: decode the CloudEvent, hand it to the engine.
+
+Deployed as a Cloud Run function (Eventarc trigger on flow-requests); locally the Pub/Sub
+emulator pushes to functions-framework, which turns the push body into the same CloudEvent.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import functions_framework
+from cloudevents.http.event import CloudEvent
+
+from relayflow.errors import InvalidMessage
+from relayflow.messages import unwrap_pubsub
+from relayflow.runtime import build_runtime
+from relayflow.settings import load_settings
+from relayflow.telemetry import configure_logging
+
+configure_logging()
+log = logging.getLogger("relayflow.start")
+runtime = build_runtime(load_settings())
+
+
+@functions_framework.cloud_event
+def start_flow(event: CloudEvent) -> None:
+    """Start one flow per message. Returning acks; raising makes Pub/Sub redeliver."""
+    try:
+        message = unwrap_pubsub(event.get_data())
+    except InvalidMessage as exc:
+        # Nothing to record under: no message id. Ack, or it would come back forever.
+        log.error("unreadable start event", extra={"reason": exc.reason, "event_id": event["id"]})
+        return
+    result = runtime.engine.start(
+        message.data, message_id=message.message_id, attributes=message.attributes
+    )
+    log.info(
+        "start message handled",
+        extra={"outcome": result.outcome.value, "flow_id": result.flow_id, "reason": result.reason},
+    )

@@ -1,0 +1,335 @@
+"""The engine: start flows, run the task at a flow's position, sweep, cancel, retry.
+
+Every entry point (the start function, the worker, the poller, the api) is a thin shell around
+one Engine method. The engine reads the flow, runs a handler outside any transaction, asks the
+planner what comes next, commits that in a transaction that re-checks the position, and only
+then enqueues the next task and publishes the result (DESIGN invariants 4 and 5).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from relayflow import planner
+from relayflow.clock import Clock
+from relayflow.errors import (
+    FlowNotFound,
+    InvalidMessage,
+    InvalidTransition,
+    NotReady,
+    PermanentError,
+    RetryableError,
+    UnknownFlow,
+)
+from relayflow.events import Events
+from relayflow.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
+from relayflow.messages import parse_start
+from relayflow.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
+from relayflow.position import FLOW_ID_PATTERN, Position, TaskKind, TaskPayload
+from relayflow.queue import TaskQueue
+from relayflow.records import FlowRecord
+from relayflow.state import ACTIVE, TERMINAL, Status
+from relayflow.store import FlowStore
+
+log = logging.getLogger("relayflow.engine")
+
+
+class Started(StrEnum):
+    """What a start message did."""
+
+    STARTED = "started"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class StartResult:
+    outcome: Started
+    flow_id: str | None = None
+    reason: str | None = None
+
+
+class Ran(StrEnum):
+    """What a task delivery did."""
+
+    ADVANCED = "advanced"  # the flow moved on (or ended)
+    STALE = "stale"  # not the flow's current position: a duplicate or late task, no-op
+    NO_FLOW = "no flow"  # no such flow document (or its definition is gone): dropped
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    overdue: int
+    rescued: int
+    still_queued: int
+
+
+def idempotency_key(flow_id: str, position: Position) -> str:
+    """The key a handler sends with its external call: one effect per flow, step, generation."""
+    suffix = ":undo" if position.kind is TaskKind.COMPENSATE else ""
+    return f"relayflow-{flow_id}-{position.step}-g{position.generation}{suffix}"
+
+
+class Engine:
+    """Runs flows from a registry against a store, a task queue and an event publisher."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        store: FlowStore,
+        queue: TaskQueue,
+        events: Events,
+        clock: Clock,
+        queues: QueueNames | None = None,
+        history_limit: int = 200,
+    ) -> None:
+        self._registry = registry
+        self._store = store
+        self._queue = queue
+        self._events = events
+        self._clock = clock
+        self._queues = queues or QueueNames()
+        self._history_limit = history_limit
+
+    # -- start ---------------------------------------------------------------------------
+
+    def start(self, data: bytes, *, message_id: str, attributes: dict[str, str]) -> StartResult:
+        """Start the flow a message asks for, once, however often the message arrives.
+
+        A malformed message is recorded in ``rejected`` and reported, never raised: raising
+        would make Pub/Sub redeliver something that can never succeed. Infrastructure errors
+        do raise, so that Pub/Sub redelivers.
+        """
+        try:
+            message, flow = parse_start(data, self._registry)
+        except InvalidMessage as exc:
+            self._reject(data, message_id, attributes, exc.reason)
+            return StartResult(Started.REJECTED, reason=exc.reason)
+        flow_id = message.flow_id or _flow_id_from(message_id)
+        record = planner.new_record(
+            self._plan(flow),
+            flow_id=flow_id,
+            input=message.input,
+            message_id=message_id,
+            deadline_s=message.deadline_s,
+        )
+        if not self._store.create(record):
+            existing = self._store.get(flow_id)
+            if existing is not None:
+                self._settle(existing)
+            log.info("duplicate start", extra={"flow_id": flow_id, "message_id": message_id})
+            return StartResult(Started.DUPLICATE, flow_id=flow_id)
+        self._settle(record)
+        log.info("flow started", extra={"flow_id": flow_id, "flow": flow.name})
+        return StartResult(Started.STARTED, flow_id=flow_id)
+
+    def _reject(
+        self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
+    ) -> None:
+        log.warning("start message rejected", extra={"message_id": message_id, "reason": reason})
+        self._store.reject(
+            _doc_id(message_id),
+            {
+                "message_id": message_id,
+                "reason": reason,
+                "data_base64": base64.b64encode(data[:16384]).decode("ascii"),
+                "data_truncated": len(data) > 16384,
+                "attributes": attributes,
+                "rejected_at": self._clock.now(),
+            },
+        )
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def run_task(self, payload: TaskPayload) -> Ran:
+        """Run the task at ``payload.position`` if it is the flow's current position."""
+        record = self._store.get(payload.flow_id)
+        if record is None:
+            log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
+            return Ran.NO_FLOW
+        if not _is_current(record, payload.position):
+            self._settle(record)
+            return Ran.STALE
+        try:
+            flow = self._registry.get(record.flow)
+        except UnknownFlow:
+            log.error("flow definition missing", extra={"flow_id": record.flow_id})
+            return Ran.NO_FLOW
+        outcome = self._execute(flow, record)
+        plan = self._plan(flow)
+        committed = self._store.change(
+            record.flow_id,
+            lambda current: (
+                planner.after(plan, current, outcome)
+                if _is_current(current, payload.position)
+                else None
+            ),
+        )
+        if committed is None:
+            latest = self._store.get(record.flow_id)
+            if latest is not None:
+                self._settle(latest)
+            return Ran.STALE
+        self._settle(committed)
+        return Ran.ADVANCED
+
+    def _execute(self, flow: Flow, record: FlowRecord) -> Outcome:
+        pos = record.position
+        step = flow.step(pos.step_index)
+        handler = _handler_for(step, pos.kind)
+        context = StepContext(
+            flow_id=record.flow_id,
+            flow=record.flow,
+            step=pos.step,
+            input=record.input,
+            outputs=record.outputs,
+            idempotency_key=idempotency_key(record.flow_id, pos),
+            attempt=pos.attempt,
+            poll=pos.poll,
+        )
+        return _call(handler, context, extra={"flow_id": record.flow_id, "at": pos.label()})
+
+    def _settle(self, record: FlowRecord) -> None:
+        """Make sure what must follow a committed record has happened (safe to repeat).
+
+        An active flow needs its next task to exist; a terminal one needs its result event.
+        Both are idempotent: the task name dedups, and ``result_published`` is remembered.
+        """
+        if record.status in ACTIVE and record.next is not None:
+            self._queue.ensure(record.flow_id, record.next)
+        elif record.status in TERMINAL and not record.result_published and record.result:
+            self._events.publish_result(record)
+            self._store.mark_published(record.flow_id)
+
+    # -- operations ----------------------------------------------------------------------
+
+    def get(self, flow_id: str) -> FlowRecord:
+        """The flow, or FlowNotFound."""
+        record = self._store.get(flow_id)
+        if record is None:
+            raise FlowNotFound(f"no flow with id {flow_id!r}")
+        return record
+
+    def cancel(self, flow_id: str, reason: str = "cancelled by an operator") -> FlowRecord:
+        """Cancel an active flow; InvalidTransition if it has already ended."""
+        return self._operate(flow_id, lambda plan, r: planner.cancel(plan, r, reason))
+
+    def retry(self, flow_id: str) -> FlowRecord:
+        """Run a failed, timed-out or cancelled flow again as a new generation."""
+        return self._operate(flow_id, planner.restart)
+
+    def _operate(self, flow_id: str, op: Any) -> FlowRecord:
+        record = self.get(flow_id)
+        plan = self._plan(self._registry.get(record.flow))
+        errors: list[InvalidTransition] = []
+
+        def change(current: FlowRecord) -> FlowRecord | None:
+            try:
+                updated: FlowRecord = op(plan, current)
+            except InvalidTransition as exc:
+                errors.append(exc)
+                return None
+            return updated
+
+        committed = self._store.change(flow_id, change)
+        if errors:
+            raise errors[-1]
+        if committed is None:
+            raise FlowNotFound(f"no flow with id {flow_id!r}")
+        self._settle(committed)
+        return committed
+
+    def sweep(self, *, grace_s: float, limit: int = 100) -> SweepReport:
+        """Re-enqueue active flows whose next task is overdue and gone (invariant 5)."""
+        now = self._clock.now()
+        overdue = self._store.overdue(cutoff=now - timedelta(seconds=grace_s), limit=limit)
+        rescued = queued = 0
+        for record in overdue:
+            if record.next is None:
+                continue
+            if self._queue.exists(record.next):
+                queued += 1
+                continue
+            rescued += self._rescue(record)
+        report = SweepReport(overdue=len(overdue), rescued=rescued, still_queued=queued)
+        log.info("sweep", extra={"report": report.__dict__})
+        return report
+
+    def _rescue(self, record: FlowRecord) -> int:
+        stuck = record.next
+        plan = self._plan(self._registry.get(record.flow))
+        committed = self._store.change(
+            record.flow_id,
+            lambda current: (
+                planner.rescue(plan, current)
+                if current.status in ACTIVE and current.next == stuck
+                else None
+            ),
+        )
+        if committed is None:
+            return 0
+        self._settle(committed)
+        log.warning("rescued a lost task", extra={"flow_id": record.flow_id})
+        return 1
+
+    def _plan(self, flow: Flow) -> Plan:
+        return Plan(
+            flow=flow,
+            queues=self._queues,
+            now=self._clock.now(),
+            history_limit=self._history_limit,
+        )
+
+
+def _is_current(record: FlowRecord, position: Position) -> bool:
+    return record.status in ACTIVE and record.position == position
+
+
+def _handler_for(step: ActionStep | PollStep, kind: TaskKind) -> Handler:
+    if isinstance(step, PollStep):
+        return step.check
+    if kind is TaskKind.COMPENSATE:
+        assert step.compensate is not None
+        return step.compensate
+    return step.run
+
+
+def _call(handler: Handler, context: StepContext, *, extra: dict[str, str]) -> Outcome:
+    """Run a handler and classify how it ended (invariant 7)."""
+    try:
+        output = handler(context)
+    except NotReady as signal:
+        log.info("not ready", extra={**extra, "detail": signal.detail})
+        return Waiting(signal)
+    except RetryableError as exc:
+        log.warning("retryable error", extra={**extra, "error": exc.message})
+        return Retry(exc)
+    except PermanentError as exc:
+        log.warning("permanent error", extra={**extra, "error": exc.message})
+        return Failed(exc)
+    except Exception as exc:  # a bug or an unclassified library error: retry, but bounded
+        log.exception("handler raised an unexpected error", extra=extra)
+        return Retry(RetryableError(f"{type(exc).__name__}: {exc}", code="UNEXPECTED"))
+    return Completed(output or {})
+
+
+def _flow_id_from(message_id: str) -> str:
+    if re.fullmatch(FLOW_ID_PATTERN[1:-1], message_id):
+        return message_id
+    return _doc_id(message_id)
+
+
+def _doc_id(message_id: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in message_id)[:60]
+    return f"{safe}-{hashlib.sha256(message_id.encode()).hexdigest()[:12]}"
+
+
+__all__ = ["Engine", "Ran", "StartResult", "Started", "Status", "SweepReport"]

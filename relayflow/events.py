@@ -1,0 +1,64 @@
+"""Pub/Sub: start messages in, result events out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.cloud.pubsub_v1 import PublisherClient
+
+from relayflow.records import FlowRecord
+from relayflow.telemetry import Counters
+
+PUBLISH_TIMEOUT_S = 30.0
+
+
+def build_publisher() -> PublisherClient:
+    """A publisher; the library itself honours PUBSUB_EMULATOR_HOST."""
+    return PublisherClient()
+
+
+def result_event(record: FlowRecord) -> dict[str, Any]:
+    """The body of the one event a terminal flow publishes."""
+    assert record.result is not None
+    return {
+        "flow_id": record.flow_id,
+        "flow": record.flow,
+        "generation": record.position.generation,
+        **record.result.model_dump(mode="json"),
+    }
+
+
+class Events:
+    """Publishes JSON messages to relayflow's topics."""
+
+    def __init__(
+        self,
+        publisher: PublisherClient,
+        *,
+        project: str,
+        results_topic: str = "flow-results",
+        counters: Counters | None = None,
+    ) -> None:
+        self._publisher = publisher
+        self._project = project
+        self._results = results_topic
+        self._counters = counters or Counters()
+
+    def publish(self, topic: str, body: dict[str, Any], **attributes: str) -> str:
+        """Publish ``body`` as JSON and wait for the message id (raises on failure)."""
+        path = self._publisher.topic_path(self._project, topic)
+        data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        future = self._publisher.publish(path, data, **attributes)
+        message_id: str = future.result(timeout=PUBLISH_TIMEOUT_S)
+        self._counters.add("messages_published")
+        return message_id
+
+    def publish_result(self, record: FlowRecord) -> str:
+        """Announce a terminal flow on the results topic."""
+        return self.publish(
+            self._results,
+            result_event(record),
+            flow_id=record.flow_id,
+            status=str(record.status),
+        )

@@ -1,0 +1,71 @@
+"""Calling external HTTP APIs, with every failure classified at the edge (invariant 7).
+
+Timeouts, connection errors, 408, 429 and 5xx are retryable (429/503 carry Retry-After); other
+4xx are permanent. A handler never inspects a status code itself.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import requests
+
+from relayflow.errors import PermanentError, RetryableError
+
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Retry-After as seconds: either a number of seconds or an HTTP date (then relative)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _error_code(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return f"HTTP_{response.status_code}"
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), str):
+        return str(error["code"])
+    return f"HTTP_{response.status_code}"
+
+
+def raise_for(response: requests.Response) -> None:
+    """Raise the classified error for a non-2xx response."""
+    if response.ok:
+        return
+    code = _error_code(response)
+    message = f"{response.request.method} {response.url} -> {response.status_code} {code}"
+    if response.status_code in RETRYABLE_STATUS:
+        wait = retry_after_s(response.headers.get("Retry-After"))
+        raise RetryableError(message, code=code, retry_after_s=wait)
+    raise PermanentError(message, code=code)
+
+
+def call(
+    session: requests.Session, method: str, url: str, *, timeout_s: float, **kwargs: Any
+) -> Any:
+    """Send a request and return its JSON body, raising a classified error otherwise."""
+    try:
+        response = session.request(method, url, timeout=timeout_s, **kwargs)
+    except (requests.Timeout, requests.ConnectionError) as exc:
+        raise RetryableError(f"{method} {url}: {type(exc).__name__}", code="UNAVAILABLE") from exc
+    raise_for(response)
+    try:
+        return response.json()
+    except ValueError:
+        raise RetryableError(f"{method} {url}: response is not JSON", code="BAD_RESPONSE") from None

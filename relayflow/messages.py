@@ -1,0 +1,112 @@
+"""The start message on ``flow-requests``: its schema and its validation.
+
+Every refusal is an InvalidMessage whose ``reason`` says exactly what was wrong, in words a
+publisher can act on; the start function records it in ``rejected`` and acks the message.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from relayflow.errors import InvalidMessage, UnknownFlow
+from relayflow.flows import Flow, Registry
+from relayflow.position import FLOW_ID_PATTERN
+
+MAX_INPUT_BYTES = 64 * 1024
+MAX_DEADLINE_S = 30 * 24 * 3600  # Cloud Tasks schedules at most 30 days ahead
+
+
+class StartMessage(BaseModel):
+    """``{"flow": name, "input": {...}, "flow_id"?: id, "deadline_s"?: seconds}``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    flow: str = Field(min_length=1, max_length=63)
+    input: dict[str, Any]
+    flow_id: str | None = Field(default=None, pattern=FLOW_ID_PATTERN)
+    deadline_s: float | None = Field(default=None, gt=0, le=MAX_DEADLINE_S)
+
+
+def describe(error: ValidationError, prefix: str = "") -> str:
+    """A pydantic error as one line: ``field: problem; field: problem``."""
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "message"
+        parts.append(f"{prefix}{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def decode_json(data: bytes) -> dict[str, Any]:
+    """The message data as a JSON object, or InvalidMessage saying why not."""
+    if not data:
+        raise InvalidMessage("message has no data; expected a JSON object")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidMessage(f"message data is not UTF-8 text ({exc.reason})") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidMessage(f"message data is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidMessage(f"message must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def parse_start(data: bytes, registry: Registry) -> tuple[StartMessage, Flow]:
+    """Validate a start message against the schema, the registry and the flow's input model."""
+    try:
+        message = StartMessage.model_validate(decode_json(data))
+    except ValidationError as exc:
+        raise InvalidMessage(describe(exc)) from None
+    try:
+        flow = registry.get(message.flow)
+    except UnknownFlow as exc:
+        raise InvalidMessage(str(exc)) from None
+    size = len(json.dumps(message.input).encode("utf-8"))
+    if size > MAX_INPUT_BYTES:
+        raise InvalidMessage(f"input is {size} bytes; the limit is {MAX_INPUT_BYTES}")
+    if flow.input_model is not None:
+        try:
+            flow.input_model.model_validate(message.input)
+        except ValidationError as exc:
+            raise InvalidMessage(describe(exc, prefix="input.")) from None
+    return message, flow
+
+
+class PubsubEnvelope(BaseModel):
+    """The Pub/Sub message inside a CloudEvent's data (push bodies and Eventarc alike)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    data: bytes = b""
+    attributes: dict[str, str] = Field(default_factory=dict)
+    message_id: str = Field(min_length=1)
+
+
+def unwrap_pubsub(event_data: Any) -> PubsubEnvelope:
+    """The message of a ``messagePublished`` CloudEvent, with data base64-decoded.
+
+    Push bodies say ``messageId`` and Eventarc says ``message_id``; both are accepted.
+    """
+    message = event_data.get("message") if isinstance(event_data, dict) else None
+    if not isinstance(message, dict):
+        raise InvalidMessage("event has no Pub/Sub 'message' object")
+    message_id = message.get("message_id") or message.get("messageId")
+    if not isinstance(message_id, str) or not message_id:
+        raise InvalidMessage("Pub/Sub message has no message id")
+    try:
+        data = base64.b64decode(message.get("data") or "", validate=True)
+    except (binascii.Error, TypeError):
+        raise InvalidMessage("Pub/Sub message data is not valid base64") from None
+    attributes = message.get("attributes") or {}
+    if not isinstance(attributes, dict):
+        raise InvalidMessage("Pub/Sub message attributes must be an object")
+    return PubsubEnvelope(
+        data=data, attributes={str(k): str(v) for k, v in attributes.items()}, message_id=message_id
+    )

@@ -1,0 +1,116 @@
+"""Cloud Tasks: enqueue a flow's next task under its deterministic name.
+
+``ALREADY_EXISTS`` means somebody (a duplicate handler, an earlier try) enqueued it already, and
+is success (DESIGN invariant 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+import grpc
+from google.api_core.exceptions import AlreadyExists, NotFound
+from google.cloud import tasks_v2
+from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from relayflow.position import TaskPayload
+from relayflow.records import NextTask
+from relayflow.settings import Settings
+from relayflow.telemetry import Counters
+
+
+class Enqueued(StrEnum):
+    """What an enqueue did."""
+
+    CREATED = "created"
+    ALREADY_ENQUEUED = "already enqueued"
+
+
+def build_client(settings: Settings) -> tasks_v2.CloudTasksClient:
+    """A Cloud Tasks client; over an insecure channel when CLOUD_TASKS_EMULATOR_HOST is set.
+
+    The library has no emulator variable of its own.
+    """
+    host = settings.cloud_tasks_emulator_host
+    if host is None:
+        return tasks_v2.CloudTasksClient()
+    transport = CloudTasksGrpcTransport(channel=grpc.insecure_channel(host))
+    return tasks_v2.CloudTasksClient(transport=transport)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a queue's tasks go and how long the target may take."""
+
+    url: str
+    audience: str
+    dispatch_deadline_s: int
+
+
+class TaskQueue:
+    """Creates and inspects relayflow tasks in their queues."""
+
+    def __init__(
+        self,
+        client: tasks_v2.CloudTasksClient,
+        *,
+        project: str,
+        location: str,
+        targets: dict[str, Target],
+        service_account: str,
+        counters: Counters | None = None,
+    ) -> None:
+        self._client = client
+        self._project = project
+        self._location = location
+        self._targets = targets
+        self._service_account = service_account
+        self._counters = counters or Counters()
+
+    def queue_path(self, queue: str) -> str:
+        return self._client.queue_path(self._project, self._location, queue)
+
+    def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
+        """Create the task for ``nxt`` unless it exists (or existed) under its name."""
+        task = self._task(flow_id, nxt)
+        try:
+            self._client.create_task(parent=self.queue_path(nxt.queue), task=task, timeout=10.0)
+        except AlreadyExists:
+            self._counters.add("tasks_deduplicated")
+            return Enqueued.ALREADY_ENQUEUED
+        self._counters.add("tasks_created")
+        return Enqueued.CREATED
+
+    def exists(self, nxt: NextTask) -> bool:
+        """Whether the task is still in its queue (waiting or being retried)."""
+        name = self._client.task_path(self._project, self._location, nxt.queue, nxt.task_id)
+        try:
+            self._client.get_task(name=name, timeout=10.0)
+        except NotFound:
+            return False
+        return True
+
+    def _task(self, flow_id: str, nxt: NextTask) -> tasks_v2.Task:
+        target = self._targets[nxt.queue]
+        body = TaskPayload(flow_id=flow_id, position=nxt.position).model_dump_json()
+        schedule = timestamp_pb2.Timestamp()
+        schedule.FromDatetime(nxt.run_at)
+        return tasks_v2.Task(
+            name=self._client.task_path(self._project, self._location, nxt.queue, nxt.task_id),
+            schedule_time=schedule,
+            dispatch_deadline=duration_pb2.Duration(
+                seconds=int(timedelta(seconds=target.dispatch_deadline_s).total_seconds())
+            ),
+            http_request=tasks_v2.HttpRequest(
+                url=target.url,
+                http_method=tasks_v2.HttpMethod.POST,
+                headers={"Content-Type": "application/json"},
+                body=body.encode("utf-8"),
+                oidc_token=tasks_v2.OidcToken(
+                    service_account_email=self._service_account, audience=target.audience
+                ),
+            ),
+        )

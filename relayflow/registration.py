@@ -1,0 +1,128 @@
+"""The reference flow ``registration``: register with the client API, await ACTIVE, create.
+
+    register            POST /registrations      (action; compensated by DELETE on failure)
+    await_registration  GET /registrations/{id}  (poll until ACTIVE)
+    create_entity       POST /entities           (action)
+
+Each external call carries the step's idempotency key, so a duplicate task never registers
+twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+from pydantic import BaseModel, ConfigDict, Field
+
+from relayflow.errors import NotReady, PermanentError
+from relayflow.flows import ActionStep, Flow, PollPolicy, PollStep, Registry, RetryPolicy
+from relayflow.flows import StepContext as Ctx
+from relayflow.http import call
+from relayflow.settings import Settings
+
+FLOW_NAME = "registration"
+
+
+class RegistrationInput(BaseModel):
+    """What a ``registration`` flow needs: the resource to register (and an entity name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resource: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    entity_name: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class ClientApi:
+    """The external registration API, every failure classified by relayflow.http."""
+
+    def __init__(self, base_url: str, *, timeout_s: float, session: requests.Session) -> None:
+        self._base = base_url.rstrip("/")
+        self._timeout_s = timeout_s
+        self._session = session
+
+    def _call(self, method: str, path: str, key: str | None = None, **kw: Any) -> Any:
+        headers = {"Idempotency-Key": key} if key else {}
+        url = f"{self._base}{path}"
+        return call(self._session, method, url, timeout_s=self._timeout_s, headers=headers, **kw)
+
+    def register(self, resource: str, *, key: str) -> dict[str, Any]:
+        return dict(self._call("POST", "/registrations", key, json={"resource": resource}))
+
+    def registration(self, registration_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/registrations/{registration_id}"))
+
+    def cancel(self, registration_id: str, *, key: str) -> dict[str, Any]:
+        return dict(self._call("DELETE", f"/registrations/{registration_id}", key))
+
+    def create_entity(self, registration_id: str, name: str, *, key: str) -> dict[str, Any]:
+        body = {"registration_id": registration_id, "name": name}
+        return dict(self._call("POST", "/entities", key, json=body))
+
+
+class RegistrationSteps:
+    """The handlers of the registration flow, bound to one ClientApi."""
+
+    def __init__(self, api: ClientApi) -> None:
+        self._api = api
+
+    def register(self, ctx: Ctx) -> dict[str, Any]:
+        made = self._api.register(str(ctx.input["resource"]), key=ctx.idempotency_key)
+        return {"registration_id": made["id"]}
+
+    def unregister(self, ctx: Ctx) -> dict[str, Any]:
+        reg_id = str(ctx.outputs["register"]["registration_id"])
+        return self._api.cancel(reg_id, key=ctx.idempotency_key)
+
+    def await_active(self, ctx: Ctx) -> dict[str, Any]:
+        reg_id = str(ctx.outputs["register"]["registration_id"])
+        status = str(self._api.registration(reg_id)["status"])
+        if status == "ACTIVE":
+            return {"registration_id": reg_id, "status": status}
+        if status == "PENDING":
+            raise NotReady(f"registration {reg_id} is {status}")
+        raise PermanentError(f"registration {reg_id} is {status}", code=f"REGISTRATION_{status}")
+
+    def create_entity(self, ctx: Ctx) -> dict[str, Any]:
+        reg_id = str(ctx.outputs["register"]["registration_id"])
+        name = str(ctx.input.get("entity_name") or f"{ctx.input['resource']}-entity")
+        made = self._api.create_entity(reg_id, name, key=ctx.idempotency_key)
+        return {"entity_id": made["id"], "registration_id": reg_id, "name": name}
+
+
+def registration_flow(api: ClientApi, *, poll: PollPolicy, retry: RetryPolicy) -> Flow:
+    """The reference flow, bound to ``api``."""
+    steps = RegistrationSteps(api)
+    return Flow(
+        name=FLOW_NAME,
+        description="Register a resource, wait until the registration is ACTIVE, create it.",
+        input_model=RegistrationInput,
+        steps=(
+            ActionStep("register", steps.register, retry=retry, compensate=steps.unregister),
+            PollStep("await_registration", steps.await_active, policy=poll),
+            ActionStep("create_entity", steps.create_entity, retry=retry),
+        ),
+    )
+
+
+def build_registry(settings: Settings, session: requests.Session | None = None) -> Registry:
+    """The flows this deployment runs, configured from settings."""
+    api = ClientApi(
+        str(settings.client_api_url),
+        timeout_s=settings.client_api_timeout_s,
+        session=session or requests.Session(),
+    )
+    poll = PollPolicy(
+        initial_s=settings.poll_initial_s,
+        multiplier=settings.poll_multiplier,
+        max_interval_s=settings.poll_max_interval_s,
+        jitter=settings.poll_jitter,
+        max_polls=settings.poll_max_polls,
+        deadline_s=settings.poll_deadline_s,
+    )
+    retry = RetryPolicy(
+        max_attempts=settings.retry_max_attempts,
+        initial_s=settings.retry_initial_s,
+        max_interval_s=settings.retry_max_interval_s,
+    )
+    return Registry((registration_flow(api, poll=poll, retry=retry),))

@@ -1,0 +1,91 @@
+"""The composition root: real clients, store, queue and engine, built from Settings once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from relayflow import events, queue, store
+from relayflow.auth import TokenVerifier
+from relayflow.clock import SystemClock
+from relayflow.engine import Engine
+from relayflow.planner import QueueNames
+from relayflow.registration import build_registry
+from relayflow.settings import Settings
+from relayflow.telemetry import Counters
+from relayflow.topology import Topology, load_topology
+
+STEP_PATH = "/tasks/step"
+POLL_PATH = "/tasks/poll"
+
+
+def base_url(url: object) -> str:
+    """A service URL without its trailing slash: the OIDC audience for that service."""
+    return str(url).rstrip("/")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Everything an entry point needs, wired."""
+
+    settings: Settings
+    topology: Topology
+    engine: Engine
+    store: store.FlowStore
+    counters: Counters
+
+
+def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
+    """Where each queue's tasks go: steps to the worker, polls to the poller."""
+    steps, polls = topology.queues.steps, topology.queues.polls
+    worker, poller = base_url(settings.worker_url), base_url(settings.poller_url)
+    return {
+        steps.name: queue.Target(worker + STEP_PATH, worker, steps.dispatch_deadline_s),
+        polls.name: queue.Target(poller + POLL_PATH, poller, polls.dispatch_deadline_s),
+    }
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """Connect to Firestore, Cloud Tasks and Pub/Sub (or their emulators) and build the engine."""
+    topology = load_topology()
+    counters = Counters()
+    flow_store = store.FlowStore(
+        store.build_client(settings),
+        flows=topology.firestore.flows_collection,
+        rejected=topology.firestore.rejected_collection,
+        counters=counters,
+    )
+    task_queue = queue.TaskQueue(
+        queue.build_client(settings),
+        project=settings.project_id,
+        location=settings.location,
+        targets=task_targets(settings, topology),
+        service_account=settings.tasks_service_account,
+        counters=counters,
+    )
+    publisher = events.Events(
+        events.build_publisher(),
+        project=settings.project_id,
+        results_topic=topology.topics.results,
+        counters=counters,
+    )
+    engine = Engine(
+        registry=build_registry(settings),
+        store=flow_store,
+        queue=task_queue,
+        events=publisher,
+        clock=SystemClock(),
+        queues=QueueNames(steps=topology.queues.steps.name, polls=topology.queues.polls.name),
+        history_limit=settings.history_limit,
+    )
+    return Runtime(settings, topology, engine, flow_store, counters)
+
+
+def task_verifier(settings: Settings, own_url: object) -> TokenVerifier | None:
+    """The verifier for a task-receiving service, or None when verification is off."""
+    if not settings.verify_tokens:
+        return None
+    return TokenVerifier(
+        audience=base_url(own_url),
+        allowed_emails={settings.tasks_service_account, *settings.scheduler_service_accounts},
+        certs_url=str(settings.oidc_certs_url) if settings.oidc_certs_url else None,
+    )

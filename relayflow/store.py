@@ -1,0 +1,119 @@
+"""Flow state in Firestore: ``flows/{flow_id}`` documents, changed only inside transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from google.api_core.exceptions import AlreadyExists
+from google.cloud import firestore
+
+from relayflow.records import FlowRecord
+from relayflow.settings import Settings
+from relayflow.state import ACTIVE, Status
+from relayflow.telemetry import Counters
+
+# Called inside a transaction with the current record; returns the record to write, or None
+# to write nothing (the task was stale).
+Change = Callable[[FlowRecord], FlowRecord | None]
+
+
+def build_client(settings: Settings) -> firestore.Client:
+    """A Firestore client; the library itself honours FIRESTORE_EMULATOR_HOST."""
+    return firestore.Client(project=settings.project_id)
+
+
+class FlowStore:
+    """Reads and transactional writes of flow documents, and the ``rejected`` record."""
+
+    def __init__(
+        self,
+        client: firestore.Client,
+        *,
+        flows: str = "flows",
+        rejected: str = "rejected",
+        counters: Counters | None = None,
+    ) -> None:
+        self._client = client
+        self._flows = client.collection(flows)
+        self._rejected = client.collection(rejected)
+        self._counters = counters or Counters()
+
+    def create(self, record: FlowRecord) -> bool:
+        """Create the flow document; False if one with that id exists already."""
+        self._counters.add("firestore_writes")
+        try:
+            self._flows.document(record.flow_id).create(record.to_doc())
+        except AlreadyExists:
+            return False
+        return True
+
+    def get(self, flow_id: str) -> FlowRecord | None:
+        """The flow, or None."""
+        self._counters.add("firestore_reads")
+        snap = self._flows.document(flow_id).get()
+        return FlowRecord.from_doc(snap.to_dict() or {}) if snap.exists else None
+
+    def change(self, flow_id: str, change: Change) -> FlowRecord | None:
+        """Apply ``change`` to the current record in a transaction; the new record, or None.
+
+        Firestore retries the transaction on contention, calling ``change`` again with the
+        fresh record, so ``change`` must be a pure function of its argument.
+        """
+        ref = self._flows.document(flow_id)
+        counters = self._counters
+
+        @firestore.transactional
+        def run(transaction: firestore.Transaction) -> FlowRecord | None:
+            counters.add("firestore_reads")
+            snap = ref.get(transaction=transaction)
+            if not snap.exists:
+                return None
+            updated = change(FlowRecord.from_doc(snap.to_dict() or {}))
+            if updated is not None:
+                counters.add("firestore_writes")
+                transaction.set(ref, updated.to_doc())
+            return updated
+
+        result: FlowRecord | None = run(self._client.transaction(max_attempts=10))
+        return result
+
+    def mark_published(self, flow_id: str) -> None:
+        """Remember that the result event went out, so a redelivery does not send it again."""
+        self._counters.add("firestore_writes")
+        self._flows.document(flow_id).update({"result_published": True})
+
+    def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
+        """Flows, newest update first, optionally of one status."""
+        query: Any = self._flows
+        if status is not None:
+            query = query.where(filter=firestore.FieldFilter("status", "==", status.value))
+        query = query.order_by("updated_at", direction=firestore.Query.DESCENDING).limit(limit)
+        records = [FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream()]
+        self._counters.add("firestore_reads", max(1, len(records)))
+        return records
+
+    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
+        """Active flows whose next task should have run before ``cutoff``."""
+        found: list[FlowRecord] = []
+        for status in sorted(ACTIVE):
+            query = (
+                self._flows.where(filter=firestore.FieldFilter("status", "==", status.value))
+                .where(filter=firestore.FieldFilter("next_run_at", "<", cutoff))
+                .limit(limit)
+            )
+            found.extend(FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream())
+        self._counters.add("firestore_reads", max(1, len(found)))
+        return found[:limit]
+
+    def reject(self, doc_id: str, record: dict[str, Any]) -> None:
+        """Record a refused message under its id (idempotent for a redelivery)."""
+        self._counters.add("firestore_writes")
+        self._rejected.document(doc_id).set(record)
+
+    def rejected(self, doc_id: str) -> dict[str, Any] | None:
+        """A rejected-message record, or None."""
+        self._counters.add("firestore_reads")
+        snap = self._rejected.document(doc_id).get()
+        return snap.to_dict() if snap.exists else None

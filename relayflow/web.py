@@ -1,0 +1,155 @@
+"""The HTTP surfaces, as Flask app factories: the task receivers and the operator API.
+
+Routes are thin: authenticate, decode, call one engine method, map the outcome to a status.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Any
+
+from flask import Flask, Response, jsonify, request
+from pydantic import ValidationError
+
+from relayflow.auth import TokenVerifier, Unauthorized
+from relayflow.engine import Engine
+from relayflow.errors import FlowNotFound, InvalidTransition
+from relayflow.messages import describe
+from relayflow.position import FLOW_ID_PATTERN, TaskPayload
+from relayflow.runtime import Runtime
+from relayflow.state import Status
+from relayflow.store import FlowStore
+from relayflow.telemetry import Counters
+
+log = logging.getLogger("relayflow.web")
+MAX_LIST = 500
+
+
+def error(status: int, code: str, message: str) -> tuple[Response, int]:
+    """Google's JSON error shape: ``{"error": {"code", "status", "message"}}``."""
+    return jsonify({"error": {"code": status, "status": code, "message": message}}), status
+
+
+def _base_app(name: str, counters: Counters) -> Flask:
+    app = Flask(name)
+
+    @app.get("/healthz")
+    def healthz() -> Any:
+        return {"status": "ok"}
+
+    @app.get("/stats")
+    def stats() -> Any:
+        return {"counters": counters.snapshot()}
+
+    @app.errorhandler(404)
+    def not_found(_: Exception) -> Any:
+        return error(404, "NOT_FOUND", f"no route {request.method} {request.path}")
+
+    @app.errorhandler(405)
+    def not_allowed(_: Exception) -> Any:
+        return error(405, "METHOD_NOT_ALLOWED", f"{request.method} not allowed on {request.path}")
+
+    return app
+
+
+def _authenticate(verifier: TokenVerifier | None) -> tuple[Response, int] | None:
+    if verifier is None:
+        return None
+    try:
+        verifier.verify(request.headers.get("Authorization"))
+    except Unauthorized as exc:
+        log.warning("unauthorized task request", extra={"reason": str(exc)})
+        return error(401, "UNAUTHENTICATED", str(exc))
+    return None
+
+
+def task_app(runtime: Runtime, *, route: str, verifier: TokenVerifier | None) -> Flask:
+    """A service that Cloud Tasks calls at ``route`` with a TaskPayload body."""
+    app = _base_app(route.strip("/").replace("/", "-"), runtime.counters)
+    engine, store = runtime.engine, runtime.store
+
+    @app.post(route)
+    def run_task() -> Any:
+        denied = _authenticate(verifier)
+        if denied:
+            return denied
+        try:
+            payload = TaskPayload.model_validate_json(request.get_data())
+        except ValidationError as exc:
+            return _reject_task(store, describe(exc))
+        return {"outcome": engine.run_task(payload).value, "flow_id": payload.flow_id}
+
+    @app.post("/sweep")
+    def sweep() -> Any:
+        denied = _authenticate(verifier)
+        if denied:
+            return denied
+        report = engine.sweep(grace_s=runtime.settings.sweep_grace_s)
+        return report.__dict__
+
+    return app
+
+
+def _reject_task(store: FlowStore, reason: str) -> Any:
+    """A task body that can never be run: record it and answer 2xx so it is not retried."""
+    task_name = request.headers.get("X-CloudTasks-TaskName", f"unnamed-{uuid.uuid4().hex}")
+    log.error("task payload rejected", extra={"task": task_name, "reason": reason})
+    store.reject(
+        f"task-{task_name}"[:200],
+        {"kind": "task", "task": task_name, "reason": reason, "body": request.get_data()[:16384]},
+    )
+    return {"outcome": "rejected", "reason": reason}
+
+
+def api_app(runtime: Runtime) -> Flask:
+    """The operator API: read flows, list them by status, cancel, retry."""
+    app = _base_app("relayflow-api", runtime.counters)
+    engine = runtime.engine
+
+    @app.get("/flows/<flow_id>")
+    def get_flow(flow_id: str) -> Any:
+        return _operate(engine, flow_id, engine.get)
+
+    @app.post("/flows/<flow_id>:cancel")
+    def cancel_flow(flow_id: str) -> Any:
+        return _operate(engine, flow_id, engine.cancel)
+
+    @app.post("/flows/<flow_id>:retry")
+    def retry_flow(flow_id: str) -> Any:
+        return _operate(engine, flow_id, engine.retry)
+
+    @app.get("/flows")
+    def list_flows() -> Any:
+        return _list(runtime.store)
+
+    return app
+
+
+def _operate(engine: Engine, flow_id: str, op: Any) -> Any:
+    if not re.fullmatch(FLOW_ID_PATTERN[1:-1], flow_id):
+        return error(400, "INVALID_ARGUMENT", f"flow id must match {FLOW_ID_PATTERN}")
+    try:
+        record = op(flow_id)
+    except FlowNotFound as exc:
+        return error(404, "NOT_FOUND", str(exc))
+    except InvalidTransition as exc:
+        return error(409, "FAILED_PRECONDITION", str(exc))
+    return record.model_dump(mode="json")
+
+
+def _list(store: FlowStore) -> Any:
+    raw_status = request.args.get("status")
+    raw_limit = request.args.get("limit", "50")
+    status = None
+    if raw_status:
+        try:
+            status = Status(raw_status.upper())
+        except ValueError:
+            allowed = ", ".join(s.value for s in Status)
+            return error(400, "INVALID_ARGUMENT", f"status {raw_status!r} is not one of {allowed}")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIST:
+        return error(400, "INVALID_ARGUMENT", f"limit must be an integer 1..{MAX_LIST}")
+    records = store.recent(status=status, limit=int(raw_limit))
+    return {"flows": [r.model_dump(mode="json") for r in records]}
