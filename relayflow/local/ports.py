@@ -1,4 +1,7 @@
-"""Fixed local ports, as offsets from a base (default 8120) so a test stack can run beside a demo."""
+"""Fixed local ports, as offsets from a base (default 8120).
+
+Moving the base moves the whole block, so a test stack can run beside a demo.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,180 @@
+"""What the local stack runs: one entry per component with its command line and health probe."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+from relayflow.local.environment import PROJECT_ID
+from relayflow.local.health import Probe
+from relayflow.local.ports import HOST, Ports
+
+EMULATORS = ("pubsub", "firestore", "cloud_tasks")
+SERVICES = ("start_function", "worker", "poller", "api")
+ALL = (*EMULATORS, "client_api", *SERVICES)
+GROUPS = {"emulators": EMULATORS, "services": SERVICES, "all": ALL}
+
+
+class Phase(IntEnum):
+    """Start order: backing processes, then provisioning, then relayflow's own processes."""
+
+    BACKING = 0
+    SERVICE = 1
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    phase: Phase
+    ports: tuple[int, ...]
+    argv: tuple[str, ...]
+    health_url: str
+    probe: Probe
+    data_dir: Path | None = None  # created before start: the emulators do not create it
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where the executables live: the running venv's, so a stack never mixes interpreters."""
+
+    python: str
+    bin_dir: Path
+    gcloud: str = "gcloud"
+
+    @classmethod
+    def current(cls) -> Toolchain:
+        # Not resolved: a venv's python is a symlink, and its scripts sit next to the link.
+        return cls(python=sys.executable, bin_dir=Path(sys.executable).parent)
+
+    def script(self, name: str) -> str:
+        return str(self.bin_dir / name)
+
+
+def resolve(names: Iterable[str]) -> tuple[str, ...]:
+    """Component names (or group names) in start order; unknown names raise ValueError."""
+    wanted: set[str] = set()
+    for name in names:
+        if name not in GROUPS and name not in ALL:
+            raise ValueError(f"unknown component {name!r}; choose from {', '.join(ALL)}")
+        wanted.update(GROUPS.get(name, (name,)))
+    return tuple(name for name in ALL if name in wanted)
+
+
+def build(ports: Ports, state_dir: Path, tools: Toolchain) -> dict[str, Component]:
+    """Every component of the stack on ``ports``, keyed by name."""
+    components = (
+        _pubsub(ports, state_dir, tools),
+        _firestore(ports, tools),
+        _cloud_tasks(ports, state_dir, tools),
+        _client_api(ports, tools),
+        _start_function(ports, tools),
+        _gunicorn("worker", ports.worker, "services.worker.main:app", tools),
+        _gunicorn("poller", ports.poller, "services.poller.main:app", tools),
+        _gunicorn("api", ports.api, "services.api.main:app", tools),
+    )
+    return {component.name: component for component in components}
+
+
+def _url(port: int, path: str = "/") -> str:
+    return f"http://{HOST}:{port}{path}"
+
+
+def _pubsub(ports: Ports, state_dir: Path, tools: Toolchain) -> Component:
+    # Its own data dir: two stacks (a demo and a test run) must not share gcloud's default one.
+    data_dir = state_dir / "pubsub"
+    argv = (
+        tools.gcloud,
+        "beta",
+        "emulators",
+        "pubsub",
+        "start",
+        f"--host-port={HOST}:{ports.pubsub}",
+        f"--project={PROJECT_ID}",
+        f"--data-dir={data_dir}",
+        "--quiet",
+    )
+    url = _url(ports.pubsub)
+    return Component("pubsub", Phase.BACKING, (ports.pubsub,), argv, url, Probe.OK_BODY, data_dir)
+
+
+def _firestore(ports: Ports, tools: Toolchain) -> Component:
+    argv = (
+        tools.gcloud,
+        "emulators",
+        "firestore",
+        "start",
+        f"--host-port={HOST}:{ports.firestore}",
+        "--quiet",
+    )
+    url = _url(ports.firestore)
+    return Component("firestore", Phase.BACKING, (ports.firestore,), argv, url, Probe.OK_BODY)
+
+
+def _cloud_tasks(ports: Ports, state_dir: Path, tools: Toolchain) -> Component:
+    data_dir = state_dir / "cloud_tasks"
+    argv = (
+        tools.python,
+        "-m",
+        "emulators.cloud_tasks",
+        "--host",
+        HOST,
+        "--port",
+        str(ports.cloud_tasks_grpc),
+        "--rest-port",
+        str(ports.cloud_tasks_rest),
+        "--data-dir",
+        str(data_dir),
+    )
+    return Component(
+        "cloud_tasks",
+        Phase.BACKING,
+        (ports.cloud_tasks_grpc, ports.cloud_tasks_rest),
+        argv,
+        _url(ports.cloud_tasks_rest, "/healthz"),
+        Probe.HTTP_2XX,
+        data_dir,
+    )
+
+
+def _client_api(ports: Ports, tools: Toolchain) -> Component:
+    port = ports.client_api
+    argv = (tools.python, "-m", "emulators.client_api", "--host", HOST, "--port", str(port))
+    url = _url(port, "/healthz")
+    return Component("client_api", Phase.BACKING, (port,), argv, url, Probe.HTTP_2XX)
+
+
+def _start_function(ports: Ports, tools: Toolchain) -> Component:
+    port = ports.start_function
+    argv = (
+        tools.script("functions-framework"),
+        "--target",
+        "start_flow",
+        "--source",
+        "functions/start_flow/main.py",
+        "--signature-type",
+        "cloudevent",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+    )
+    return Component("start_function", Phase.SERVICE, (port,), argv, _url(port), Probe.ANY_HTTP)
+
+
+def _gunicorn(name: str, port: int, app: str, tools: Toolchain) -> Component:
+    argv = (
+        tools.script("gunicorn"),
+        "--bind",
+        f"{HOST}:{port}",
+        "--workers",
+        "1",
+        "--threads",
+        "16",
+        "--timeout",
+        "120",
+        app,
+    )
+    return Component(name, Phase.SERVICE, (port,), argv, _url(port, "/healthz"), Probe.HTTP_2XX)

@@ -1,0 +1,61 @@
+"""The environment of the local stack: what relayflow processes, clients and gcloud need.
+
+Built as dicts and handed to subprocesses; the current process's ``os.environ`` is never changed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from relayflow.local.ports import HOST, Ports
+
+PROJECT_ID = "relayflow-local"
+# Loopback traffic must never go through a developer's proxy (gRPC honours http_proxy too).
+_NO_PROXY = "127.0.0.1,localhost"
+
+
+def relayflow_env(ports: Ports) -> dict[str, str]:
+    """Variables a relayflow process or a client of the local stack reads (see settings.py)."""
+    return {
+        "PUBSUB_EMULATOR_HOST": f"{HOST}:{ports.pubsub}",
+        "FIRESTORE_EMULATOR_HOST": f"{HOST}:{ports.firestore}",
+        "CLOUD_TASKS_EMULATOR_HOST": f"{HOST}:{ports.cloud_tasks_grpc}",
+        "GOOGLE_CLOUD_PROJECT": PROJECT_ID,
+        "RELAYFLOW_PROJECT_ID": PROJECT_ID,
+        "RELAYFLOW_WORKER_URL": f"http://{HOST}:{ports.worker}",
+        "RELAYFLOW_POLLER_URL": f"http://{HOST}:{ports.poller}",
+        "RELAYFLOW_CLIENT_API_URL": f"http://{HOST}:{ports.client_api}",
+        "RELAYFLOW_OIDC_CERTS_URL": f"http://{HOST}:{ports.cloud_tasks_rest}/oauth2/v1/certs",
+        "RELAYFLOW_VERIFY_TOKENS": "true",
+    }
+
+
+def gcloud_env(ports: Ports) -> dict[str, str]:
+    """Variables that point the gcloud CLI at the emulators (for the sourced env file)."""
+    return {
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_PUBSUB": f"http://{HOST}:{ports.pubsub}/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDTASKS": f"http://{HOST}:{ports.cloud_tasks_rest}/",
+        "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
+        "CLOUDSDK_CORE_PROJECT": PROJECT_ID,
+    }
+
+
+def child_env(base: Mapping[str, str], ports: Ports) -> dict[str, str]:
+    """A component's environment: the caller's, overridden by the stack's own variables."""
+    no_proxy = ",".join(v for v in (base.get("NO_PROXY"), _NO_PROXY) if v)
+    return {
+        **base,
+        **relayflow_env(ports),
+        "NO_PROXY": no_proxy,
+        "no_proxy": no_proxy,
+        "PYTHONUNBUFFERED": "1",  # logs reach the log file as they happen
+    }
+
+
+def write_env_file(path: Path, variables: Mapping[str, str]) -> None:
+    """``export VAR=value`` lines that a POSIX shell can ``source``."""
+    lines = [f"export {name}={shlex.quote(value)}" for name, value in sorted(variables.items())]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,0 +1,39 @@
+"""Talking to the emulators over plain HTTP: health probes and the Firestore wipe."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import requests
+
+
+class Probe(StrEnum):
+    """How a component shows it is up."""
+
+    OK_BODY = "ok-body"  # the gcloud emulators: GET / answers "Ok"
+    HTTP_2XX = "http-2xx"  # our emulators and services: GET /healthz answers 2xx
+    ANY_HTTP = "any-http"  # functions-framework has no health route: any answer will do
+
+
+def is_healthy(url: str, probe: Probe, *, timeout_s: float = 1.0) -> bool:
+    """One probe; connection errors and timeouts mean "not (yet) healthy"."""
+    # trust_env=False: a developer's HTTP(S)_PROXY must not swallow requests to 127.0.0.1.
+    with requests.Session() as session:
+        session.trust_env = False
+        try:
+            response = session.get(url, timeout=timeout_s)
+        except requests.RequestException:
+            return False
+    if probe is Probe.ANY_HTTP:
+        return True
+    if probe is Probe.OK_BODY:
+        return response.ok and response.text.strip() == "Ok"
+    return response.ok
+
+
+def wipe_firestore(host: str, project: str, *, timeout_s: float = 10.0) -> None:
+    """Delete all documents of ``project`` in the Firestore emulator at ``host`` (HOST:PORT)."""
+    url = f"http://{host}/emulator/v1/projects/{project}/databases/(default)/documents"
+    with requests.Session() as session:
+        session.trust_env = False
+        session.delete(url, timeout=timeout_s).raise_for_status()

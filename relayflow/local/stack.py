@@ -1,0 +1,287 @@
+"""The local stack: start, provision, health-check and stop the emulators and services.
+
+Usable from the CLI (``relayflow local up|down|status``) and from tests, which run an isolated
+stack (another base port, a tmp state dir, a subset of components).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.api_core.exceptions import GoogleAPICallError
+
+from relayflow.local import processes, statefile
+from relayflow.local.components import ALL, Component, Phase, Toolchain, build, resolve
+from relayflow.local.environment import (
+    PROJECT_ID,
+    child_env,
+    gcloud_env,
+    relayflow_env,
+    write_env_file,
+)
+from relayflow.local.health import is_healthy, wipe_firestore
+from relayflow.local.polling import poll_until
+from relayflow.local.ports import HOST, Ports
+from relayflow.local.provision import provision_pubsub, provision_queues
+from relayflow.local.statefile import ProcessRecord, StackState
+from relayflow.topology import load_topology
+
+DEFAULT_STATE_DIR = Path(".relayflow/local")
+# The gcloud emulators start a JVM: allow for a slow, busy machine.
+HEALTH_TIMEOUT_S = 120.0
+_LOG_TAIL_LINES = 15
+
+
+class StackError(Exception):
+    """Raised when the local stack cannot start: a busy port, a crash, or a health timeout."""
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    ports: tuple[int, ...]
+    pid: int
+    alive: bool
+    healthy: bool
+    log: str
+
+
+@dataclass(frozen=True)
+class UpResult:
+    started: bool  # False: a stack recorded in this state dir was already running
+    state: StackState
+    cleaned_stale: bool = False
+
+
+class Stack:
+    """One local stack, described by its ports, state dir and components."""
+
+    def __init__(
+        self,
+        *,
+        ports: Ports | None = None,
+        state_dir: Path = DEFAULT_STATE_DIR,
+        components: Iterable[str] = ALL,
+        repo_root: Path | None = None,
+        tools: Toolchain | None = None,
+        base_env: Mapping[str, str] | None = None,
+        health_timeout_s: float = HEALTH_TIMEOUT_S,
+    ) -> None:
+        self.ports = ports or Ports()
+        # Absolute: components run from the repo root, not from the caller's directory.
+        self.state_dir = Path(state_dir).absolute()
+        self.names = resolve(components)
+        self.repo_root = repo_root or Path(__file__).resolve().parents[2]
+        self.tools = tools or Toolchain.current()
+        self.health_timeout_s = health_timeout_s
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        all_components = build(self.ports, self.state_dir, self.tools)
+        self._components = [all_components[name] for name in self.names]
+        self._state = StackState(base_port=self.ports.base)
+        self._popens: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def env_file(self) -> Path:
+        return self.state_dir / "env"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    def log_path(self, name: str) -> Path:
+        return self.logs_dir / f"{name}.log"
+
+    def env(self) -> dict[str, str]:
+        """What a client of this stack needs (emulator hosts, project, service URLs)."""
+        return relayflow_env(self.ports)
+
+    def shell_env(self) -> dict[str, str]:
+        """``env()`` plus the variables that point the gcloud CLI at the emulators."""
+        return {**self.env(), **gcloud_env(self.ports)}
+
+    def wipe_firestore(self) -> None:
+        """Delete every document in the Firestore emulator (it has no TTL and no Admin API)."""
+        wipe_firestore(f"{HOST}:{self.ports.firestore}", PROJECT_ID)
+
+    def running(self) -> StackState | None:
+        """The recorded stack if any of its processes is still alive, else None."""
+        state = statefile.load(self.state_file)
+        if state is None or not any(_owned(record) for record in state.processes):
+            return None
+        return state
+
+    def up(self) -> UpResult:
+        """Start every component, provision, write the env file; a no-op if already running."""
+        running = self.running()
+        if running is not None:
+            return UpResult(started=False, state=running)
+        cleaned_stale = self._clean_stale()
+        self._check_ports_free()
+        try:
+            self._start_phase(Phase.BACKING)
+            self._provision()
+            self._start_phase(Phase.SERVICE)
+        except BaseException:
+            # Ctrl-C and crashes included: never leave half a stack running.
+            self.down()
+            raise
+        write_env_file(self.env_file, self.shell_env())
+        return UpResult(started=True, state=self._state, cleaned_stale=cleaned_stale)
+
+    def down(self) -> list[str]:
+        """Stop exactly the recorded processes (by process group); the names that were running."""
+        state = statefile.load(self.state_file) or self._state
+        records = [record for record in state.processes if _owned(record)]
+        survivors = processes.stop_groups([r.pid for r in records], reap=self._reap)
+        statefile.remove(self.state_file)
+        self.env_file.unlink(missing_ok=True)
+        self._popens.clear()
+        self._state = StackState(base_port=self.ports.base)
+        if survivors:
+            raise StackError(f"process groups {survivors} survived SIGKILL")
+        return [record.name for record in records]
+
+    def status(self) -> list[ComponentStatus]:
+        """One row per recorded component; empty when no stack is recorded."""
+        state = statefile.load(self.state_file)
+        return [_status(record) for record in state.processes] if state else []
+
+    def _clean_stale(self) -> bool:
+        if not self.state_file.exists():
+            return False
+        statefile.remove(self.state_file)
+        self.env_file.unlink(missing_ok=True)
+        return True
+
+    def _check_ports_free(self) -> None:
+        for component in self._components:
+            for port in component.ports:
+                if not _port_free(port):
+                    raise StackError(
+                        f"port {port} for {component.name} is already in use: another stack "
+                        f"or program listens there; stop it or choose another base port"
+                    )
+
+    def _start_phase(self, phase: Phase) -> None:
+        started = [c for c in self._components if c.phase is phase]
+        for component in started:
+            self._start(component)
+        self._wait_healthy(started)
+
+    def _start(self, component: Component) -> None:
+        log = self.log_path(component.name)
+        if component.data_dir is not None:
+            component.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            popen = processes.spawn(
+                component.argv, env=self._child_env(), cwd=self.repo_root, log_path=log
+            )
+        except OSError as error:
+            msg = f"cannot start {component.name} ({component.argv[0]}): {error}"
+            raise StackError(msg) from error
+        self._popens[component.name] = popen
+        record = ProcessRecord(
+            name=component.name,
+            pid=popen.pid,
+            start_ticks=processes.start_ticks(popen.pid),
+            ports=component.ports,
+            health_url=component.health_url,
+            probe=component.probe,
+            log=str(log),
+        )
+        # Saved after every start, so `down` finds everything even if `up` dies midway.
+        self._state = self._state.with_process(record)
+        statefile.save(self.state_file, self._state)
+
+    def _child_env(self) -> dict[str, str]:
+        return child_env(self._base_env, self.ports)
+
+    def _wait_healthy(self, components: Sequence[Component]) -> None:
+        pending = {component.name: component for component in components}
+
+        def all_healthy() -> bool:
+            for name, component in list(pending.items()):
+                self._fail_if_exited(component)
+                if is_healthy(component.health_url, component.probe):
+                    del pending[name]
+            return not pending
+
+        if not poll_until(all_healthy, timeout_s=self.health_timeout_s, interval_s=0.2):
+            raise StackError("\n".join(self._timeout_message(c) for c in pending.values()))
+
+    def _fail_if_exited(self, component: Component) -> None:
+        code = self._popens[component.name].poll()
+        if code is not None:
+            log = self.log_path(component.name)
+            raise StackError(
+                f"{component.name} exited with code {code} before it became healthy; "
+                f"see {log}\n{_tail(log)}"
+            )
+
+    def _timeout_message(self, component: Component) -> str:
+        log = self.log_path(component.name)
+        return (
+            f"{component.name} did not become healthy at {component.health_url} within "
+            f"{self.health_timeout_s:g}s; see {log}\n{_tail(log)}"
+        )
+
+    def _provision(self) -> None:
+        topology = load_topology()
+        try:
+            if "pubsub" in self.names:
+                provision_pubsub(self.ports, topology)
+            if "cloud_tasks" in self.names:
+                provision_queues(self.ports, topology)
+        except GoogleAPICallError as error:
+            raise StackError(f"provisioning the emulators failed: {error}") from error
+
+    def _reap(self) -> None:
+        for popen in self._popens.values():
+            popen.poll()
+
+
+def _owned(record: ProcessRecord) -> bool:
+    return processes.owns_group(record.pid, record.start_ticks)
+
+
+def _status(record: ProcessRecord) -> ComponentStatus:
+    alive = _owned(record)
+    return ComponentStatus(
+        name=record.name,
+        ports=record.ports,
+        pid=record.pid,
+        alive=alive,
+        healthy=alive and is_healthy(record.health_url, record.probe),
+        log=record.log,
+    )
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR: a socket in TIME_WAIT from the previous run does not count as "in use".
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(f"    {line}" for line in lines[-_LOG_TAIL_LINES:])

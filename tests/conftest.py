@@ -1,0 +1,74 @@
+"""Session fixtures: real emulators (and the whole local stack) started once, wiped per test.
+
+- ``emulators``: Pub/Sub + Firestore + Cloud Tasks emulators, base port 18120, provisioned.
+- ``local_stack``: every component (emulators, fake client API, function, services), base 18220.
+- ``clean_firestore``: wipes the Firestore emulator of the stack the test uses, before the test.
+- ``emulator_env``: the stack's variables in ``os.environ`` for one test (restored after it),
+  for Google clients that only read ``*_EMULATOR_HOST`` from the environment.
+
+Each stack lives in its own tmp state dir; ``down()`` runs in a finalizer, so a failing test
+never leaves processes behind. ``RELAYFLOW_TEST_BASE_PORT`` moves both blocks (emulators at the
+base, the full stack at base + 100) when two test runs share a machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from relayflow.local.components import EMULATORS
+from relayflow.local.ports import Ports
+from relayflow.local.stack import Stack
+
+TEST_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120"))
+EMULATORS_BASE_PORT = TEST_BASE_PORT
+LOCAL_STACK_BASE_PORT = TEST_BASE_PORT + 100
+
+
+def _run(stack: Stack) -> Iterator[Stack]:
+    stack.up()  # on failure, up() stops whatever it had started before raising
+    try:
+        yield stack
+    finally:
+        stack.down()
+
+
+@pytest.fixture(scope="session")
+def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The three emulators, provisioned from the topology; ``.env()`` for clients."""
+    state_dir = tmp_path_factory.mktemp("emulators-stack")
+    yield from _run(
+        Stack(ports=Ports(EMULATORS_BASE_PORT), state_dir=state_dir, components=EMULATORS)
+    )
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The whole local stack: emulators, fake client API, start function and the services."""
+    state_dir = tmp_path_factory.mktemp("local-stack")
+    yield from _run(Stack(ports=Ports(LOCAL_STACK_BASE_PORT), state_dir=state_dir))
+
+
+def _stack_in_use(request: pytest.FixtureRequest) -> Stack:
+    name = "local_stack" if "local_stack" in request.fixturenames else "emulators"
+    stack: Stack = request.getfixturevalue(name)
+    return stack
+
+
+@pytest.fixture
+def clean_firestore(request: pytest.FixtureRequest) -> Callable[[], None]:
+    """Wipe Firestore before the test; returns the wipe so a test can call it again."""
+    stack = _stack_in_use(request)
+    stack.wipe_firestore()
+    return stack.wipe_firestore
+
+
+@pytest.fixture
+def emulator_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Put the stack's variables into ``os.environ`` for this test only; returns them."""
+    env = _stack_in_use(request).env()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
