@@ -113,7 +113,7 @@ class Engine:
         except InvalidMessage as exc:
             self._reject(data, message_id, attributes, exc.reason)
             return StartResult(Started.REJECTED, reason=exc.reason)
-        flow_id = message.flow_id or _flow_id_from(message_id)
+        flow_id = message.flow_id or safe_id(message_id)
         record = planner.new_record(
             self._plan(flow),
             flow_id=flow_id,
@@ -136,7 +136,7 @@ class Engine:
     ) -> None:
         log.warning("start message rejected", extra={"message_id": message_id, "reason": reason})
         self._store.reject(
-            _doc_id(message_id),
+            safe_id(message_id),
             {
                 "message_id": message_id,
                 "reason": reason,
@@ -321,13 +321,10 @@ def _call(handler: Handler, context: StepContext, *, extra: dict[str, str]) -> O
     return Completed(output or {})
 
 
-def _flow_id_from(message_id: str) -> str:
+def safe_id(message_id: str) -> str:
+    """A document id for a Pub/Sub message id: itself when it is a legal flow id, else hashed."""
     if re.fullmatch(FLOW_ID_PATTERN[1:-1], message_id):
         return message_id
-    return _doc_id(message_id)
-
-
-def _doc_id(message_id: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in message_id)[:60]
     return f"{safe}-{hashlib.sha256(message_id.encode()).hexdigest()[:12]}"
 

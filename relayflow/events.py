@@ -47,8 +47,12 @@ class Events:
 
     def publish(self, topic: str, body: dict[str, Any], **attributes: str) -> str:
         """Publish ``body`` as JSON and wait for the message id (raises on failure)."""
-        path = self._publisher.topic_path(self._project, topic)
         data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        return self.publish_raw(topic, data, **attributes)
+
+    def publish_raw(self, topic: str, data: bytes, **attributes: str) -> str:
+        """Publish bytes as they are and wait for the message id (raises on failure)."""
+        path = self._publisher.topic_path(self._project, topic)
         future = self._publisher.publish(path, data, **attributes)
         message_id: str = future.result(timeout=PUBLISH_TIMEOUT_S)
         self._counters.add("messages_published")

@@ -1,0 +1,157 @@
+"""Run a batch of flows through a running stack and summarise them (the demo and the bench).
+
+Completion is learned from the ``flow-results`` events (one per terminal flow) on a temporary
+subscription, so nothing polls Firestore in a loop; the flow documents are read once at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.api_core.exceptions import NotFound
+from google.cloud.pubsub_v1 import SubscriberClient
+from google.cloud.pubsub_v1.subscriber.message import Message
+
+from relayflow.events import Events
+from relayflow.records import FlowRecord
+from relayflow.store import FlowStore
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One message to publish: its flow id (None for a deliberately malformed message)."""
+
+    flow_id: str | None
+    body: dict[str, Any] | bytes
+
+
+@dataclass
+class BatchReport:
+    """What happened to a batch."""
+
+    published: int
+    elapsed_s: float
+    records: list[FlowRecord] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    rejected_messages: int = 0
+
+    def by_status(self) -> dict[str, int]:
+        return dict(Counter(str(r.status) for r in self.records))
+
+    def durations_s(self) -> list[float]:
+        return [
+            (r.finished_at - r.created_at).total_seconds()
+            for r in self.records
+            if r.finished_at is not None
+        ]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation; 0 for no values."""
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[max(0, min(98, round(q) - 1))]
+
+
+class ResultWatcher:
+    """Collects result events for a set of flow ids from a temporary subscription."""
+
+    def __init__(self, subscriber: SubscriberClient, project: str, topic: str) -> None:
+        self._subscriber = subscriber
+        self._path = subscriber.subscription_path(project, f"relayflow-batch-{uuid.uuid4().hex}")
+        topic_path = subscriber.topic_path(project, topic)
+        subscriber.create_subscription(name=self._path, topic=topic_path, ack_deadline_seconds=60)
+        self._wanted: set[str] = set()
+        self._done: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._all_done = threading.Event()
+        self._future = subscriber.subscribe(self._path, callback=self._on_message)
+
+    def expect(self, flow_ids: set[str]) -> None:
+        with self._lock:
+            self._wanted |= flow_ids
+
+    def _on_message(self, message: Message) -> None:
+        message.ack()
+        try:
+            event = json.loads(message.data)
+        except ValueError:
+            return
+        with self._lock:
+            flow_id = str(event.get("flow_id"))
+            if flow_id in self._wanted:
+                self._done[flow_id] = str(event.get("status"))
+            if self._wanted and self._wanted <= set(self._done):
+                self._all_done.set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait until every expected flow has ended, or ``timeout_s``; True if all ended."""
+        return self._all_done.wait(timeout_s)
+
+    def done_count(self) -> int:
+        with self._lock:
+            return len(self._done)
+
+    def close(self) -> None:
+        self._future.cancel()
+        with contextlib.suppress(NotFound):
+            self._subscriber.delete_subscription(subscription=self._path)
+
+
+def run_batch(
+    planned: list[Planned],
+    *,
+    events: Events,
+    store: FlowStore,
+    watcher: ResultWatcher,
+    topic: str,
+    timeout_s: float,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> BatchReport:
+    """Publish every planned message, wait for the real flows to end, read their documents."""
+    flow_ids = {p.flow_id for p in planned if p.flow_id}
+    watcher.expect(flow_ids)
+    started = time.monotonic()
+    for item in planned:
+        _publish(events, topic, item)
+    deadline = started + timeout_s
+    while not watcher.wait(timeout_s=min(1.0, max(0.0, deadline - time.monotonic()))):
+        if progress:
+            progress(watcher.done_count(), len(flow_ids), time.monotonic() - started)
+        if time.monotonic() >= deadline:
+            break
+    elapsed = time.monotonic() - started
+    if progress:
+        progress(watcher.done_count(), len(flow_ids), elapsed)
+    records, missing = [], []
+    for flow_id in sorted(flow_ids):
+        record = store.get(flow_id)
+        if record is None:
+            missing.append(flow_id)
+        else:
+            records.append(record)
+    return BatchReport(
+        published=len(planned),
+        elapsed_s=elapsed,
+        records=records,
+        missing=missing,
+        rejected_messages=sum(1 for p in planned if p.flow_id is None),
+    )
+
+
+def _publish(events: Events, topic: str, item: Planned) -> None:
+    if isinstance(item.body, bytes):
+        events.publish_raw(topic, item.body)
+    else:
+        events.publish(topic, item.body)
