@@ -64,7 +64,10 @@ async def serve(settings: Settings) -> None:
         await web.TCPSite(runner, settings.host, settings.rest_port).start()
         log.info(
             "Cloud Tasks emulator: gRPC %s:%d, REST http://%s:%d",
-            settings.host, settings.port, settings.host, settings.rest_port,
+            settings.host,
+            settings.port,
+            settings.host,
+            settings.rest_port,
         )
         await stop.wait()
         log.info("stopping")

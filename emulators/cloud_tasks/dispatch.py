@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
@@ -78,9 +79,7 @@ def retry_after_us(value: str | None, now_us: int) -> int:
 class Dispatcher:
     """Performs attempts over one shared aiohttp session."""
 
-    def __init__(
-        self, session: aiohttp.ClientSession, issuer: TokenIssuer, clock: Clock
-    ) -> None:
+    def __init__(self, session: aiohttp.ClientSession, issuer: TokenIssuer, clock: Clock) -> None:
         self._session = session
         self._issuer = issuer
         self._clock = clock
@@ -124,7 +123,7 @@ class Dispatcher:
         return Outcome(http_status=response.status, retry_after_us=delay_us)
 
 
-async def drain(tasks: set[asyncio.Task[None]], timeout_s: float) -> set[asyncio.Task[None]]:
+async def drain(tasks: set[asyncio.Task[Any]], timeout_s: float) -> set[asyncio.Task[Any]]:
     """Wait up to `timeout_s` for in-flight attempts; return those still running."""
     if not tasks:
         return set()

@@ -13,7 +13,9 @@ import itertools
 import logging
 import random
 from collections import OrderedDict
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from emulators.cloud_tasks import validation as v
 from emulators.cloud_tasks.clock import US_PER_S, Clock
@@ -77,7 +79,7 @@ class Engine:
         self._tombstones: OrderedDict[str, int] = OrderedDict()
         self._seq = itertools.count(1)
         self._loops: dict[str, asyncio.Task[None]] = {}
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: set[asyncio.Task[Any]] = set()
         self._pruner: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -261,7 +263,9 @@ class Engine:
             return f"{request.parent}/tasks/{self._rng.randrange(10**19, 10**20)}", False
         queue_name, _ = v.split_task_name(name)
         if queue_name != request.parent:
-            raise InvalidArgument(f"Task.name {name!r} is not in the parent queue {request.parent!r}")
+            raise InvalidArgument(
+                f"Task.name {name!r} is not in the parent queue {request.parent!r}"
+            )
         if name in self.tasks:
             raise AlreadyExists(f"Requested entity already exists: task {name}")
         if self._tombstone_alive(name):
@@ -308,7 +312,7 @@ class Engine:
     def _prune_tombstones(self) -> None:
         now = self._clock.now_us()
         while self._tombstones:
-            name, expires = next(iter(self._tombstones.items()))
+            expires = next(iter(self._tombstones.values()))
             if expires > now:
                 break
             self._tombstones.popitem(last=False)
@@ -344,8 +348,8 @@ class Engine:
         self.stats.dispatched += 1
         self._spawn(self._attempt(queue, task, attempt, headers))
 
-    def _spawn(self, coro: object) -> None:
-        job: asyncio.Task[None] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        job = asyncio.ensure_future(coro)
         self._in_flight.add(job)
         job.add_done_callback(self._in_flight.discard)
 

@@ -30,7 +30,7 @@ class ApiError(Exception):
 
     @property
     def status_name(self) -> str:
-        return self.code.name
+        return str(self.code.name)
 
     def to_json(self) -> dict[str, object]:
         """Google's JSON error body."""

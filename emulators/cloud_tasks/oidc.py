@@ -6,15 +6,17 @@ audience=..., certs_url="http://HOST:REST_PORT/oauth2/v1/certs")`, just as it ve
 
 from __future__ import annotations
 
+import base64
 import datetime
 import hashlib
+import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
-from google.auth import crypt, jwt
 
 ISSUER = "https://accounts.google.com"
 TOKEN_LIFETIME_S = 3600
@@ -35,7 +37,7 @@ class TokenIssuer:
         )
         self._cert_pem = _self_signed_cert(key).public_bytes(serialization.Encoding.PEM)
         self.key_id = hashlib.sha1(self._cert_pem).hexdigest()
-        self._signer = crypt.RSASigner.from_string(self._key_pem, key_id=self.key_id)
+        self._key = key
         self._cache: dict[tuple[str, str], tuple[int, str]] = {}
 
     @classmethod
@@ -74,9 +76,24 @@ class TokenIssuer:
             "iat": now_s,
             "exp": now_s + TOKEN_LIFETIME_S,
         }
-        token = jwt.encode(self._signer, payload).decode()
+        token = self._sign(payload)
         self._cache[(email, audience)] = (now_s, token)
         return token
+
+    def _sign(self, payload: dict[str, object]) -> str:
+        """An RS256 JWT with the key id in its header, as Google's tokens carry it."""
+        header = {"alg": "RS256", "typ": "JWT", "kid": self.key_id}
+        signing_input = f"{_b64(header)}.{_b64(payload)}".encode()
+        signature = self._key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
+        return f"{signing_input.decode()}.{_b64url(signature)}"
+
+
+def _b64(value: Mapping[str, object]) -> str:
+    return _b64url(json.dumps(value, separators=(",", ":")).encode())
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def _subject(email: str) -> str:

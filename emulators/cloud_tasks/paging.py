@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import bisect
 import binascii
+import bisect
 
 from emulators.cloud_tasks.errors import InvalidArgument
 

@@ -45,5 +45,13 @@ QUEUE_PAUSED = 2
 VIEW_BASIC = 1
 VIEW_FULL = 2
 HTTP_POST = 1
-HTTP_METHOD_NAMES = {1: "POST", 2: "GET", 3: "HEAD", 4: "PUT", 5: "DELETE", 6: "PATCH", 7: "OPTIONS"}
+HTTP_METHOD_NAMES = {
+    1: "POST",
+    2: "GET",
+    3: "HEAD",
+    4: "PUT",
+    5: "DELETE",
+    6: "PATCH",
+    7: "OPTIONS",
+}
 METHODS_WITH_BODY = frozenset({1, 4, 6})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from emulators.cloud_tasks import protos as p
 from emulators.cloud_tasks.engine import Engine
 from emulators.cloud_tasks.errors import ApiError, InvalidArgument, NotFound, Unimplemented
 from emulators.cloud_tasks.oidc import TokenIssuer
+
+log = logging.getLogger(__name__)
 
 _LOC = r"projects/[^/:]+/locations/[^/:]+"
 _QUEUE = _LOC + r"/queues/[^/:]+"
@@ -34,7 +37,12 @@ class Route:
 
 
 def _route(
-    verb: str, resource: str, suffix: str, request_cls: Any, call: Any, path_field: str,
+    verb: str,
+    resource: str,
+    suffix: str,
+    request_cls: Any,
+    call: Any,
+    path_field: str,
     body: str | None,
 ) -> Route:
     pattern = re.compile(f"^/v2/({resource}){re.escape(suffix)}$")
@@ -95,7 +103,9 @@ class RestApi:
         return web.json_response(self._issuer.certs(), headers={"Cache-Control": "max-age=60"})
 
     async def _api(self, request: web.Request) -> web.Response:
-        int_enums = "enum-encoding=int" in request.query.get("$alt", "")
+        log.debug("REST %s %s", request.method, request.path_qs)
+        alt = request.query.get("$alt", "") + request.query.get("alt", "")
+        int_enums = "enum-encoding=int" in alt
         try:
             result = await self._call(request)
         except ApiError as exc:
@@ -128,9 +138,29 @@ async def _request_message(route: Route, resource: str, request: web.Request) ->
     return message
 
 
+# Google's system parameters: accepted on every call, never request fields.
+_SYSTEM_PARAMS = frozenset(
+    {
+        "alt",
+        "fields",
+        "key",
+        "prettyPrint",
+        "quotaUser",
+        "callback",
+        "access_token",
+        "oauth_token",
+        "upload_protocol",
+        "uploadType",
+        "userIp",
+        "xgafv",
+    }
+)
+
+
 def _query_fields(request: web.Request) -> dict[str, Any]:
-    """System parameters ($alt, key, ...) are not request fields."""
-    return {k: v for k, v in request.query.items() if not k.startswith("$") and k != "key"}
+    return {
+        k: v for k, v in request.query.items() if not k.startswith("$") and k not in _SYSTEM_PARAMS
+    }
 
 
 def _loads(text: str) -> Any:

@@ -29,9 +29,9 @@ def retry_interval_us(
         raise ValueError("retry_number starts at 1")
     doublings = retry_number - 1
     if doublings <= max_doublings:
-        interval = min_backoff_us * 2**doublings
+        interval = min_backoff_us << doublings
     else:
-        interval = min_backoff_us * 2**max_doublings * (doublings - max_doublings + 1)
+        interval = (min_backoff_us << max_doublings) * (doublings - max_doublings + 1)
     return min(interval, max_backoff_us)
 
 

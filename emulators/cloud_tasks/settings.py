@@ -46,7 +46,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         default=0.0,
         help="probability of delivering an attempt a second time (default 0)",
     )
-    parser.add_argument("--seed", type=int, default=None, help="seed for generated names/duplicates")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed for generated names/duplicates"
+    )
     parser.add_argument(
         "--shutdown-grace-s",
         type=float,

@@ -5,8 +5,6 @@ from __future__ import annotations
 import collections
 import math
 
-
-
 _LAG_WINDOW = 100_000
 
 
@@ -55,6 +53,3 @@ def percentile(sorted_values: list[int], q: float) -> int:
     """Nearest-rank percentile of an ascending list."""
     rank = max(1, math.ceil(q * len(sorted_values)))
     return sorted_values[rank - 1]
-
-
-

@@ -137,8 +137,7 @@ class SqliteStore:
 
     def _tasks(self) -> Iterator[Task]:
         rows = self._db.execute(
-            "SELECT queue, data, execution_count, previous_response, retry_reason, named "
-            "FROM tasks"
+            "SELECT queue, data, execution_count, previous_response, retry_reason, named FROM tasks"
         )
         for queue, data, execution_count, previous_response, retry_reason, named in rows:
             task = task_from_pb(TaskPb.FromString(data), queue_name=queue)

@@ -92,7 +92,8 @@ def check_queue_config(queue: Proto) -> None:
 def _check_retry_config(retry: Proto) -> None:
     if retry.max_attempts < -1:
         raise InvalidArgument(
-            f"retry_config.max_attempts must be -1 (unlimited) or positive, got {retry.max_attempts}"
+            "retry_config.max_attempts must be -1 (unlimited) or positive, "
+            f"got {retry.max_attempts}"
         )
     if retry.max_doublings < 0:
         raise InvalidArgument(f"retry_config.max_doublings must be >= 0, got {retry.max_doublings}")
