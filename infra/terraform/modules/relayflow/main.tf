@@ -36,13 +36,6 @@ locals {
     poller     = module.poller.service_account_member
     api        = module.api.service_account_member
   }
-  # Every terminal flow publishes one event on flow-results (DESIGN invariant 8): the worker and
-  # poller end flows; the api ends them by cancel (and, hosting the sweeper, by timeout).
-  result_publishers = {
-    worker = module.worker.service_account_member
-    poller = module.poller.service_account_member
-    api    = module.api.service_account_member
-  }
   enqueue_grants = {
     for pair in setproduct(keys(local.runtime_members), keys(local.topology.queues)) :
     "${pair[0]}/${pair[1]}" => { member = local.runtime_members[pair[0]], queue = pair[1] }
@@ -50,7 +43,6 @@ locals {
 
   tasks_invoker_member = "serviceAccount:${google_service_account.tasks_invoker.email}"
   scheduler_member     = "serviceAccount:${google_service_account.scheduler.email}"
-  sweep_invoker        = { scheduler = local.scheduler_member }
 
   services = [
     "cloudscheduler.googleapis.com",
@@ -87,14 +79,14 @@ resource "google_service_account" "pubsub_push" {
   project      = var.project_id
   account_id   = "relayflow-pubsub-push"
   display_name = "relayflow Pub/Sub push"
-  description  = "Identity in the OIDC token of each flow-requests push; may invoke start-flow, nothing else."
+  description  = "Identity in the OIDC token of each flow request Pub/Sub pushes; may invoke start-flow, nothing else."
 }
 
 resource "google_service_account" "scheduler" {
   project      = var.project_id
   account_id   = "relayflow-scheduler"
   display_name = "relayflow sweeper schedule"
-  description  = "Identity in the OIDC token of the periodic sweep call; may invoke the sweep service, nothing else."
+  description  = "Identity in the OIDC token of the periodic POST /sweep; may invoke the worker, nothing else."
 }
 
 # --- Data plane -------------------------------------------------------------------------------
@@ -172,7 +164,7 @@ module "start_flow" {
   project_id         = var.project_id
   location           = var.region
   name               = "start-flow"
-  description        = "Starts flows from flow-requests pushes (functions-framework CloudEvent function)."
+  description        = "Starts flows from Pub/Sub pushes of flow requests (functions-framework CloudEvent function)."
   service_account_id = "relayflow-start-flow"
   image              = var.image
   env                = merge(local.common_env, { COMPONENT = "start-flow" })
@@ -189,14 +181,18 @@ module "start_flow" {
 module "worker" {
   source = "../service"
 
-  project_id          = var.project_id
-  location            = var.region
-  name                = "worker"
-  description         = "Runs action steps and compensations dispatched by Cloud Tasks."
-  service_account_id  = "relayflow-worker"
-  image               = var.image
-  env                 = merge(local.handler_env, { COMPONENT = "worker" })
-  invoker_members     = merge({ tasks = local.tasks_invoker_member }, var.sweep_service == "worker" ? local.sweep_invoker : {})
+  project_id         = var.project_id
+  location           = var.region
+  name               = "worker"
+  description        = "Runs action steps and compensations dispatched by Cloud Tasks."
+  service_account_id = "relayflow-worker"
+  image              = var.image
+  env = merge(local.handler_env, {
+    COMPONENT = "worker"
+    # The worker's token check admits the scheduler's calls to POST /sweep.
+    RELAYFLOW_SCHEDULER_SERVICE_ACCOUNTS = jsonencode([google_service_account.scheduler.email])
+  })
+  invoker_members     = { tasks = local.tasks_invoker_member, scheduler = local.scheduler_member }
   custom_audiences    = [local.url["worker"]]
   max_instances       = var.max_instances["worker"]
   request_timeout_s   = local.topology.queues.steps.dispatch_deadline_s
@@ -236,7 +232,7 @@ module "api" {
   service_account_id  = "relayflow-api"
   image               = var.image
   env                 = merge(local.common_env, { COMPONENT = "api" })
-  invoker_members     = merge(var.api_invoker_members, var.sweep_service == "api" ? local.sweep_invoker : {})
+  invoker_members     = var.api_invoker_members
   custom_audiences    = [local.url["api"]]
   max_instances       = var.max_instances["api"]
   labels              = var.labels
@@ -268,6 +264,18 @@ resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
   member   = each.value.member
 }
 
+# The sweeper (POST /sweep on the worker) asks whether an overdue flow's task still exists
+# (GetTask) before it re-enqueues one.
+resource "google_cloud_tasks_queue_iam_member" "sweeper_viewer" {
+  for_each = module.queues.names
+
+  project  = var.project_id
+  location = var.region
+  name     = each.value
+  role     = "roles/cloudtasks.viewer"
+  member   = module.worker.service_account_member
+}
+
 # Creating a task that carries an OIDC token for the tasks-invoker account requires actAs on it.
 resource "google_service_account_iam_member" "tasks_invoker_user" {
   for_each = local.runtime_members
@@ -277,8 +285,11 @@ resource "google_service_account_iam_member" "tasks_invoker_user" {
   member             = each.value
 }
 
+# Every component settles what it commits (Engine._settle): a terminal flow whose event is not
+# out yet gets it published by whoever sees it next (worker, poller, api cancel, a duplicate
+# start). Publish rights on the results topic only.
 resource "google_pubsub_topic_iam_member" "results_publisher" {
-  for_each = local.result_publishers
+  for_each = local.runtime_members
 
   project = var.project_id
   topic   = module.messaging.topic_names["results"]
@@ -298,12 +309,12 @@ resource "google_service_account_iam_member" "pubsub_push_token_creator" {
 
 # --- Sweeper ----------------------------------------------------------------------------------
 
-# Re-enqueues flows whose next task is overdue (DESIGN invariant 5).
+# Re-enqueues flows whose next task is overdue (DESIGN invariant 5); the worker hosts /sweep.
 resource "google_cloud_scheduler_job" "sweep" {
   project          = var.project_id
   region           = var.region
   name             = "relayflow-sweep"
-  description      = "POST /sweep on the ${var.sweep_service} service: rescue flows whose next task is overdue."
+  description      = "POST /sweep on the worker: rescue flows whose next task is overdue."
   schedule         = var.sweep_schedule
   time_zone        = "Etc/UTC"
   attempt_deadline = "60s"
@@ -314,11 +325,11 @@ resource "google_cloud_scheduler_job" "sweep" {
 
   http_target {
     http_method = "POST"
-    uri         = "${local.url[var.sweep_service]}/sweep"
+    uri         = "${local.url["worker"]}/sweep"
 
     oidc_token {
       service_account_email = google_service_account.scheduler.email
-      audience              = local.url[var.sweep_service]
+      audience              = local.url["worker"]
     }
   }
 

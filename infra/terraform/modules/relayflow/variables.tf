@@ -50,17 +50,6 @@ variable "api_invoker_members" {
   }
 }
 
-variable "sweep_service" {
-  description = "Service whose POST /sweep the scheduler calls: api or worker."
-  type        = string
-  default     = "api"
-
-  validation {
-    condition     = contains(["api", "worker"], var.sweep_service)
-    error_message = "sweep_service must be api or worker."
-  }
-}
-
 variable "sweep_schedule" {
   description = "Cron schedule (UTC) of the sweeper call."
   type        = string

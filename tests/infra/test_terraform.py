@@ -1,0 +1,601 @@
+"""Structural checks of infra/terraform: layout, references, topology, ingress, identities, IAM.
+
+``terraform validate`` cannot run here (no provider download), so these tests read the HCL and
+assert what matters: what `validate` would catch in module wiring, and the security and
+topology invariants it would not.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import hcl2
+import pytest
+from tfconfig import (
+    MODULES,
+    REPO,
+    TERRAFORM,
+    TOPOLOGY_FILE,
+    Block,
+    Config,
+    all_dirs,
+    blocks,
+    env_dirs,
+    load,
+    module_dirs,
+    object_type_attributes,
+    only_block,
+    references,
+    strings,
+    topology,
+)
+
+from relayflow.settings import Settings
+
+MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
+EXPECTED_MODULES = {"firestore", "messaging", "queues", "relayflow", "service"}
+ENVIRONMENTS = {"dev", "staging", "prod"}
+PUBLIC = {"allUsers", "allAuthenticatedUsers"}
+COMPONENTS = {"start_flow": "start-flow", "worker": "worker", "poller": "poller", "api": "api"}
+# Arguments of a module block that are meta-arguments, not input variables.
+META_ARGUMENTS = {"source", "version", "providers", "depends_on", "count", "for_each"} | {
+    "__is_block__"
+}
+
+RELAYFLOW = MODULES / "relayflow"
+
+
+def ids(paths: list[Path]) -> list[str]:
+    return [str(p.relative_to(TERRAFORM)) for p in paths]
+
+
+# --- Layout -------------------------------------------------------------------------------------
+
+
+def test_the_expected_modules_and_environments_exist() -> None:
+    assert {p.name for p in module_dirs()} == EXPECTED_MODULES
+    assert {p.name for p in env_dirs()} == ENVIRONMENTS
+
+
+@pytest.mark.parametrize("path", module_dirs(), ids=ids(module_dirs()))
+def test_a_module_has_the_four_standard_files(path: Path) -> None:
+    assert {f.name for f in path.glob("*.tf")} == MODULE_FILES
+
+
+@pytest.mark.parametrize("path", module_dirs(), ids=ids(module_dirs()))
+def test_a_module_names_its_primary_resource_main_and_configures_no_provider(path: Path) -> None:
+    config = load(path)
+    assert "main" in {b.name for b in config.resources + config.data}
+    assert config.providers == [], "modules inherit providers from the root"
+
+
+@pytest.mark.parametrize("path", all_dirs(), ids=ids(all_dirs()))
+def test_terraform_and_google_provider_versions_are_pinned(path: Path) -> None:
+    settings = [t for t in load(path).terraform if "required_providers" in t]
+    assert len(settings) == 1, "one terraform { required_providers } block, in versions.tf"
+    assert settings[0]["required_version"] == ">= 1.5"
+    (providers,) = settings[0]["required_providers"]
+    assert providers["google"] == {"source": "hashicorp/google", "version": "~> 6.0"}
+    assert (path / "versions.tf").exists()
+
+
+@pytest.mark.parametrize("path", all_dirs(), ids=ids(all_dirs()))
+def test_every_variable_is_typed_and_described(path: Path) -> None:
+    config = load(path)
+    assert config.variables, "a module or root without inputs is suspicious"
+    for name, variable in config.variables.items():
+        assert variable.body.get("type"), f"variable {name} has no type"
+        assert str(variable.body.get("description", "")).strip(), f"variable {name} undescribed"
+
+
+@pytest.mark.parametrize("path", all_dirs(), ids=ids(all_dirs()))
+def test_every_output_is_described(path: Path) -> None:
+    for name, output in load(path).outputs.items():
+        assert str(output.body.get("description", "")).strip(), f"output {name} undescribed"
+
+
+# --- References (what `terraform validate` would check) -----------------------------------------
+
+
+def _expressions(config: Config) -> list[str]:
+    return [s for doc in config.files.values() for s in strings(doc)]
+
+
+@pytest.mark.parametrize("path", all_dirs(), ids=ids(all_dirs()))
+def test_var_and_local_references_are_declared(path: Path) -> None:
+    config = load(path)
+    used_vars = set().union(*(references(e, "var") for e in _expressions(config)))
+    used_locals = set().union(*(references(e, "local") for e in _expressions(config)))
+    assert used_vars <= set(config.variables), used_vars - set(config.variables)
+    assert used_locals <= set(config.locals), used_locals - set(config.locals)
+
+
+def _module_calls() -> list[tuple[Config, Block]]:
+    return [(load(p), call) for p in all_dirs() for call in load(p).modules.values()]
+
+
+@pytest.mark.parametrize(
+    ("caller", "call"), _module_calls(), ids=[f"{c.path.name}:{m.name}" for c, m in _module_calls()]
+)
+def test_a_module_call_passes_declared_inputs_and_all_required_ones(
+    caller: Config, call: Block
+) -> None:
+    target = load((caller.path / call.body["source"]).resolve())
+    passed = set(call.body) - META_ARGUMENTS
+    required = {n for n, v in target.variables.items() if "default" not in v.body}
+    assert passed <= set(target.variables), f"undeclared inputs: {passed - set(target.variables)}"
+    assert required <= passed, f"missing required inputs: {required - passed}"
+
+
+@pytest.mark.parametrize("path", all_dirs(), ids=ids(all_dirs()))
+def test_module_output_references_exist(path: Path) -> None:
+    config = load(path)
+    for expr in _expressions(config):
+        for call, output in re.findall(r"module\.(\w+)\.(\w+)", expr):
+            target = load((path / config.modules[call].body["source"]).resolve())
+            assert output in target.outputs, f"module.{call}.{output} is not an output"
+
+
+# --- Environments -------------------------------------------------------------------------------
+
+
+def _backend(path: Path) -> dict[str, Any]:
+    backends = [b for t in load(path).terraform for b in blocks(t, "backend")]
+    assert len(backends) == 1, f"{path.name}: exactly one backend"
+    return dict(backends[0]["gcs"])
+
+
+@pytest.mark.parametrize("path", env_dirs(), ids=ids(env_dirs()))
+def test_an_env_root_is_thin_one_relayflow_module_call(path: Path) -> None:
+    config = load(path)
+    assert config.resources == [] and config.data == []
+    (call,) = config.modules.values()
+    assert (path / call.body["source"]).resolve() == RELAYFLOW.resolve()
+    assert [p.name for p in config.providers] == ["google"]
+
+
+def test_each_env_has_a_gcs_backend_with_its_own_prefix() -> None:
+    backends = {p.name: _backend(p) for p in env_dirs()}
+    prefixes = [b["prefix"] for b in backends.values()]
+    assert len(set(prefixes)) == len(prefixes)
+    for env, backend in backends.items():
+        assert backend["bucket"] and env in backend["prefix"].split("/")
+
+
+@pytest.mark.parametrize("path", env_dirs(), ids=ids(env_dirs()))
+def test_the_committed_tfvars_example_sets_declared_and_required_variables(path: Path) -> None:
+    example = path / "terraform.tfvars.example"
+    with example.open(encoding="utf-8") as handle:
+        values = set(hcl2.load(handle)) - {"__comments__", "__inline_comments__"}
+    variables = load(path).variables
+    required = {n for n, v in variables.items() if "default" not in v.body}
+    assert values <= set(variables)
+    assert required <= values
+
+
+@pytest.mark.parametrize("path", env_dirs(), ids=ids(env_dirs()))
+def test_state_and_local_values_are_not_committed(path: Path) -> None:
+    ignored = (TERRAFORM / ".gitignore").read_text(encoding="utf-8").split()
+    assert "terraform.tfvars" in ignored
+    assert not list(path.glob("*.tfstate*"))
+
+
+# --- Topology: one definition (DESIGN invariant 10) ---------------------------------------------
+
+
+def _topology_names() -> set[str]:
+    topo = topology()
+    names = set(topo["topics"].values())
+    names |= {s["name"] for s in topo["subscriptions"].values()}
+    names |= {q["name"] for q in topo["queues"].values()}
+    return names
+
+
+def test_the_relayflow_module_reads_the_repository_topology_file() -> None:
+    expr = load(RELAYFLOW).locals["topology"]
+    match = re.fullmatch(r'\$\{jsondecode\(file\("\$\{path\.module\}/([^"]+)"\)\)\}', expr)
+    assert match, expr
+    assert (RELAYFLOW / match.group(1)).resolve() == TOPOLOGY_FILE
+
+
+@pytest.mark.parametrize("path", all_dirs(), ids=ids(all_dirs()))
+def test_no_topology_name_is_spelled_in_terraform(path: Path) -> None:
+    topo = topology()
+    collections = set(topo["firestore"].values())
+    for expr in _expressions(load(path)):
+        for name in _topology_names():
+            assert not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", expr), (name, expr)
+        assert expr not in collections and not any(f'"{c}"' in expr for c in collections)
+
+
+def test_queues_subscriptions_and_topics_come_from_the_topology() -> None:
+    inputs = load(RELAYFLOW).modules
+    assert inputs["queues"].body["queues"] == "${local.topology.queues}"
+    assert inputs["messaging"].body["topics"] == "${local.topology.topics}"
+    assert inputs["messaging"].body["start_subscription"] == (
+        "${local.topology.subscriptions.start}"
+    )
+    holds = inputs["messaging"].body["hold_subscriptions"]
+    assert set(holds.values()) == {
+        f"${{local.topology.subscriptions.{k}}}"
+        for k in topology()["subscriptions"]
+        if k != "start"
+    }
+
+
+@pytest.mark.parametrize(
+    ("module", "variable", "section"),
+    [
+        ("queues", "queues", ["queues", "steps"]),
+        ("queues", "queues", ["queues", "polls"]),
+        ("messaging", "topics", ["topics"]),
+        ("messaging", "start_subscription", ["subscriptions", "start"]),
+        ("messaging", "hold_subscriptions", ["subscriptions", "dead_letter"]),
+        ("messaging", "hold_subscriptions", ["subscriptions", "results"]),
+    ],
+)
+def test_topology_sections_convert_to_the_module_variable_types(
+    module: str, variable: str, section: list[str]
+) -> None:
+    value: Any = topology()
+    for key in section:
+        value = value[key]
+    wanted = object_type_attributes(load(MODULES / module).variables[variable].body["type"])
+    assert wanted <= set(value), f"topology {'.'.join(section)} lacks {wanted - set(value)}"
+
+
+def test_queue_rate_and_retry_settings_are_mapped_from_each_queue() -> None:
+    queue = load(MODULES / "queues").resource("google_cloud_tasks_queue", "main").body
+    assert queue["for_each"] == "${var.queues}"
+    assert queue["name"] == "${each.value.name}"
+    rates = only_block(queue, "rate_limits")
+    retry = only_block(queue, "retry_config")
+    assert rates["max_dispatches_per_second"] == "${each.value.max_dispatches_per_second}"
+    assert rates["max_concurrent_dispatches"] == "${each.value.max_concurrent_dispatches}"
+    assert retry["max_attempts"] == "${each.value.max_attempts}"
+    assert retry["max_retry_duration"] == "${each.value.max_retry_duration_s}s"
+    assert retry["min_backoff"] == "${each.value.min_backoff_s}s"
+    assert retry["max_backoff"] == "${each.value.max_backoff_s}s"
+    assert retry["max_doublings"] == "${each.value.max_doublings}"
+
+
+def test_the_dead_letter_policy_gives_up_after_the_topology_attempts() -> None:
+    assert topology()["subscriptions"]["start"]["max_delivery_attempts"] == 5
+    sub = load(MODULES / "messaging").resource("google_pubsub_subscription", "start").body
+    policy = only_block(sub, "dead_letter_policy")
+    assert policy["max_delivery_attempts"] == "${var.start_subscription.max_delivery_attempts}"
+    assert "var.start_subscription.dead_letter_topic" in policy["dead_letter_topic"]
+    assert sub["ack_deadline_seconds"] == "${var.start_subscription.ack_deadline_s}"
+
+
+def test_the_pubsub_service_agent_may_move_dead_letters_and_nothing_more() -> None:
+    messaging = load(MODULES / "messaging")
+    agent = messaging.locals["pubsub_service_agent"]
+    assert agent.endswith("@gcp-sa-pubsub.iam.gserviceaccount.com")
+    publisher = messaging.resource("google_pubsub_topic_iam_member", "dead_letter_publisher").body
+    subscriber = messaging.resource(
+        "google_pubsub_subscription_iam_member", "dead_letter_subscriber"
+    ).body
+    assert publisher["role"] == "roles/pubsub.publisher"
+    assert "var.start_subscription.dead_letter_topic" in publisher["topic"]
+    assert subscriber["role"] == "roles/pubsub.subscriber"
+    assert subscriber["subscription"] == "${google_pubsub_subscription.start.name}"
+    assert publisher["member"] == subscriber["member"] == "${local.pubsub_service_agent}"
+    iam = [r for r in messaging.resources if r.type.endswith("_iam_member")]
+    assert len(iam) == 2
+
+
+def test_the_start_subscription_pushes_to_start_flow_with_an_oidc_token() -> None:
+    sub = load(MODULES / "messaging").resource("google_pubsub_subscription", "start").body
+    push = only_block(sub, "push_config")
+    token = only_block(push, "oidc_token")
+    assert token["service_account_email"] == "${var.push_service_account_email}"
+    call = load(RELAYFLOW).modules["messaging"].body
+    assert call["push_endpoint"].startswith("${module.start_flow.uri}/")
+    assert call["push_audience"] == "${module.start_flow.uri}"
+    assert call["push_service_account_email"] == "${google_service_account.pubsub_push.email}"
+
+
+def test_subscriptions_never_expire() -> None:
+    messaging = load(MODULES / "messaging")
+    for sub in messaging.resources_of("google_pubsub_subscription"):
+        assert only_block(sub.body, "expiration_policy")["ttl"] == "", sub.address
+
+
+# --- Firestore ----------------------------------------------------------------------------------
+
+
+def test_firestore_is_native_with_ttl_on_expire_at_for_flows_and_rejected() -> None:
+    firestore = load(MODULES / "firestore")
+    assert firestore.resource("google_firestore_database", "main").body["type"] == (
+        "FIRESTORE_NATIVE"
+    )
+    ttl = firestore.resource("google_firestore_field", "ttl").body
+    assert ttl["field"] == "${var.ttl_field}"
+    assert firestore.variables["ttl_field"].body["default"] == "expire_at"
+    assert blocks(ttl, "ttl_config")
+    call = load(RELAYFLOW).modules["firestore"].body
+    assert call["ttl_collections"] == [
+        "${local.topology.firestore.flows_collection}",
+        "${local.topology.firestore.rejected_collection}",
+    ]
+
+
+def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
+    indexes = load(RELAYFLOW).modules["firestore"].body["composite_indexes"]
+    fields = {
+        tuple(f["field_path"] for f in index["fields"])
+        for index in indexes.values()
+        if index["collection"] == "${local.topology.firestore.flows_collection}"
+    }
+    assert ("status", "updated_at") in fields
+    assert ("status", "next_run_at") in fields
+
+
+# --- Cloud Run ----------------------------------------------------------------------------------
+
+
+def _all_resources() -> list[Block]:
+    return [r for p in all_dirs() for r in load(p).resources]
+
+
+def test_only_cloud_run_v2_services_and_only_in_the_service_module() -> None:
+    types = {r.type: r.file.parent.name for r in _all_resources()}
+    assert types.get("google_cloud_run_v2_service") == "service"
+    assert not {"google_cloud_run_service", "google_cloudfunctions2_function"} & set(types)
+
+
+def test_the_service_is_internal_only_and_runs_as_its_own_service_account() -> None:
+    service = load(MODULES / "service")
+    run = service.resource("google_cloud_run_v2_service", "main").body
+    assert run["ingress"] == "INGRESS_TRAFFIC_INTERNAL_ONLY"
+    assert "invoker_iam_disabled" not in run
+    template = only_block(run, "template")
+    assert template["service_account"] == "${google_service_account.main.email}"
+    assert service.resource("google_service_account", "main").body["account_id"] == (
+        "${var.service_account_id}"
+    )
+
+
+def test_each_component_is_a_service_module_call_with_a_distinct_service_account() -> None:
+    relayflow = load(RELAYFLOW)
+    calls = {n: c.body for n, c in relayflow.modules.items() if c.body["source"] == "../service"}
+    assert set(calls) == set(COMPONENTS)
+    assert {c["name"] for c in calls.values()} == set(COMPONENTS.values())
+    account_ids = [c["service_account_id"] for c in calls.values()]
+    account_ids += [
+        sa.body["account_id"] for sa in relayflow.resources_of("google_service_account")
+    ]
+    assert len(account_ids) == len(set(account_ids)) == 7
+    assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", a) for a in account_ids)
+
+
+def _expand(text: str, config: Config) -> str:
+    """``text`` followed by the text of every local it references, recursively."""
+    expanded = text
+    for name in sorted(references(text, "local")):
+        expanded += _expand(str(config.locals[name]), config)
+    return expanded
+
+
+def _env_of(call: dict[str, Any], relayflow: Config) -> set[str]:
+    """RELAYFLOW_* names a service receives (its env expression and the locals it merges)."""
+    return set(re.findall(r"RELAYFLOW_[A-Z_]+", _expand(call["env"], relayflow)))
+
+
+def _settings_env_names() -> set[str]:
+    names: set[str] = set()
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        choices = getattr(alias, "choices", [alias] if isinstance(alias, str) else [])
+        names |= {c for c in choices if isinstance(c, str)} or {f"RELAYFLOW_{name.upper()}"}
+    return names
+
+
+@pytest.mark.parametrize("component", sorted(COMPONENTS))
+def test_service_env_names_are_settings_fields(component: str) -> None:
+    relayflow = load(RELAYFLOW)
+    env = _env_of(relayflow.modules[component].body, relayflow)
+    assert env <= _settings_env_names(), env - _settings_env_names()
+    assert {
+        "RELAYFLOW_PROJECT_ID",
+        "RELAYFLOW_LOCATION",
+        "RELAYFLOW_WORKER_URL",
+        "RELAYFLOW_POLLER_URL",
+        "RELAYFLOW_TASKS_SERVICE_ACCOUNT",
+        "RELAYFLOW_VERIFY_TOKENS",
+    } <= env
+    assert relayflow.locals["common_env"]["RELAYFLOW_VERIFY_TOKENS"] == "true"
+
+
+def test_the_task_handlers_get_the_client_api_and_the_worker_admits_the_scheduler() -> None:
+    relayflow = load(RELAYFLOW)
+    for component in ("worker", "poller"):
+        assert "RELAYFLOW_CLIENT_API_URL" in _env_of(relayflow.modules[component].body, relayflow)
+    worker_env = relayflow.modules["worker"].body["env"]
+    scheduler = "jsonencode([google_service_account.scheduler.email])"
+    assert f"RELAYFLOW_SCHEDULER_SERVICE_ACCOUNTS = {scheduler}" in worker_env
+
+
+def test_service_urls_are_the_deterministic_cloud_run_urls() -> None:
+    url = load(RELAYFLOW).locals["url"]
+    assert "https://${name}-${local.project_number}.${var.region}.run.app" in url
+    assert load(RELAYFLOW).checks, "a check block verifies the deterministic URLs after apply"
+
+
+def test_the_image_entrypoint_serves_every_component() -> None:
+    script = (REPO / "deploy" / "entrypoint.sh").read_text(encoding="utf-8")
+    dockerfile = (REPO / "Dockerfile").read_text(encoding="utf-8")
+    relayflow = load(RELAYFLOW)
+    for call in COMPONENTS:
+        component = re.search(r'COMPONENT\s*=\s*"([\w-]+)"', relayflow.modules[call].body["env"])
+        assert component and component.group(1) == COMPONENTS[call]
+    assert re.search(r"^\s*start-flow\)", script, re.M)
+    assert re.search(r"^\s*worker \| poller \| api\)", script, re.M)
+    assert "--target start_flow" in script and "0.0.0.0:${PORT}" in script
+    assert re.search(r"^def start_flow\(", _source("functions/start_flow/main.py"), re.M)
+    for service in ("worker", "poller", "api"):
+        assert re.search(r"^app = ", _source(f"services/{service}/main.py"), re.M)
+    assert dockerfile.startswith("#") and "FROM python:3.11-slim" in dockerfile
+    assert re.search(r"^USER (?!root|0\b)", dockerfile, re.M)
+
+
+def _source(relative: str) -> str:
+    return (REPO / relative).read_text(encoding="utf-8")
+
+
+# --- IAM ----------------------------------------------------------------------------------------
+
+
+IAM_TYPES = re.compile(r"^google_.+_iam_(member|binding|policy)$")
+
+
+def test_no_iam_grant_is_public() -> None:
+    for resource in _all_resources():
+        if IAM_TYPES.match(resource.type):
+            members = [resource.body.get("member", ""), *resource.body.get("members", [])]
+            assert not PUBLIC & set(members), resource.address
+    for path in all_dirs():
+        for expr in _expressions(load(path)):
+            assert expr not in PUBLIC
+            if "${" in expr and any(p in expr for p in PUBLIC):
+                # Only the validations that refuse them may name them.
+                assert 'contains(["allUsers", "allAuthenticatedUsers"], m)' in expr, expr
+
+
+def test_iam_is_additive_and_project_wide_only_where_nothing_finer_exists() -> None:
+    for resource in _all_resources():
+        assert not re.search(r"_iam_(binding|policy)$", resource.type), resource.address
+    project_roles = {
+        r.body["role"] for r in _all_resources() if r.type == "google_project_iam_member"
+    }
+    # Firestore has no per-database data-access grant for these clients.
+    assert project_roles == {"roles/datastore.user"}
+
+
+def test_service_invokers_are_validated_never_public() -> None:
+    for module in ("service", "relayflow"):
+        for variable in load(MODULES / module).variables.values():
+            if "invoker" in variable.name:
+                (validation,) = variable.body["validation"]
+                assert "allUsers" in validation["condition"]
+
+
+IDENTITY_PATTERNS = {
+    r"module\.(start_flow|worker|poller|api)\.service_account_member": None,
+    r"google_service_account\.tasks_invoker\b": "tasks-invoker",
+    r"google_service_account\.pubsub_push\b": "pubsub-push",
+    r"google_service_account\.scheduler\b": "scheduler",
+    r"gcp-sa-pubsub\.iam\.gserviceaccount\.com": "pubsub-service-agent",
+    r"var\.api_invoker_members": "api-operators",
+}
+
+
+def _identities(expr: Any, config: Config) -> set[str]:
+    """Who an expression names, following locals (module.worker... -> worker)."""
+    found: set[str] = set()
+    for text in strings(expr):
+        for pattern, identity in IDENTITY_PATTERNS.items():
+            for match in re.finditer(pattern, text):
+                found.add(identity or COMPONENTS[match.group(1)])
+        for name in references(text, "local"):
+            found |= _identities(config.locals[name], config)
+    return found
+
+
+def _members(resource: Block, config: Config) -> set[str]:
+    member = resource.body["member"]
+    source = resource.body["for_each"] if member.startswith("${each.") else member
+    return _identities(source, config)
+
+
+def _target(resource: Block) -> str:
+    body = resource.body
+    kind = resource.type.removeprefix("google_").removesuffix("_iam_member")
+    if kind == "project":
+        return "project"
+    if kind == "cloud_tasks_queue":
+        return "queue:each"
+    key = body.get("topic") or body.get("service_account_id") or body.get("subscription")
+    named = re.search(r'\["(\w+)"\]|google_service_account\.(\w+)|google_pubsub_\w+\.(\w+)', key)
+    assert named, key
+    return f"{kind}:{next(g for g in named.groups() if g)}"
+
+
+def _run_invokers(relayflow: Config) -> set[tuple[str, str, str]]:
+    grants = set()
+    for call, component in COMPONENTS.items():
+        members = relayflow.modules[call].body.get("invoker_members", {})
+        for who in _identities(members, relayflow):
+            grants.add((who, "roles/run.invoker", f"cloud_run:{component}"))
+    return grants
+
+
+def _iam_matrix() -> set[tuple[str, str, str]]:
+    relayflow = load(RELAYFLOW)
+    grants = _run_invokers(relayflow)
+    for resource in relayflow.resources:
+        if resource.type.endswith("_iam_member"):
+            for who in _members(resource, relayflow):
+                grants.add((who, resource.body["role"], _target(resource)))
+    return grants
+
+
+RUNTIME = sorted(COMPONENTS.values())
+EXPECTED_IAM = {
+    # Project-wide only because Firestore has nothing finer.
+    *{(c, "roles/datastore.user", "project") for c in RUNTIME},
+    # On relayflow's two queues, not the project.
+    *{(c, "roles/cloudtasks.enqueuer", "queue:each") for c in RUNTIME},
+    ("worker", "roles/cloudtasks.viewer", "queue:each"),
+    # Tasks carry an OIDC token of the tasks-invoker account: actAs on that account only.
+    *{(c, "roles/iam.serviceAccountUser", "service_account:tasks_invoker") for c in RUNTIME},
+    # Whoever settles a terminal flow publishes its one result event.
+    *{(c, "roles/pubsub.publisher", "pubsub_topic:results") for c in RUNTIME},
+    ("pubsub-service-agent", "roles/iam.serviceAccountTokenCreator", "service_account:pubsub_push"),
+    # Who may call which service.
+    ("pubsub-push", "roles/run.invoker", "cloud_run:start-flow"),
+    ("tasks-invoker", "roles/run.invoker", "cloud_run:worker"),
+    ("tasks-invoker", "roles/run.invoker", "cloud_run:poller"),
+    ("scheduler", "roles/run.invoker", "cloud_run:worker"),
+    ("api-operators", "roles/run.invoker", "cloud_run:api"),
+}
+
+
+def test_the_iam_matrix_is_exactly_the_intended_one() -> None:
+    assert _iam_matrix() == EXPECTED_IAM
+
+
+def test_queue_grants_cover_both_topology_queues() -> None:
+    relayflow = load(RELAYFLOW)
+    enqueuer = relayflow.resource("google_cloud_tasks_queue_iam_member", "enqueuer").body
+    assert "keys(local.topology.queues)" in relayflow.locals["enqueue_grants"]
+    assert enqueuer["name"] == "${module.queues.names[each.value.queue]}"
+    viewer = relayflow.resource("google_cloud_tasks_queue_iam_member", "sweeper_viewer").body
+    assert viewer["for_each"] == "${module.queues.names}"
+
+
+def test_the_scheduler_posts_sweep_to_the_worker_as_the_scheduler_account() -> None:
+    job = load(RELAYFLOW).resource("google_cloud_scheduler_job", "sweep").body
+    target = only_block(job, "http_target")
+    assert target["http_method"] == "POST"
+    assert target["uri"] == '${local.url["worker"]}/sweep'
+    token = only_block(target, "oidc_token")
+    assert token["service_account_email"] == "${google_service_account.scheduler.email}"
+    assert token["audience"] == '${local.url["worker"]}'
+
+
+def test_the_service_module_grants_invoker_only_from_its_input() -> None:
+    service = load(MODULES / "service")
+    (invoker,) = [r for r in service.resources if r.type.endswith("_iam_member")]
+    assert invoker.type == "google_cloud_run_v2_service_iam_member"
+    assert invoker.body["for_each"] == "${var.invoker_members}"
+    assert invoker.body["role"] == "roles/run.invoker"
+    assert invoker.body["member"] == "${each.value}"
+
+
+def test_env_roots_grant_nobody_the_api_by_default() -> None:
+    for path in env_dirs():
+        assert load(path).variables["api_invoker_members"].body["default"] == {}
