@@ -42,7 +42,8 @@ class BatchReport:
     elapsed_s: float
     records: list[FlowRecord] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    rejected_messages: int = 0
+    # Message ids of the deliberately malformed messages, to look up in ``rejected``.
+    malformed_ids: list[str] = field(default_factory=list)
 
     def by_status(self) -> dict[str, int]:
         return dict(Counter(str(r.status) for r in self.records))
@@ -123,8 +124,11 @@ def run_batch(
     flow_ids = {p.flow_id for p in planned if p.flow_id}
     watcher.expect(flow_ids)
     started = time.monotonic()
-    for item in planned:
-        _publish(events, topic, item)
+    malformed_ids = [
+        message_id
+        for item in planned
+        if (message_id := _publish(events, topic, item)) and item.flow_id is None
+    ]
     deadline = started + timeout_s
     while not watcher.wait(timeout_s=min(1.0, max(0.0, deadline - time.monotonic()))):
         if progress:
@@ -146,12 +150,11 @@ def run_batch(
         elapsed_s=elapsed,
         records=records,
         missing=missing,
-        rejected_messages=sum(1 for p in planned if p.flow_id is None),
+        malformed_ids=malformed_ids,
     )
 
 
-def _publish(events: Events, topic: str, item: Planned) -> None:
+def _publish(events: Events, topic: str, item: Planned) -> str:
     if isinstance(item.body, bytes):
-        events.publish_raw(topic, item.body)
-    else:
-        events.publish(topic, item.body)
+        return events.publish_raw(topic, item.body)
+    return events.publish(topic, item.body)

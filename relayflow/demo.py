@@ -14,6 +14,7 @@ import requests
 from google.cloud.pubsub_v1 import SubscriberClient
 
 from relayflow.batch import BatchReport, Planned, ResultWatcher, percentile, run_batch
+from relayflow.engine import safe_id
 from relayflow.events import Events, build_publisher
 from relayflow.settings import Settings
 from relayflow.store import FlowStore, build_client
@@ -51,6 +52,10 @@ def plan_demo(run: str, flows: int) -> DemoPlan:
 
 
 def progress_line(done: int, total: int, elapsed_s: float) -> None:
+    """A progress bar redrawn in place on a terminal; a plain line per update otherwise."""
+    if not sys.stdout.isatty():
+        print(f"  {done}/{total} flows ended  {elapsed_s:5.1f}s", flush=True)
+        return
     width = 30
     filled = int(width * done / total) if total else width
     bar = "#" * filled + "." * (width - filled)
@@ -58,15 +63,17 @@ def progress_line(done: int, total: int, elapsed_s: float) -> None:
     sys.stdout.flush()
 
 
-def summary(report: BatchReport) -> str:
+def summary(report: BatchReport, rejected_found: int) -> str:
     """The closing table of a batch."""
     durations = report.durations_s()
     polls = [r.polls for r in report.records]
-    rows = [("flows published", str(report.published - report.rejected_messages))]
+    sent_bad = len(report.malformed_ids)
+    rows = [("flows published", str(report.published - sent_bad))]
     rows += [(f"  {status}", str(n)) for status, n in sorted(report.by_status().items())]
     rows += [
         ("  never created", str(len(report.missing))),
-        ("malformed messages sent", str(report.rejected_messages)),
+        ("malformed messages sent", str(sent_bad)),
+        ("  recorded in 'rejected'", str(rejected_found)),
         ("polls per flow (mean/max)", f"{_mean(polls):.1f} / {max(polls, default=0)}"),
         ("flow duration p50", f"{percentile(durations, 50):.2f} s"),
         ("flow duration p95", f"{percentile(durations, 95):.2f} s"),
@@ -87,7 +94,10 @@ def run_demo(settings: Settings, *, flows: int, timeout_s: float) -> int:
     run = uuid.uuid4().hex[:6]
     plan = plan_demo(run, flows)
     _configure_client_api(str(settings.client_api_url), plan.slow_resources)
-    store = FlowStore(build_client(settings), flows=topology.firestore.flows_collection)
+    names = topology.firestore
+    store = FlowStore(
+        build_client(settings), flows=names.flows_collection, rejected=names.rejected_collection
+    )
     events = Events(build_publisher(), project=settings.project_id)
     watcher = ResultWatcher(SubscriberClient(), settings.project_id, topology.topics.results)
     print(f"demo run {run}: {flows} flows + {len(MALFORMED)} malformed messages")
@@ -104,7 +114,8 @@ def run_demo(settings: Settings, *, flows: int, timeout_s: float) -> int:
     finally:
         watcher.close()
     print()
-    print(summary(report))
+    rejected = sum(1 for m in report.malformed_ids if store.rejected(safe_id(m)) is not None)
+    print(summary(report, rejected))
     print("inspect one:  relayflow status", plan.planned[0].flow_id)
     unfinished = [r.flow_id for r in report.records if r.finished_at is None] + report.missing
     if unfinished:
