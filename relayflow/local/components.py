@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
+from gunicorn.config import KNOWN_SETTINGS
+
 from relayflow.local.environment import PROJECT_ID
 from relayflow.local.health import Probe
 from relayflow.local.ports import HOST, Ports
@@ -175,6 +177,16 @@ def _gunicorn(name: str, port: int, app: str, tools: Toolchain) -> Component:
         "16",
         "--timeout",
         "120",
+        *_gunicorn_no_control_socket(),
         app,
     )
     return Component(name, Phase.SERVICE, (port,), argv, _url(port, "/healthz"), Probe.HTTP_2XX)
+
+
+def _gunicorn_no_control_socket() -> tuple[str, ...]:
+    """``--no-control-socket`` where gunicorn has one (newer releases).
+
+    Otherwise every gunicorn of every stack on the machine shares ~/.gunicorn/gunicorn.ctl.
+    """
+    flags = {flag for setting in KNOWN_SETTINGS for flag in setting.cli or ()}
+    return ("--no-control-socket",) if "--no-control-socket" in flags else ()

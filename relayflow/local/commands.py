@@ -1,0 +1,125 @@
+"""``relayflow local up | down | status``: the local stack from the command line.
+
+The main CLI calls :func:`register`; ``python -m relayflow.local.commands`` runs these commands
+alone (handy before, or without, the main CLI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from relayflow.local.components import ALL, GROUPS
+from relayflow.local.ports import DEFAULT_BASE_PORT, Ports
+from relayflow.local.stack import DEFAULT_STATE_DIR, ComponentStatus, Stack, StackError
+
+BASE_PORT_ENV = "RELAYFLOW_BASE_PORT"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``local`` command (with ``up``, ``down``, ``status``) to a CLI."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--base-port",
+        type=int,
+        default=None,
+        help=f"first port of the block (default ${BASE_PORT_ENV} or {DEFAULT_BASE_PORT})",
+    )
+    common.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help=f"where state, logs and the env file live (default {DEFAULT_STATE_DIR})",
+    )
+    local = subparsers.add_parser("local", help="run the emulators and services on 127.0.0.1")
+    actions = local.add_subparsers(dest="local_action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", parents=[common], help="start, provision, write the env file")
+    up.add_argument(
+        "--only",
+        default="all",
+        help=f"comma-separated components or groups ({', '.join([*GROUPS, *ALL])})",
+    )
+    actions.add_parser("down", parents=[common], help="stop what `up` started")
+    actions.add_parser("status", parents=[common], help="one row per component")
+    local.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Handle ``relayflow local ACTION``; returns the exit code."""
+    out = out or sys.stdout
+    try:
+        stack = _stack(args, os.environ)
+        handler = {"up": _up, "down": _down, "status": _status}[args.local_action]
+        return handler(stack, out)
+    except (StackError, ValueError) as error:
+        print(f"relayflow local {args.local_action}: {error}", file=sys.stderr)
+        return 1
+
+
+def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
+    base = args.base_port or int(environ.get(BASE_PORT_ENV) or DEFAULT_BASE_PORT)
+    only = getattr(args, "only", "all")
+    components = [name.strip() for name in only.split(",") if name.strip()]
+    return Stack(ports=Ports(base), state_dir=args.state_dir, components=components)
+
+
+def _up(stack: Stack, out: TextIO) -> int:
+    result = stack.up()
+    names = ", ".join(record.name for record in result.state.processes)
+    if not result.started:
+        print(
+            f"already running: the local stack in {stack.state_dir} (base port "
+            f"{result.state.base_port}: {names}); `relayflow local down` stops it",
+            file=out,
+        )
+        return 0
+    if result.cleaned_stale:
+        print("cleaned stale state from a stack that was no longer running", file=out)
+    print(f"started on 127.0.0.1 (base port {stack.ports.base}): {names}", file=out)
+    print(f"logs: {stack.logs_dir}/<component>.log", file=out)
+    print(f"for a shell: source {stack.env_file}", file=out)
+    return 0
+
+
+def _down(stack: Stack, out: TextIO) -> int:
+    stopped = stack.down()
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running", file=out)
+    return 0
+
+
+def _status(stack: Stack, out: TextIO) -> int:
+    rows = stack.status()
+    if not rows:
+        print(f"not running (no state in {stack.state_dir})", file=out)
+        return 0
+    print(format_table(rows), file=out)
+    return 0 if all(row.healthy for row in rows) else 1
+
+
+def format_table(rows: Sequence[ComponentStatus]) -> str:
+    """component, port, pid, healthy: aligned columns."""
+    table = [("COMPONENT", "PORT", "PID", "HEALTHY")]
+    for row in rows:
+        ports = ",".join(str(port) for port in row.ports)
+        table.append((row.name, ports, str(row.pid), "yes" if row.healthy else "no"))
+    widths = [max(len(line[i]) for line in table) for i in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    )
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """The ``local`` command alone, as ``python -m relayflow.local.commands local ...``."""
+    parser = argparse.ArgumentParser(prog="relayflow")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return run(args, out=out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
