@@ -30,9 +30,10 @@ def nominal_delay(*, n: int, initial_s: float, multiplier: float, max_interval_s
     """``min(initial * multiplier**n, max_interval)`` computed in log space, so no n overflows."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    if initial_s <= 0 or multiplier < 1 or max_interval_s < initial_s:
+    finite = all(math.isfinite(v) for v in (initial_s, multiplier, max_interval_s))
+    if not finite or initial_s <= 0 or multiplier < 1 or max_interval_s < initial_s:
         raise ValueError(
-            "need initial_s > 0, multiplier >= 1 and max_interval_s >= initial_s, got "
+            "need finite initial_s > 0, multiplier >= 1 and max_interval_s >= initial_s, got "
             f"{initial_s=}, {multiplier=}, {max_interval_s=}"
         )
     if multiplier == 1:

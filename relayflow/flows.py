@@ -7,6 +7,7 @@ step's check — NotReady. Flows live in an explicit Registry that each entry po
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -100,10 +101,12 @@ class PollPolicy:
 
 
 def _check_curve(initial_s: float, multiplier: float, max_interval_s: float, jitter: float) -> None:
-    if initial_s <= 0 or multiplier < 1 or max_interval_s < initial_s or not 0 <= jitter < 1:
+    finite = all(math.isfinite(v) for v in (initial_s, multiplier, max_interval_s))
+    ok = finite and initial_s > 0 and multiplier >= 1 and max_interval_s >= initial_s
+    if not ok or not 0 <= jitter < 1:
         raise ConfigError(
-            "backoff needs initial_s > 0, multiplier >= 1, max_interval_s >= initial_s and "
-            f"0 <= jitter < 1; got {initial_s=}, {multiplier=}, {max_interval_s=}, {jitter=}"
+            "backoff needs finite initial_s > 0, multiplier >= 1, max_interval_s >= initial_s "
+            f"and 0 <= jitter < 1; got {initial_s=}, {multiplier=}, {max_interval_s=}, {jitter=}"
         )
 
 

@@ -1,0 +1,60 @@
+"""relayflow.records: the flow document survives a Firestore round trip and bounds its history."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from relayflow.position import Position, TaskKind
+from relayflow.records import FlowRecord, HistoryEntry, NextTask, Result
+from relayflow.state import Status
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _record(**changes: object) -> FlowRecord:
+    position = Position(step_index=1, step="await_ready", kind=TaskKind.POLL, poll=2)
+    record = FlowRecord(
+        flow_id="acme-1",
+        flow="demo",
+        input={"resource": "acme-1"},
+        status=Status.RUNNING,
+        position=position,
+        outputs={"reserve": {"id": "r-1"}},
+        step_started_at=NOW,
+        next=NextTask(queue="flow-polls", task_id="abc", run_at=NOW, position=position),
+        next_run_at=NOW,
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    return record.model_copy(update=changes)
+
+
+def _entry(poll: int) -> HistoryEntry:
+    return HistoryEntry(
+        at=NOW + timedelta(seconds=poll), step="await_ready", kind=TaskKind.POLL, poll=poll,
+        outcome="not ready",
+    )  # fmt: skip
+
+
+def test_a_record_round_trips_through_its_document() -> None:
+    result = Result(status=Status.SUCCEEDED, code="OK", message="done", data={"x": 1})
+    record = _record(history=[_entry(0)], result=result)
+    assert FlowRecord.from_doc(record.to_doc()) == record
+
+
+def test_a_document_keeps_datetimes_as_datetimes() -> None:
+    doc = _record().to_doc()
+    assert doc["created_at"] == NOW
+    assert doc["next_run_at"] == NOW
+    assert doc["status"] == "RUNNING"
+
+
+def test_unknown_document_fields_are_ignored() -> None:
+    doc = {**_record().to_doc(), "added_by_a_newer_version": True}
+    assert FlowRecord.from_doc(doc) == _record()
+
+
+def test_with_history_keeps_the_newest_entries() -> None:
+    record = _record(history=[_entry(i) for i in range(5)])
+    kept = record.with_history(_entry(5), limit=3)
+    assert [e.poll for e in kept] == [3, 4, 5]
