@@ -23,6 +23,6 @@ def _encode(name: str) -> str:
 
 def _decode(token: str) -> str:
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        return base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
         raise InvalidArgument(f"Invalid page_token {token!r}") from exc
