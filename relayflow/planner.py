@@ -362,7 +362,10 @@ def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
     It resumes at the step that stopped it, keeping earlier outputs, unless compensation undid
     them; then it starts over.
     """
-    compensated = any(h.kind is TaskKind.COMPENSATE for h in record.history)
+    generation = record.position.generation  # earlier generations' undos are not this one's
+    compensated = any(
+        h.kind is TaskKind.COMPENSATE and h.generation == generation for h in record.history
+    )
     index = 0 if compensated else record.position.step_index
     position = Position(
         generation=record.position.generation + 1,
