@@ -1,0 +1,117 @@
+"""The whole local stack for end-to-end tests, with short poll and retry policies.
+
+The policies are the production code's, set through the same RELAYFLOW_* variables a deployment
+uses; they are only shorter, so a flow that polls a few times ends in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import requests
+from google.cloud import firestore
+from google.pubsub_v1 import PubsubMessage
+
+from relayflow.local.clients import publisher_client
+from relayflow.local.polling import poll_until
+from relayflow.local.ports import HOST, Ports
+from relayflow.local.stack import Stack
+from relayflow.records import FlowRecord
+from relayflow.state import TERMINAL
+from relayflow.store import FlowStore
+
+E2E_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 200
+FAST_POLICIES = {
+    "RELAYFLOW_POLL_INITIAL_S": "0.5",
+    "RELAYFLOW_POLL_MULTIPLIER": "2",
+    "RELAYFLOW_POLL_MAX_INTERVAL_S": "2",
+    "RELAYFLOW_RETRY_INITIAL_S": "0.2",
+    "RELAYFLOW_RETRY_MAX_INTERVAL_S": "1",
+    "RELAYFLOW_RETRY_MAX_ATTEMPTS": "4",
+}
+PROJECT = "relayflow-local"
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    state_dir = tmp_path_factory.mktemp("e2e-stack")
+    stack = Stack(
+        ports=Ports(E2E_BASE_PORT), state_dir=state_dir, base_env={**os.environ, **FAST_POLICIES}
+    )
+    stack.up()
+    try:
+        yield stack
+    finally:
+        stack.down()
+
+
+@dataclass
+class Harness:
+    """The handles an end-to-end test uses: publish, read flows, talk to the services."""
+
+    stack: Stack
+    store: FlowStore
+    db: firestore.Client
+
+    @property
+    def ports(self) -> Ports:
+        return self.stack.ports
+
+    def url(self, port: int, path: str) -> str:
+        return f"http://{HOST}:{port}{path}"
+
+    def publish(self, body: dict[str, Any] | bytes, **attributes: str) -> str:
+        import json
+
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        client = publisher_client(f"{HOST}:{self.ports.pubsub}")
+        topic = client.topic_path(PROJECT, "flow-requests")
+        response = client.publish(
+            topic=topic, messages=[PubsubMessage(data=data, attributes=attributes)]
+        )
+        return str(response.message_ids[0])
+
+    def wait_terminal(self, flow_id: str, timeout_s: float = 60.0) -> FlowRecord:
+        found: list[FlowRecord] = []
+
+        def ended() -> bool:
+            record = self.store.get(flow_id)
+            if record is not None and record.status in TERMINAL and record.result_published:
+                found.append(record)
+                return True
+            return False
+
+        assert poll_until(ended, timeout_s=timeout_s, interval_s=0.2), f"{flow_id} did not end"
+        return found[0]
+
+    def client_api(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = requests.request(
+            method, self.url(self.ports.client_api, path), timeout=10, **kwargs
+        )
+        response.raise_for_status()
+        return response.json()
+
+    def side_effects(self) -> dict[str, int]:
+        return dict(self.client_api("GET", "/stats")["side_effects"])
+
+
+@pytest.fixture
+def harness(local_stack: Stack, emulator_env: dict[str, str]) -> Iterator[Harness]:
+    """A harness on a stack whose fake client API has no faults and default timing."""
+    db = firestore.Client(project=PROJECT)
+    store = FlowStore(db)
+    h = Harness(local_stack, store, db)
+    h.client_api("DELETE", "/admin/faults")
+    yield h
+    h.client_api("DELETE", "/admin/faults")
+
+
+@pytest.fixture
+def new_id() -> Callable[[str], str]:
+    """Unique flow ids per test: Cloud Tasks names are never reused, so neither are flows."""
+    return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:10]}"
