@@ -7,8 +7,11 @@
   for Google clients that only read ``*_EMULATOR_HOST`` from the environment.
 
 Each stack lives in its own tmp state dir; ``down()`` runs in a finalizer, so a failing test
-never leaves processes behind. ``RELAYFLOW_TEST_BASE_PORT`` moves both blocks (emulators at the
-base, the full stack at base + 100) when two test runs share a machine.
+never leaves processes behind.
+
+Port blocks (10 ports each) as offsets from ``test_base_port`` (``RELAYFLOW_TEST_BASE_PORT``,
+default 18120; move it when two test runs share a machine): +0 ``emulators``, +100
+``local_stack``, +200 tests/e2e, +300 and +400 the stack lifecycle tests in tests/local.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ def _run(stack: Stack) -> Iterator[Stack]:
         yield stack
     finally:
         stack.down()
+
+
+@pytest.fixture(scope="session")
+def test_base_port() -> int:
+    """The first port of the test blocks; see the module docstring for the offsets."""
+    return TEST_BASE_PORT
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Talking to the emulators over plain HTTP: health probes and the Firestore wipe."""
+"""Health probes: is a component answering on its port the way it does when it is ready?"""
 
 from __future__ import annotations
 
@@ -29,11 +29,3 @@ def is_healthy(url: str, probe: Probe, *, timeout_s: float = 1.0) -> bool:
     if probe is Probe.OK_BODY:
         return response.ok and response.text.strip() == "Ok"
     return response.ok
-
-
-def wipe_firestore(host: str, project: str, *, timeout_s: float = 10.0) -> None:
-    """Delete all documents of ``project`` in the Firestore emulator at ``host`` (HOST:PORT)."""
-    url = f"http://{host}/emulator/v1/projects/{project}/databases/(default)/documents"
-    with requests.Session() as session:
-        session.trust_env = False
-        session.delete(url, timeout=timeout_s).raise_for_status()

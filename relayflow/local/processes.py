@@ -44,16 +44,6 @@ def start_ticks(pid: int) -> int | None:
     return int(stat[19]) if stat is not None else None
 
 
-def is_alive(pid: int, ticks: int | None) -> bool:
-    """Whether ``pid`` still runs and is the same process that was recorded (not a reused PID)."""
-    stat = _read_stat(pid)
-    if stat is None:
-        return _signal_zero(pid)
-    if stat[0] == "Z":
-        return False
-    return ticks is None or int(stat[19]) == ticks
-
-
 def group_alive(pgid: int) -> bool:
     """Whether any non-zombie process is left in the group."""
     proc = Path("/proc")
@@ -119,10 +109,6 @@ def _read_stat(pid: int) -> list[str] | None:
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signum)
-
-
-def _signal_zero(pid: int) -> bool:
-    return _exists(lambda: os.kill(pid, 0))
 
 
 def _group_signal_zero(pgid: int) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from google.api_core.exceptions import GoogleAPICallError
 
 from relayflow.local import processes, statefile
+from relayflow.local.clients import wipe_firestore
 from relayflow.local.components import ALL, Component, Phase, Toolchain, build, resolve
 from relayflow.local.environment import (
     PROJECT_ID,
@@ -25,7 +26,7 @@ from relayflow.local.environment import (
     relayflow_env,
     write_env_file,
 )
-from relayflow.local.health import is_healthy, wipe_firestore
+from relayflow.local.health import is_healthy
 from relayflow.local.polling import poll_until
 from relayflow.local.ports import HOST, Ports
 from relayflow.local.provision import provision_pubsub, provision_queues

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TEST_BASE_PORT
 
 from relayflow.local import commands, processes, statefile
 from relayflow.local.components import Toolchain
@@ -21,15 +20,20 @@ from relayflow.local.ports import Ports
 from relayflow.local.stack import Stack, StackError
 from relayflow.local.statefile import ProcessRecord, StackState
 
-# Blocks of 10 ports beside the session fixtures' (base and base + 100).
-LIFECYCLE_BASE_PORT = TEST_BASE_PORT + 200
-FAILURE_BASE_PORT = TEST_BASE_PORT + 300
+# Port blocks beside the session fixtures' and the e2e stack's (see tests/conftest.py).
+LIFECYCLE_OFFSET = 300
+FAILURE_OFFSET = 400
 
 
 @pytest.fixture
-def failure_stack(tmp_path: Path) -> Iterator[Stack]:
+def failure_ports(test_base_port: int) -> Ports:
+    return Ports(test_base_port + FAILURE_OFFSET)
+
+
+@pytest.fixture
+def failure_stack(tmp_path: Path, failure_ports: Ports) -> Iterator[Stack]:
     """A one-component stack (the fake client API: quick, no JVM) that is always torn down."""
-    stack = Stack(ports=Ports(FAILURE_BASE_PORT), state_dir=tmp_path, components=["client_api"])
+    stack = Stack(ports=failure_ports, state_dir=tmp_path, components=["client_api"])
     yield stack
     stack.down()
 
@@ -40,8 +44,9 @@ def _cli(*argv: str) -> tuple[int, str]:
 
 
 @pytest.mark.e2e
-def test_up_status_second_up_down(tmp_path: Path) -> None:
-    flags = ("--state-dir", str(tmp_path), "--base-port", str(LIFECYCLE_BASE_PORT))
+def test_up_status_second_up_down(tmp_path: Path, test_base_port: int) -> None:
+    base_port = test_base_port + LIFECYCLE_OFFSET
+    flags = ("--state-dir", str(tmp_path), "--base-port", str(base_port))
     environ_before = dict(os.environ)
     try:
         code, out = _cli("up", *flags)
@@ -82,7 +87,10 @@ def test_up_writes_state_env_file_and_logs(failure_stack: Stack) -> None:
     assert record.name == "client_api"
     assert processes.owns_group(record.pid, record.start_ticks)
     env_file = failure_stack.env_file.read_text(encoding="utf-8")
-    assert f"export RELAYFLOW_CLIENT_API_URL=http://127.0.0.1:{FAILURE_BASE_PORT + 5}" in env_file
+    assert (
+        f"export RELAYFLOW_CLIENT_API_URL=http://127.0.0.1:{failure_stack.ports.client_api}"
+        in env_file
+    )
     assert "export CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true" in env_file
     assert failure_stack.log_path("client_api").exists()
 
@@ -121,9 +129,9 @@ def test_a_busy_port_is_named(failure_stack: Stack) -> None:
     assert not failure_stack.state_file.exists()
 
 
-def test_early_exit_names_the_component_and_its_log(tmp_path: Path) -> None:
+def test_early_exit_names_the_component_and_its_log(tmp_path: Path, failure_ports: Ports) -> None:
     stack = Stack(
-        ports=Ports(FAILURE_BASE_PORT),
+        ports=failure_ports,
         state_dir=tmp_path,
         components=["client_api"],
         tools=Toolchain(
@@ -141,10 +149,12 @@ def test_early_exit_names_the_component_and_its_log(tmp_path: Path) -> None:
     assert not stack.state_file.exists()
 
 
-def test_health_timeout_names_the_component_and_stops_it(tmp_path: Path) -> None:
+def test_health_timeout_names_the_component_and_stops_it(
+    tmp_path: Path, failure_ports: Ports
+) -> None:
     pid_file = tmp_path / "pid"
     stack = Stack(
-        ports=Ports(FAILURE_BASE_PORT),
+        ports=failure_ports,
         state_dir=tmp_path,
         components=["client_api"],
         tools=Toolchain(
