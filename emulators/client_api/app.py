@@ -1,4 +1,14 @@
-"""The fake client API as a Flask app: registrations, entities, fault injection and stats."""
+"""The fake client API as a Flask app: registrations, entities, fault injection and stats.
+
+Business routes (counted in ``requests``, subject to faults):
+    POST /registrations {"resource"} + Idempotency-Key -> 201 | replay 200 | 409 other body |
+        422 REJECTED for ``reject-*``; status turns ACTIVE ``activation_delay_s`` after creation
+    GET /registrations/{id}, DELETE /registrations/{id} (cancel: idempotent compensation)
+    POST /entities {"registration_id", "name"} + Idempotency-Key -> 201 | 200 | 409 NOT_ACTIVE
+Admin routes (never faulted): POST|GET|DELETE /admin/faults, POST /admin/config,
+    POST /admin/reset, GET /stats, GET /healthz.
+Errors are always ``{"error": {"code", "message"}}``.
+"""
 
 from __future__ import annotations
 

@@ -58,6 +58,10 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     except (StackError, ValueError) as error:
         print(f"relayflow local {args.local_action}: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # Stack.up has already stopped what it started.
+        print(f"relayflow local {args.local_action}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
