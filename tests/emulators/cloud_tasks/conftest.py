@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import duration_pb2
 
@@ -28,7 +30,11 @@ def _see_the_real_emulators_package() -> None:
 
 _see_the_real_emulators_package()
 
-from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget, recording_target
+from emulators.cloud_tasks.testing import (  # noqa: E402 - needs the path fix above
+    EmulatorProcess,
+    RecordingTarget,
+    recording_target,
+)
 
 LOCATION = "projects/test-project/locations/us-central1"
 
@@ -103,3 +109,24 @@ def fast_retry(**overrides: Any) -> dict[str, Any]:
     }
     config.update(overrides)
     return config
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 2.0) -> None:
+    """Poll `predicate` every 10 ms until it holds; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def gone(client: Any, task_name: str) -> Callable[[], bool]:
+    """A predicate: the task no longer exists."""
+
+    def check() -> bool:
+        try:
+            client.get_task(name=task_name)
+        except exceptions.NotFound:
+            return True
+        return False
+
+    return check

@@ -15,7 +15,6 @@ from google.protobuf import field_mask_pb2
 
 from emulators.cloud_tasks.testing import EmulatorProcess
 
-
 # Over REST, google-api-core maps by HTTP status: 409 -> Conflict (AlreadyExists is a subclass,
 # raised over gRPC) and 400 -> BadRequest (InvalidArgument's base), exactly as with the service.
 ALREADY_EXISTS = exceptions.Conflict
