@@ -6,6 +6,7 @@ Timeouts, connection errors, 408, 429 and 5xx are retryable (429/503 carry Retry
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -22,14 +23,17 @@ def retry_after_s(value: str | None) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:  # "inf" parses too, and no schedule can be that far ahead
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-
+    if when.tzinfo is None:  # "-0000" in RFC 5322 means UTC, but parses as naive
+        when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
