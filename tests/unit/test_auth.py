@@ -1,0 +1,189 @@
+"""relayflow.auth: who may call a service, decided from an injected token check; cached certs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from google.auth import exceptions as auth_exceptions
+
+from relayflow import auth
+from relayflow.auth import GOOGLE_CERTS_URL, CachingRequest, TokenVerifier, Unauthorized
+
+CALLER = "tasks-invoker@relayflow-dev.iam.gserviceaccount.com"
+GOOD_CLAIMS = {"iss": "https://accounts.google.com", "email": CALLER, "email_verified": True}
+
+
+@dataclass
+class FakeVerify:
+    """Stands in for google-auth's verify_token: returns claims or raises, records its calls."""
+
+    claims: Mapping[str, Any] = field(default_factory=lambda: dict(GOOD_CLAIMS))
+    error: Exception | None = None
+    calls: list[tuple[str, Any, str, str]] = field(default_factory=list)
+
+    def __call__(
+        self, token: str, request: Any, audience: str, certs_url: str
+    ) -> Mapping[str, Any]:
+        self.calls.append((token, request, audience, certs_url))
+        if self.error is not None:
+            raise self.error
+        return self.claims
+
+
+@dataclass
+class FakeResponse:
+    status: int = 200
+    data: bytes = b"{}"
+
+
+@dataclass
+class CountingTransport:
+    """A google-auth transport that answers from a script and counts what it was asked."""
+
+    status: int = 200
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+    def __call__(self, url: str, method: str = "GET", **kwargs: Any) -> FakeResponse:
+        self.calls.append((url, method))
+        return FakeResponse(status=self.status, data=f"{url} #{len(self.calls)}".encode())
+
+
+def verifier(verify: FakeVerify, **kw: Any) -> TokenVerifier:
+    return TokenVerifier(
+        audience="https://worker.example.run.app",
+        allowed_emails=[CALLER],
+        request=CachingRequest(CountingTransport()),  # type: ignore[arg-type]
+        verify=verify,
+        **kw,
+    )
+
+
+def test_an_allowed_verified_google_caller_passes() -> None:
+    # given a token whose claims are from Google, verified, and an allowed email
+    verify = FakeVerify()
+    # when the header is checked
+    email = verifier(verify).verify("Bearer tok-123")
+    # then the caller's email comes back, and the token was checked for our audience
+    assert email == CALLER
+    token, _, audience, certs_url = verify.calls[0]
+    assert (token, audience, certs_url) == (
+        "tok-123",
+        "https://worker.example.run.app",
+        GOOGLE_CERTS_URL,
+    )
+
+
+def test_the_scheme_is_case_insensitive_and_the_issuer_may_omit_https() -> None:
+    verify = FakeVerify(claims={**GOOD_CLAIMS, "iss": "accounts.google.com"})
+    assert verifier(verify).verify("bearer tok") == CALLER
+
+
+def test_a_custom_certs_url_is_passed_to_the_token_check() -> None:
+    verify = FakeVerify()
+    verifier(verify, certs_url="http://localhost:8123/certs").verify("Bearer tok")
+    assert verify.calls[0][3] == "http://localhost:8123/certs"
+
+
+@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer ", "Basic dXNlcjpwdw==", "tok"])
+def test_a_missing_or_non_bearer_header_is_unauthorized(header: str | None) -> None:
+    verify = FakeVerify()
+    with pytest.raises(Unauthorized, match=r"missing 'Authorization: Bearer <token>' header"):
+        verifier(verify).verify(header)
+    assert verify.calls == []
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("Token expired, 1700000000 < 1700000100"),
+        auth_exceptions.TransportError("certs down"),
+    ],
+)
+def test_a_token_that_fails_verification_is_unauthorized_with_the_reason(error: Exception) -> None:
+    with pytest.raises(Unauthorized, match=None) as info:
+        verifier(FakeVerify(error=error)).verify("Bearer tok")
+    assert str(info.value) == f"invalid token: {error}"
+
+
+@pytest.mark.parametrize(
+    ("claims", "message"),
+    [
+        (
+            {**GOOD_CLAIMS, "iss": "https://evil.example"},
+            "token issuer 'https://evil.example' is not Google",
+        ),
+        ({k: v for k, v in GOOD_CLAIMS.items() if k != "iss"}, "token issuer None is not Google"),
+        ({**GOOD_CLAIMS, "email_verified": False}, f"token email '{CALLER}' is not verified"),
+        ({k: v for k, v in GOOD_CLAIMS.items() if k != "email_verified"}, "is not verified"),
+        (
+            {**GOOD_CLAIMS, "email": "someone@else.example"},
+            "caller 'someone@else.example' may not call",
+        ),
+        ({k: v for k, v in GOOD_CLAIMS.items() if k != "email"}, "caller '' may not call"),
+    ],
+    ids=["wrong-issuer", "no-issuer", "unverified", "no-verified-claim", "not-allowed", "no-email"],
+)
+def test_claims_that_are_not_an_allowed_google_caller_are_unauthorized(
+    claims: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(Unauthorized, match=None) as info:
+        verifier(FakeVerify(claims=claims)).verify("Bearer tok")
+    assert message in str(info.value)
+
+
+# -- CachingRequest ---------------------------------------------------------------------------
+
+
+def test_gets_within_the_ttl_are_served_from_the_cache() -> None:
+    inner = CountingTransport()
+    request = CachingRequest(inner, ttl_s=300)  # type: ignore[arg-type]
+    first = request(GOOGLE_CERTS_URL)
+    second = request(GOOGLE_CERTS_URL, method="GET", timeout=5)
+    assert second is first
+    assert inner.calls == [(GOOGLE_CERTS_URL, "GET")]
+
+
+def test_each_url_is_cached_separately() -> None:
+    inner = CountingTransport()
+    request = CachingRequest(inner)  # type: ignore[arg-type]
+    request("http://a/certs")
+    request("http://b/certs")
+    request("http://a/certs")
+    assert [url for url, _ in inner.calls] == ["http://a/certs", "http://b/certs"]
+
+
+def test_a_get_after_the_ttl_is_fetched_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a monotonic clock the test moves, and a 300 s TTL
+    now = [1000.0]
+    monkeypatch.setattr(auth, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    inner = CountingTransport()
+    request = CachingRequest(inner, ttl_s=300)  # type: ignore[arg-type]
+    request(GOOGLE_CERTS_URL)
+    # when 299 s pass the cache answers; when 300 s have passed it asks again
+    now[0] += 299
+    request(GOOGLE_CERTS_URL)
+    assert len(inner.calls) == 1
+    now[0] += 1
+    refreshed = request(GOOGLE_CERTS_URL)
+    assert len(inner.calls) == 2
+    assert refreshed.data.endswith(b"#2")
+
+
+def test_other_methods_are_never_cached() -> None:
+    inner = CountingTransport()
+    request = CachingRequest(inner)  # type: ignore[arg-type]
+    request("http://a/token", method="POST", body=b"x")
+    request("http://a/token", method="POST", body=b"x")
+    assert inner.calls == [("http://a/token", "POST"), ("http://a/token", "POST")]
+
+
+def test_an_error_response_is_not_cached() -> None:
+    inner = CountingTransport(status=503)
+    request = CachingRequest(inner)  # type: ignore[arg-type]
+    request(GOOGLE_CERTS_URL)
+    request(GOOGLE_CERTS_URL)
+    assert len(inner.calls) == 2
