@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -24,7 +25,7 @@ def at(epoch_s: float) -> timestamp_pb2.Timestamp:
 
 
 def gaps(hits: list[Hit]) -> list[float]:
-    return [b.at - a.at for a, b in zip(hits, hits[1:], strict=False)]
+    return [b.at - a.at for a, b in itertools.pairwise(hits)]
 
 
 def create(client: Any, queue: tasks_v2.Queue, url: str, **task: Any) -> tasks_v2.Task:
