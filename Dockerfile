@@ -21,12 +21,14 @@ COPY relayflow ./relayflow
 COPY functions ./functions
 COPY services ./services
 COPY deploy/entrypoint.sh /usr/local/bin/relayflow-entrypoint
+# A home directory: gunicorn keeps its control socket under ~/.gunicorn.
 RUN pip install --no-deps . \
-    && useradd --system --uid 10001 --no-create-home relayflow
+    && useradd --system --uid 10001 --create-home --home-dir /home/relayflow relayflow
 
 ARG COMPONENT=api
 ENV COMPONENT=${COMPONENT} \
-    PORT=8080
+    PORT=8080 \
+    HOME=/home/relayflow
 
 USER 10001
 EXPOSE 8080
