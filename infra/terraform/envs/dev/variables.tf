@@ -20,9 +20,9 @@ variable "client_api_url" {
 }
 
 variable "firestore_location" {
-  description = "Firestore location (cannot change after creation)."
+  description = "Firestore location (cannot change after creation); nam5 spans us-central1."
   type        = string
-  default     = "us-central1"
+  default     = "nam5"
 }
 
 variable "firestore_point_in_time_recovery" {

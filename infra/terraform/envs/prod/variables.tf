@@ -20,7 +20,7 @@ variable "client_api_url" {
 }
 
 variable "firestore_location" {
-  description = "Firestore location (cannot change after creation)."
+  description = "Firestore location (cannot change after creation); nam5 spans us-central1."
   type        = string
   default     = "nam5"
 }
