@@ -1,0 +1,60 @@
+"""Plain helpers shared by the integration tests (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.cloud import tasks_v2
+
+from relayflow import queue
+from relayflow.position import Position, TaskKind, task_id
+from relayflow.records import FlowRecord, NextTask
+from relayflow.state import Status
+
+# Far enough ahead that the emulator never dispatches a test's task while the test runs.
+AHEAD = timedelta(hours=1)
+
+
+def queued_tasks(
+    client: tasks_v2.CloudTasksClient, task_queue: queue.TaskQueue, queue_name: str, *flow_ids: str
+) -> list[tasks_v2.Task]:
+    """The tasks in ``queue_name`` that belong to any of ``flow_ids`` (by their names)."""
+    markers = tuple(f"-{flow_id}-" for flow_id in flow_ids)
+    tasks = client.list_tasks(parent=task_queue.queue_path(queue_name))
+    return [task for task in tasks if any(marker in task.name for marker in markers)]
+
+
+def make_record(
+    flow_id: str,
+    *,
+    status: Status = Status.PENDING,
+    updated_at: datetime | None = None,
+    next_run_at: datetime | None = None,
+    **fields: Any,
+) -> FlowRecord:
+    """A valid flow document at the first step of a one-step flow."""
+    at = updated_at or datetime.now(UTC)
+    values: dict[str, Any] = {
+        "flow_id": flow_id,
+        "flow": "it-flow",
+        "input": {"n": 1},
+        "status": status,
+        "position": Position(step_index=0, step="first", kind=TaskKind.ACTION),
+        "step_started_at": at,
+        "next_run_at": next_run_at,
+        "created_at": at,
+        "updated_at": at,
+    }
+    return FlowRecord.model_validate({**values, **fields})
+
+
+def next_task(flow_id: str, queue_name: str, *, run_at: datetime | None = None) -> NextTask:
+    """The first action task of a flow, due ``AHEAD`` from now unless told otherwise."""
+    position = Position(step_index=0, step="first", kind=TaskKind.ACTION)
+    return NextTask(
+        queue=queue_name,
+        task_id=task_id(flow_id, position),
+        run_at=run_at or datetime.now(UTC) + AHEAD,
+        position=position,
+    )

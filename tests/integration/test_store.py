@@ -1,0 +1,177 @@
+"""FlowStore against the Firestore emulator: create-if-absent, transactions, queries."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+from .support import make_record
+
+from relayflow.records import FlowRecord
+from relayflow.state import Status
+from relayflow.store import FlowStore
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def test_create_is_create_if_absent(flow_store: FlowStore) -> None:
+    first = make_record("flow-a", input={"version": 1})
+    second = make_record("flow-a", input={"version": 2}, status=Status.RUNNING)
+
+    assert flow_store.create(first) is True
+    assert flow_store.create(second) is False
+
+    assert flow_store.get("flow-a") == first
+
+
+def test_get_of_a_missing_flow_is_none(flow_store: FlowStore) -> None:
+    assert flow_store.get("no-such-flow") is None
+
+
+def test_the_document_round_trips_every_field(flow_store: FlowStore) -> None:
+    record = make_record(
+        "flow-full",
+        status=Status.RUNNING,
+        next_run_at=T0,
+        outputs={"first": {"id": "r-1", "nested": [1, 2.5, None]}},
+        deadline_at=T0 + timedelta(minutes=15),
+    )
+
+    flow_store.create(record)
+
+    assert flow_store.get("flow-full") == record
+
+
+def test_concurrent_changes_lose_no_update(flow_store: FlowStore) -> None:
+    flow_store.create(make_record("flow-counter"))
+    workers = 16
+    start = threading.Barrier(workers)
+
+    def bump(_: int) -> FlowRecord | None:
+        start.wait(timeout=30)
+        return flow_store.change(
+            "flow-counter", lambda r: r.model_copy(update={"attempts": r.attempts + 1})
+        )
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(bump, range(workers)))
+
+    assert all(result is not None for result in results)
+    assert sorted(r.attempts for r in results if r is not None) == list(range(1, workers + 1))
+    stored = flow_store.get("flow-counter")
+    assert stored is not None
+    assert stored.attempts == workers
+
+
+def test_a_change_returning_none_writes_nothing(flow_store: FlowStore) -> None:
+    record = make_record("flow-stale")
+    flow_store.create(record)
+    seen: list[FlowRecord] = []
+
+    def stale(current: FlowRecord) -> FlowRecord | None:
+        seen.append(current)
+        return None
+
+    assert flow_store.change("flow-stale", stale) is None
+
+    assert seen == [record]
+    assert flow_store.get("flow-stale") == record
+
+
+def test_a_change_of_a_missing_flow_is_none_and_creates_nothing(flow_store: FlowStore) -> None:
+    called: list[FlowRecord] = []
+
+    def change(current: FlowRecord) -> FlowRecord:
+        called.append(current)
+        return current
+
+    assert flow_store.change("no-such-flow", change) is None
+
+    assert called == []
+    assert flow_store.get("no-such-flow") is None
+
+
+def test_a_change_returns_and_stores_the_new_record(flow_store: FlowStore) -> None:
+    flow_store.create(make_record("flow-run"))
+
+    changed = flow_store.change(
+        "flow-run", lambda r: r.model_copy(update={"status": Status.RUNNING, "polls": 3})
+    )
+
+    assert changed is not None
+    assert (changed.status, changed.polls) == (Status.RUNNING, 3)
+    assert flow_store.get("flow-run") == changed
+
+
+def test_recent_filters_by_status_newest_update_first(flow_store: FlowStore) -> None:
+    at: Callable[[int], datetime] = lambda minutes: T0 + timedelta(minutes=minutes)  # noqa: E731
+    for flow_id, status, minutes in [
+        ("run-old", Status.RUNNING, 1),
+        ("done", Status.SUCCEEDED, 5),
+        ("run-new", Status.RUNNING, 9),
+        ("pending", Status.PENDING, 7),
+        ("run-mid", Status.RUNNING, 4),
+    ]:
+        flow_store.create(make_record(flow_id, status=status, updated_at=at(minutes)))
+
+    running = flow_store.recent(status=Status.RUNNING)
+    everything = flow_store.recent()
+    top_two = flow_store.recent(limit=2)
+
+    assert [r.flow_id for r in running] == ["run-new", "run-mid", "run-old"]
+    assert [r.flow_id for r in everything] == ["run-new", "pending", "done", "run-mid", "run-old"]
+    assert [r.flow_id for r in top_two] == ["run-new", "pending"]
+    assert flow_store.recent(status=Status.FAILED) == []
+
+
+def test_overdue_finds_only_active_flows_due_before_the_cutoff(flow_store: FlowStore) -> None:
+    cutoff = T0
+    early, late = T0 - timedelta(minutes=5), T0 + timedelta(minutes=5)
+    for flow_id, status, next_run_at in [
+        ("pending-overdue", Status.PENDING, early),
+        ("running-overdue", Status.RUNNING, early),
+        ("compensating-overdue", Status.COMPENSATING, early),
+        ("running-due-at-cutoff", Status.RUNNING, cutoff),
+        ("running-not-yet", Status.RUNNING, late),
+        ("running-no-next", Status.RUNNING, None),
+        ("succeeded-old-next", Status.SUCCEEDED, early),
+        ("failed-old-next", Status.FAILED, early),
+    ]:
+        flow_store.create(make_record(flow_id, status=status, next_run_at=next_run_at))
+
+    overdue = flow_store.overdue(cutoff=cutoff)
+
+    assert sorted(r.flow_id for r in overdue) == [
+        "compensating-overdue",
+        "pending-overdue",
+        "running-overdue",
+    ]
+    assert len(flow_store.overdue(cutoff=cutoff, limit=2)) == 2
+
+
+def test_mark_published_sets_only_the_flag(flow_store: FlowStore) -> None:
+    record = make_record("flow-done", status=Status.SUCCEEDED)
+    flow_store.create(record)
+
+    flow_store.mark_published("flow-done")
+
+    assert flow_store.get("flow-done") == record.model_copy(update={"result_published": True})
+
+
+def test_reject_and_rejected_round_trip(flow_store: FlowStore) -> None:
+    body = {
+        "message_id": "m-1",
+        "reason": "message data is not JSON",
+        "data_base64": "bm9wZQ==",
+        "attributes": {"origin": "test"},
+        "rejected_at": T0,
+    }
+
+    flow_store.reject("m-1", body)
+    flow_store.reject("m-1", body)  # a redelivery overwrites the same record
+
+    assert flow_store.rejected("m-1") == body
+    assert flow_store.rejected("m-2") is None
+    assert flow_store.get("m-1") is None  # rejections live apart from flows
