@@ -1,0 +1,147 @@
+"""In-memory stand-ins for the engine's ports (FlowStore, TaskQueue, Events) and step handlers.
+
+They implement only the methods Engine calls, keep what they were asked in plain lists and dicts
+a test can read, and model the two behaviours the engine relies on: a flow document is written
+whole inside ``change`` (a round trip through its Firestore form), and a task name, once used,
+is never accepted again (Cloud Tasks answers ALREADY_EXISTS for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from relayflow.events import result_event
+from relayflow.flows import StepContext
+from relayflow.position import TaskPayload
+from relayflow.queue import Enqueued
+from relayflow.records import FlowRecord, NextTask
+from relayflow.state import ACTIVE
+
+
+class FakeStore:
+    """Flow documents and rejected-message records in dicts, changed whole like a transaction."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.rejected: dict[str, dict[str, Any]] = {}
+
+    def create(self, record: FlowRecord) -> bool:
+        if record.flow_id in self.docs:
+            return False
+        self.docs[record.flow_id] = record.to_doc()
+        return True
+
+    def get(self, flow_id: str) -> FlowRecord | None:
+        doc = self.docs.get(flow_id)
+        return None if doc is None else FlowRecord.from_doc(doc)
+
+    def change(
+        self, flow_id: str, change: Callable[[FlowRecord], FlowRecord | None]
+    ) -> FlowRecord | None:
+        current = self.get(flow_id)
+        if current is None:
+            return None
+        updated = change(current)
+        if updated is not None:
+            self.docs[flow_id] = updated.to_doc()
+        return updated
+
+    def mark_published(self, flow_id: str) -> None:
+        self.docs[flow_id]["result_published"] = True
+
+    def reject(self, doc_id: str, record: dict[str, Any]) -> None:
+        self.rejected[doc_id] = dict(record)
+
+    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
+        records = [FlowRecord.from_doc(doc) for doc in self.docs.values()]
+        return [
+            r
+            for r in records
+            if r.status in ACTIVE and r.next_run_at is not None and r.next_run_at < cutoff
+        ][:limit]
+
+
+@dataclass
+class QueuedTask:
+    flow_id: str
+    next: NextTask
+
+    def payload(self) -> TaskPayload:
+        return TaskPayload(flow_id=self.flow_id, position=self.next.position)
+
+
+class FakeQueue:
+    """Tasks by name; a name that was ever created stays taken, as in Cloud Tasks."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, QueuedTask] = {}
+        self.spent: set[str] = set()
+        self.ensured: list[tuple[str, NextTask, Enqueued]] = []
+
+    def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
+        if nxt.task_id in self.spent:
+            outcome = Enqueued.ALREADY_ENQUEUED
+        else:
+            self.spent.add(nxt.task_id)
+            self.tasks[nxt.task_id] = QueuedTask(flow_id, nxt)
+            outcome = Enqueued.CREATED
+        self.ensured.append((flow_id, nxt, outcome))
+        return outcome
+
+    def exists(self, nxt: NextTask) -> bool:
+        return nxt.task_id in self.tasks
+
+    def lose(self, task_id: str) -> None:
+        """The task vanishes (deleted by hand, purged, or never created): its name stays spent."""
+        del self.tasks[task_id]
+
+    def take(self, task_id: str) -> TaskPayload:
+        """Dispatch one task: it leaves the queue and its payload is what the handler gets."""
+        return self.tasks.pop(task_id).payload()
+
+    def only(self, flow_id: str | None = None) -> QueuedTask:
+        """The single queued task (of ``flow_id``); fails the test unless there is exactly one."""
+        (task,) = [t for t in self.tasks.values() if flow_id in (None, t.flow_id)]
+        return task
+
+
+class FakeEvents:
+    """Result events, in the order they were published."""
+
+    def __init__(self) -> None:
+        self.published: list[dict[str, Any]] = []
+        self.failures_left = 0  # how many publishes fail before they succeed again
+
+    def publish_result(self, record: FlowRecord) -> str:
+        if self.failures_left:
+            self.failures_left -= 1
+            raise ConnectionError("pubsub unavailable")
+        self.published.append(result_event(record))
+        return str(len(self.published))
+
+
+Scripted = dict[str, Any] | Exception | Callable[[StepContext], dict[str, Any]]
+
+
+@dataclass
+class ScriptedHandler:
+    """A step handler that plays a script, one entry per call, repeating the last entry.
+
+    An entry is returned if it is a dict, raised if it is an exception, called if it is a
+    function. Every context the handler was called with is kept in ``calls``.
+    """
+
+    script: list[Scripted]
+    calls: list[StepContext] = field(default_factory=list)
+
+    def __call__(self, ctx: StepContext) -> dict[str, Any]:
+        self.calls.append(ctx)
+        entry = self.script[min(len(self.calls), len(self.script)) - 1]
+        if isinstance(entry, Exception):
+            raise entry
+        if callable(entry):
+            return entry(ctx)
+        return entry
