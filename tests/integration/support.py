@@ -25,6 +25,11 @@ def queued_tasks(
     return [task for task in tasks if any(marker in task.name for marker in markers)]
 
 
+def full_task(client: tasks_v2.CloudTasksClient, name: str) -> tasks_v2.Task:
+    """GetTask with the FULL view, which includes the HTTP body."""
+    return client.get_task(request={"name": name, "response_view": tasks_v2.Task.View.FULL})
+
+
 def make_record(
     flow_id: str,
     *,
