@@ -227,9 +227,7 @@ def test_a_permanent_error_at_the_first_step_fails_the_flow_with_nothing_to_comp
     assert failed.finished_at == NOW
 
 
-def test_a_permanent_error_at_the_last_step_compensates_then_fails_with_the_original_error() -> (
-    None
-):
+def test_a_permanent_error_later_compensates_then_fails_with_the_original_error() -> None:
     error = PermanentError("entity rejected", code="ENTITY_REJECTED")
     compensating = planner.after(plan(), at_finish(), Failed(error))
     assert compensating.status is Status.COMPENSATING
