@@ -17,6 +17,7 @@ default 18120; move it when two test runs share a machine): +0 ``emulators``, +1
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -28,6 +29,13 @@ from relayflow.local.stack import Stack
 TEST_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120"))
 EMULATORS_BASE_PORT = TEST_BASE_PORT
 LOCAL_STACK_BASE_PORT = TEST_BASE_PORT + 100
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A SIGTERM (a CI timeout, `kill`) would end pytest without running finalizers and leave
+    # the stacks running; as a KeyboardInterrupt it unwinds through every fixture's down().
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def _run(stack: Stack) -> Iterator[Stack]:
