@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,11 @@ def _replaced(name: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _timeout(deadline_us: int) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=deadline_us / US_PER_S)
+
+
 def retry_after_us(value: str | None, now_us: int) -> int:
     """Parse a Retry-After header (seconds or an HTTP date) into a delay."""
     if not value:
@@ -98,7 +104,7 @@ class Dispatcher:
 
     async def send(self, task: Task, headers: dict[str, str]) -> Outcome:
         """One HTTP request; a response slower than the dispatch deadline is a failure."""
-        timeout = aiohttp.ClientTimeout(total=task.dispatch_deadline_us / US_PER_S)
+        timeout = _timeout(task.dispatch_deadline_us)
         method = HTTP_METHOD_NAMES.get(task.http_method, "POST")
         try:
             async with self._session.request(
