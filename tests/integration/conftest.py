@@ -16,14 +16,17 @@ from collections.abc import Callable, Iterator
 import pytest
 from google.api_core.exceptions import NotFound
 from google.cloud import firestore, tasks_v2
-from .support import queued_tasks
+from google.pubsub_v1 import SubscriberClient
 
 from relayflow import events, queue, store
+from relayflow.local.clients import subscriber_client
 from relayflow.local.stack import Stack
 from relayflow.planner import QueueNames
 from relayflow.runtime import task_targets
 from relayflow.settings import Settings
 from relayflow.topology import Topology, load_topology
+
+from .support import queued_tasks
 
 
 @pytest.fixture
@@ -107,3 +110,22 @@ def new_flow_id(
         for task in queued_tasks(tasks_client, task_queue, queue_name, *made):
             with contextlib.suppress(NotFound):
                 tasks_client.delete_task(name=task.name)
+
+
+@pytest.fixture
+def subscriber(emulator_env: dict[str, str]) -> Iterator[SubscriberClient]:
+    client = subscriber_client(emulator_env["PUBSUB_EMULATOR_HOST"])
+    yield client
+    client.transport.close()
+
+
+@pytest.fixture
+def results_subscription(
+    subscriber: SubscriberClient, settings: Settings, topology: Topology
+) -> Iterator[str]:
+    """A pull subscription of this test's own on the results topic, deleted after the test."""
+    name = subscriber.subscription_path(settings.project_id, f"it-results-{uuid.uuid4().hex[:12]}")
+    topic = f"projects/{settings.project_id}/topics/{topology.topics.results}"
+    subscriber.create_subscription(name=name, topic=topic, ack_deadline_seconds=60)
+    yield name
+    subscriber.delete_subscription(subscription=name)

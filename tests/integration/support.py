@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import tasks_v2
+from google.pubsub_v1 import ReceivedMessage, SubscriberClient
 
 from relayflow import queue
+from relayflow.local.polling import poll_until
 from relayflow.position import Position, TaskKind, task_id
 from relayflow.records import FlowRecord, NextTask
 from relayflow.state import Status
@@ -63,3 +66,25 @@ def next_task(flow_id: str, queue_name: str, *, run_at: datetime | None = None) 
         run_at=run_at or datetime.now(UTC) + AHEAD,
         position=position,
     )
+
+
+def pull(
+    subscriber: SubscriberClient, subscription: str, *, count: int, timeout_s: float = 10.0
+) -> list[ReceivedMessage]:
+    """Pull and ack until ``count`` messages arrived (or the deadline passed); what arrived."""
+    received: list[ReceivedMessage] = []
+
+    def enough() -> bool:
+        try:
+            # The emulator holds an empty pull open for seconds: keep each one short.
+            response = subscriber.pull(subscription=subscription, max_messages=count, timeout=0.5)
+        except DeadlineExceeded:
+            return False
+        if response.received_messages:
+            received.extend(response.received_messages)
+            ack_ids = [m.ack_id for m in response.received_messages]
+            subscriber.acknowledge(subscription=subscription, ack_ids=ack_ids)
+        return len(received) >= count
+
+    poll_until(enough, timeout_s=timeout_s, interval_s=0.05)
+    return received
