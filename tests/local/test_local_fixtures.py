@@ -76,4 +76,6 @@ def test_local_stack_starts_a_flow_from_a_published_message(local_stack: Stack) 
 
     api = f"http://127.0.0.1:{local_stack.ports.api}/flows/{flow_id}"
     session = _session()
-    assert poll_until(lambda: session.get(api, timeout=5).status_code == 200, timeout_s=60)
+    found = poll_until(lambda: session.get(api, timeout=10).status_code == 200, timeout_s=120)
+    log = local_stack.log_path("start_function").read_text(encoding="utf-8")
+    assert found, f"flow {flow_id} never appeared; start_function.log:\n{log[-3000:]}"
