@@ -15,13 +15,14 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from google.api_core.exceptions import NotFound
 from google.cloud.pubsub_v1 import SubscriberClient
 from google.cloud.pubsub_v1.subscriber.message import Message
 
-from relayflow.events import Events
+from relayflow.events import PUBLISH_TIMEOUT_S, Events
 from relayflow.records import FlowRecord
 from relayflow.store import FlowStore
 
@@ -44,15 +45,26 @@ class BatchReport:
     missing: list[str] = field(default_factory=list)
     # Message ids of the deliberately malformed messages, to look up in ``rejected``.
     malformed_ids: list[str] = field(default_factory=list)
+    # When each flow's start message was acknowledged by Pub/Sub (wall clock).
+    published_at: dict[str, datetime] = field(default_factory=dict)
 
     def by_status(self) -> dict[str, int]:
         return dict(Counter(str(r.status) for r in self.records))
 
     def durations_s(self) -> list[float]:
+        """Run time of each ended flow: its document's creation to its end."""
         return [
             (r.finished_at - r.created_at).total_seconds()
             for r in self.records
             if r.finished_at is not None
+        ]
+
+    def latencies_s(self) -> list[float]:
+        """End-to-end latency of each ended flow: its start message published to its end."""
+        return [
+            (r.finished_at - self.published_at[r.flow_id]).total_seconds()
+            for r in self.records
+            if r.finished_at is not None and r.flow_id in self.published_at
         ]
 
 
@@ -124,11 +136,15 @@ def run_batch(
     flow_ids = {p.flow_id for p in planned if p.flow_id}
     watcher.expect(flow_ids)
     started = time.monotonic()
-    malformed_ids = [
-        message_id
-        for item in planned
-        if (message_id := _publish(events, topic, item)) and item.flow_id is None
-    ]
+    malformed_ids: list[str] = []
+    published_at: dict[str, datetime] = {}
+    futures = [(item, events.submit(topic, _data(item))) for item in planned]
+    for item, future in futures:
+        message_id = future.result(timeout=PUBLISH_TIMEOUT_S)
+        if item.flow_id is None:
+            malformed_ids.append(message_id)
+        else:
+            published_at[item.flow_id] = datetime.now(UTC)
     deadline = started + timeout_s
     while not watcher.wait(timeout_s=min(1.0, max(0.0, deadline - time.monotonic()))):
         if progress:
@@ -151,10 +167,11 @@ def run_batch(
         records=records,
         missing=missing,
         malformed_ids=malformed_ids,
+        published_at=published_at,
     )
 
 
-def _publish(events: Events, topic: str, item: Planned) -> str:
+def _data(item: Planned) -> bytes:
     if isinstance(item.body, bytes):
-        return events.publish_raw(topic, item.body)
-    return events.publish(topic, item.body)
+        return item.body
+    return json.dumps(item.body, separators=(",", ":")).encode("utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from typing import Any
 
 from google.cloud.pubsub_v1 import PublisherClient
@@ -52,11 +53,14 @@ class Events:
 
     def publish_raw(self, topic: str, data: bytes, **attributes: str) -> str:
         """Publish bytes as they are and wait for the message id (raises on failure)."""
+        return self.submit(topic, data, **attributes).result(timeout=PUBLISH_TIMEOUT_S)
+
+    def submit(self, topic: str, data: bytes, **attributes: str) -> Future[str]:
+        """Publish bytes without waiting: the client batches; the future gives the message id."""
         path = self._publisher.topic_path(self._project, topic)
-        future = self._publisher.publish(path, data, **attributes)
-        message_id: str = future.result(timeout=PUBLISH_TIMEOUT_S)
+        future: Future[str] = self._publisher.publish(path, data, **attributes)
         self._counters.add("messages_published")
-        return message_id
+        return future
 
     def publish_result(self, record: FlowRecord) -> str:
         """Announce a terminal flow on the results topic."""
