@@ -122,14 +122,28 @@ class Engine:
             deadline_s=message.deadline_s,
         )
         if not self._store.create(record):
-            existing = self._store.get(flow_id)
-            if existing is not None:
-                self._settle(existing)
-            log.info("duplicate start", extra={"flow_id": flow_id, "message_id": message_id})
-            return StartResult(Started.DUPLICATE, flow_id=flow_id)
+            return self._duplicate(record, data, message_id, attributes)
         self._settle(record)
         log.info("flow started", extra={"flow_id": flow_id, "flow": flow.name})
         return StartResult(Started.STARTED, flow_id=flow_id)
+
+    def _duplicate(
+        self, record: FlowRecord, data: bytes, message_id: str, attributes: dict[str, str]
+    ) -> StartResult:
+        """A start for a flow id that exists: the same request again, or a conflicting one."""
+        existing = self._store.get(record.flow_id)
+        if existing is None:  # created and deleted meanwhile; Pub/Sub will redeliver
+            raise RuntimeError(f"flow {record.flow_id} exists and does not")
+        if (existing.flow, existing.input) != (record.flow, record.input):
+            reason = (
+                f"flow_id {record.flow_id!r} already names a {existing.flow!r} flow with a "
+                "different input; choose a new flow_id"
+            )
+            self._reject(data, message_id, attributes, reason)
+            return StartResult(Started.REJECTED, flow_id=record.flow_id, reason=reason)
+        self._settle(existing)  # the first start may have died before enqueueing
+        log.info("duplicate start", extra={"flow_id": record.flow_id, "message_id": message_id})
+        return StartResult(Started.DUPLICATE, flow_id=record.flow_id)
 
     def _reject(
         self, data: bytes, message_id: str, attributes: dict[str, str], reason: str

@@ -68,7 +68,7 @@ def parse_start(data: bytes, registry: Registry) -> tuple[StartMessage, Flow]:
         flow = registry.get(message.flow)
     except UnknownFlow as exc:
         raise InvalidMessage(str(exc)) from None
-    size = len(json.dumps(message.input).encode("utf-8"))
+    size = len(json.dumps(message.input, ensure_ascii=False).encode("utf-8"))
     if size > MAX_INPUT_BYTES:
         raise InvalidMessage(f"input is {size} bytes; the limit is {MAX_INPUT_BYTES}")
     if flow.input_model is not None:

@@ -17,6 +17,8 @@ from relayflow.position import Position, TaskKind, task_id
 from relayflow.records import FlowRecord, HistoryEntry, NextTask, Result
 from relayflow.state import Status, path_to
 
+MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
+
 
 @dataclass(frozen=True)
 class QueueNames:
@@ -76,7 +78,12 @@ def kind_of(flow: Flow, index: int) -> TaskKind:
 
 
 def schedule(plan: Plan, record: FlowRecord, position: Position, delay_s: float) -> NextTask:
-    """The next task for ``position``, due ``delay_s`` from now."""
+    """The next task for ``position``, due ``delay_s`` from now (capped at what Cloud Tasks takes).
+
+    Cloud Tasks refuses a schedule_time more than 30 days ahead; an absurd Retry-After must
+    not make the enqueue fail after the transition was committed.
+    """
+    delay_s = min(max(delay_s, 0.0), MAX_SCHEDULE_AHEAD_S)
     return NextTask(
         queue=plan.queues.for_kind(position.kind),
         task_id=task_id(record.flow_id, position),

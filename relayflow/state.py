@@ -38,7 +38,9 @@ EDGES: dict[Status, frozenset[Status]] = {
             Status.COMPENSATING,
         }
     ),
-    Status.COMPENSATING: frozenset({Status.FAILED, Status.TIMED_OUT, Status.CANCELLED}),
+    # Not CANCELLED: cancelling half-way through undoing would leave steps neither done nor
+    # undone. Compensation runs to its end, then the flow ends as it was going to.
+    Status.COMPENSATING: frozenset({Status.FAILED, Status.TIMED_OUT}),
     Status.SUCCEEDED: frozenset(),
     Status.FAILED: frozenset({Status.PENDING}),
     Status.TIMED_OUT: frozenset({Status.PENDING}),

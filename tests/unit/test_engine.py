@@ -155,6 +155,16 @@ def test_a_duplicate_start_after_progress_does_not_rewind_the_flow(h: Harness) -
     assert len(h.reserve.calls) == 1
 
 
+def test_a_reused_flow_id_with_a_different_input_is_rejected_not_dropped(h: Harness) -> None:
+    h.start({**START, "flow_id": "order-42"})
+    other = {**START, "flow_id": "order-42", "input": {"resource": "other-9"}}
+    result = h.start(other, message_id="1002")
+    assert result.outcome is Started.REJECTED
+    assert result.reason is not None and "already names a 'demo' flow" in result.reason
+    assert h.record("order-42").input == START["input"]
+    assert h.store.rejected["1002"]["reason"] == result.reason
+
+
 @pytest.mark.parametrize(
     ("data", "mentions"),
     [
