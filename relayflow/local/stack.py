@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -182,7 +183,10 @@ class Stack:
     def _start(self, component: Component) -> None:
         log = self.log_path(component.name)
         if component.data_dir is not None:
-            component.data_dir.mkdir(parents=True, exist_ok=True)
+            # Every `up` starts empty, as the in-memory Firestore emulator does: Cloud Tasks
+            # must not bring back tasks for flows that Firestore has forgotten.
+            shutil.rmtree(component.data_dir, ignore_errors=True)
+            component.data_dir.mkdir(parents=True)
         try:
             popen = processes.spawn(
                 component.argv, env=self._child_env(), cwd=self.repo_root, log_path=log
