@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 ## Start the local stack (emulators + services) and run a demo batch of flows.
 demo: $(STAMP)
 	$(VENV)/bin/relayflow local up
-	$(VENV)/bin/relayflow demo
+	. .relayflow/local/env && $(VENV)/bin/relayflow demo
+	@echo "The stack keeps running: 'source .relayflow/local/env' to use it, 'make down' to stop it."
 
 ## Stop what `make demo` started.
 down: $(STAMP)

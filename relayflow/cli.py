@@ -78,7 +78,10 @@ def _status(text: str) -> Status:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="relayflow", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="relayflow",
+        description="Publish, read and watch relayflow flows; run the local stack.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     pub = sub.add_parser("publish", help="publish a start message to flow-requests")
