@@ -229,10 +229,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     records = _store(_settings()).recent(status=args.status, limit=args.limit)
-    print(f"{'FLOW ID':<40} {'FLOW':<14} {'STATUS':<13} {'POSITION':<28} UPDATED")
+    print(f"{'FLOW ID':<40} {'FLOW':<14} {'STATUS':<13} {'POSITION':<32} UPDATED")
     for r in records:
         print(
-            f"{r.flow_id:<40} {r.flow:<14} {r.status:<13} {r.position.label():<28} "
+            f"{r.flow_id:<40} {r.flow:<14} {r.status:<13} {r.position.label():<32} "
             f"{r.updated_at.isoformat(timespec='seconds')}"
         )
     if not records:
