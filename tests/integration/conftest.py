@@ -59,9 +59,8 @@ def flow_store(firestore_client: firestore.Client, topology: Topology) -> store.
 
 @pytest.fixture
 def tasks_client(settings: Settings) -> Iterator[tasks_v2.CloudTasksClient]:
-    client = queue.build_client(settings)
-    yield client
-    client.transport.close()
+    with queue.build_client(settings) as client:
+        yield client
 
 
 @pytest.fixture
@@ -114,9 +113,8 @@ def new_flow_id(
 
 @pytest.fixture
 def subscriber(emulator_env: dict[str, str]) -> Iterator[SubscriberClient]:
-    client = subscriber_client(emulator_env["PUBSUB_EMULATOR_HOST"])
-    yield client
-    client.transport.close()
+    with subscriber_client(emulator_env["PUBSUB_EMULATOR_HOST"]) as client:
+        yield client
 
 
 @pytest.fixture

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-
-from .support import make_record
 
 from relayflow.records import FlowRecord
 from relayflow.state import Status
 from relayflow.store import FlowStore
+
+from .support import make_record
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -106,7 +105,6 @@ def test_a_change_returns_and_stores_the_new_record(flow_store: FlowStore) -> No
 
 
 def test_recent_filters_by_status_newest_update_first(flow_store: FlowStore) -> None:
-    at: Callable[[int], datetime] = lambda minutes: T0 + timedelta(minutes=minutes)  # noqa: E731
     for flow_id, status, minutes in [
         ("run-old", Status.RUNNING, 1),
         ("done", Status.SUCCEEDED, 5),
@@ -114,7 +112,8 @@ def test_recent_filters_by_status_newest_update_first(flow_store: FlowStore) -> 
         ("pending", Status.PENDING, 7),
         ("run-mid", Status.RUNNING, 4),
     ]:
-        flow_store.create(make_record(flow_id, status=status, updated_at=at(minutes)))
+        updated_at = T0 + timedelta(minutes=minutes)
+        flow_store.create(make_record(flow_id, status=status, updated_at=updated_at))
 
     running = flow_store.recent(status=Status.RUNNING)
     everything = flow_store.recent()
