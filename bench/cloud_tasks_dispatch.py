@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import json
 import math
+import multiprocessing
 import os
 import time
 import urllib.request
@@ -24,7 +25,7 @@ from aiohttp import web
 from grpc import aio
 
 from emulators.cloud_tasks import protos as p
-from emulators.cloud_tasks.testing import EmulatorProcess
+from emulators.cloud_tasks.testing import EmulatorProcess, free_port
 
 LOCATION = "projects/bench/locations/us-central1"
 BODY = (
@@ -38,12 +39,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Target:
-    """A local 2xx endpoint that records each task's lag."""
+    """A local 2xx endpoint that records each task's lag (run in its own process)."""
 
     def __init__(self) -> None:
         self.lags_ms: list[float] = []
-        self.runner: web.AppRunner | None = None
-        self.port = 0
 
     async def handle(self, request: web.Request) -> web.Response:
         arrived = time.time()
@@ -51,18 +50,34 @@ class Target:
         self.lags_ms.append((arrived - float(request.headers["X-CloudTasks-TaskETA"])) * 1000)
         return web.Response(status=204)
 
-    async def start(self) -> None:
+    async def report(self, request: web.Request) -> web.Response:
+        return web.json_response(self.lags_ms)
+
+    def serve(self, port: int) -> None:
         app = web.Application()
         app.router.add_post("/task", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self.runner.addresses[0][1]
+        app.router.add_get("/report", self.report)
+        web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
+
+def start_target() -> tuple[multiprocessing.Process, int]:
+    port = free_port()
+    process = multiprocessing.Process(target=Target().serve, args=(port,), daemon=True)
+    process.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/report").close()
+            return process, port
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError("target did not start")
+
+
+def target_lags(port: int) -> list[float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/report") as response:
+        lags: list[float] = json.loads(response.read())
+        return lags
 
 
 def stubs(channel: aio.Channel) -> tuple[Any, Any]:
@@ -90,9 +105,8 @@ def task_request(queue: str, url: str, schedule_s: float) -> Any:
 
 
 async def lag_run(emulator: EmulatorProcess, rate: int, seconds: float) -> dict[str, Any]:
-    target = Target()
-    await target.start()
-    url = f"http://127.0.0.1:{target.port}/task"
+    target, port = start_target()
+    url = f"http://127.0.0.1:{port}/task"
     async with aio.insecure_channel(emulator.grpc_target) as channel:
         create_queue, create_task = stubs(channel)
         queue = f"{LOCATION}/queues/lag"
@@ -110,10 +124,9 @@ async def lag_run(emulator: EmulatorProcess, rate: int, seconds: float) -> dict[
         results = await asyncio.gather(*jobs, return_exceptions=True)
         failed = sum(isinstance(r, BaseException) for r in results)
         deadline = time.time() + 10
-        while len(target.lags_ms) < total - failed and time.time() < deadline:
-            await asyncio.sleep(0.05)
-    await target.stop()
-    lags = target.lags_ms
+        while len(lags := target_lags(port)) < total - failed and time.time() < deadline:
+            await asyncio.sleep(0.2)
+    target.terminate()
     return {
         "delivered": len(lags),
         "expected": total,
