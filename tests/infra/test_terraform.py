@@ -15,7 +15,6 @@ import hcl2
 import pytest
 from tfconfig import (
     MODULES,
-    REPO,
     TERRAFORM,
     TOPOLOGY_FILE,
     Block,
@@ -423,27 +422,6 @@ def test_service_urls_are_the_deterministic_cloud_run_urls() -> None:
     url = load(RELAYFLOW).locals["url"]
     assert "https://${name}-${local.project_number}.${var.region}.run.app" in url
     assert load(RELAYFLOW).checks, "a check block verifies the deterministic URLs after apply"
-
-
-def test_the_image_entrypoint_serves_every_component() -> None:
-    script = (REPO / "deploy" / "entrypoint.sh").read_text(encoding="utf-8")
-    dockerfile = (REPO / "Dockerfile").read_text(encoding="utf-8")
-    relayflow = load(RELAYFLOW)
-    for call in COMPONENTS:
-        component = re.search(r'COMPONENT\s*=\s*"([\w-]+)"', relayflow.modules[call].body["env"])
-        assert component and component.group(1) == COMPONENTS[call]
-    assert re.search(r"^\s*start-flow\)", script, re.M)
-    assert re.search(r"^\s*worker \| poller \| api\)", script, re.M)
-    assert "--target start_flow" in script and "0.0.0.0:${PORT}" in script
-    assert re.search(r"^def start_flow\(", _source("functions/start_flow/main.py"), re.M)
-    for service in ("worker", "poller", "api"):
-        assert re.search(r"^app = ", _source(f"services/{service}/main.py"), re.M)
-    assert dockerfile.startswith("#") and "FROM python:3.11-slim" in dockerfile
-    assert re.search(r"^USER (?!root|0\b)", dockerfile, re.M)
-
-
-def _source(relative: str) -> str:
-    return (REPO / relative).read_text(encoding="utf-8")
 
 
 # --- IAM ----------------------------------------------------------------------------------------
