@@ -2,7 +2,7 @@
 
 Every entry point (the start function, the worker, the poller, the api) is a thin shell around
 one Engine method. The engine reads the flow, runs a handler outside any transaction, asks the
-planner what comes next, commits that in a transaction that re-checks the position, and only
+planner what comes next, commits that with a compare-and-set that re-checks the position, and only
 then enqueues the next task and publishes the result (DESIGN invariants 4 and 5).
 """
 
@@ -90,6 +90,7 @@ class Engine:
         clock: Clock,
         queues: QueueNames | None = None,
         history_limit: int = 200,
+        retention_s: float = 30 * 24 * 3600.0,
     ) -> None:
         self._registry = registry
         self._store = store
@@ -98,6 +99,7 @@ class Engine:
         self._clock = clock
         self._queues = queues or QueueNames()
         self._history_limit = history_limit
+        self._retention_s = retention_s
 
     # -- start ---------------------------------------------------------------------------
 
@@ -158,6 +160,7 @@ class Engine:
                 "data_truncated": len(data) > 16384,
                 "attributes": attributes,
                 "rejected_at": self._clock.now(),
+                "expire_at": self._clock.now() + timedelta(seconds=self._retention_s),
             },
         )
 
@@ -300,6 +303,7 @@ class Engine:
             queues=self._queues,
             now=self._clock.now(),
             history_limit=self._history_limit,
+            retention_s=self._retention_s,
         )
 
 

@@ -70,6 +70,8 @@ class Plan:
     queues: QueueNames
     now: datetime
     history_limit: int = 200
+    # How long a finished flow's document is kept (Firestore TTL on expire_at deletes it).
+    retention_s: float = 30 * 24 * 3600.0
 
 
 def kind_of(flow: Flow, index: int) -> TaskKind:
@@ -290,6 +292,7 @@ def _finish(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
             "next": None,
             "next_run_at": None,
             "finished_at": plan.now,
+            "expire_at": plan.now + timedelta(seconds=plan.retention_s),
         }
     )
 
@@ -389,6 +392,7 @@ def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
             "result": None,
             "result_published": False,
             "finished_at": None,
+            "expire_at": None,
             "step_started_at": plan.now,
             "deadline_at": None,
         }

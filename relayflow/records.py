@@ -77,6 +77,8 @@ class FlowRecord(_Model):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None = None
+    # Set when the flow ends; a Firestore TTL policy (Terraform) deletes the doc after it.
+    expire_at: datetime | None = None
 
     def to_doc(self) -> dict[str, Any]:
         """The Firestore representation (datetimes stay datetimes)."""

@@ -76,6 +76,7 @@ def build_runtime(settings: Settings) -> Runtime:
         clock=SystemClock(),
         queues=QueueNames(steps=topology.queues.steps.name, polls=topology.queues.polls.name),
         history_limit=settings.history_limit,
+        retention_s=settings.retention_days * 24 * 3600.0,
     )
     return Runtime(settings, topology, engine, flow_store, counters)
 

@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     retry_max_interval_s: float = Field(default=60.0, gt=0)
 
     history_limit: int = Field(default=200, ge=10, le=2000)
+    # Finished flows and rejected messages are deleted this long after they end (TTL).
+    retention_days: float = Field(default=30.0, gt=0, le=3650)
     # A non-terminal flow whose next run is this late is re-enqueued by the sweeper.
     sweep_grace_s: float = Field(default=120.0, gt=0)
 

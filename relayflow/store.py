@@ -27,7 +27,7 @@ def build_client(settings: Settings) -> firestore.Client:
 
 
 class FlowStore:
-    """Reads and transactional writes of flow documents, and the ``rejected`` record."""
+    """Reads and compare-and-set writes of flow documents, and the ``rejected`` record."""
 
     def __init__(
         self,

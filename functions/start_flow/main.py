@@ -1,7 +1,9 @@
 """The Pub/Sub-triggered start function: decode the CloudEvent, hand it to the engine.
 
-Deployed as a Cloud Run function (Eventarc trigger on flow-requests); locally the Pub/Sub
-emulator pushes to functions-framework, which turns the push body into the same CloudEvent.
+Deployed on Cloud Run behind the push subscription flow-requests-start (OIDC, dead-letter
+policy); locally the Pub/Sub emulator pushes to functions-framework. Either way
+functions-framework turns the push body into a messagePublished CloudEvent, and an Eventarc
+trigger would deliver the same event.
 """
 
 from __future__ import annotations

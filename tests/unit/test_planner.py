@@ -506,3 +506,14 @@ def test_planning_on_a_terminal_record_is_refused() -> None:
     failed = planner.after(plan(), started(), Failed(PermanentError("no")))
     with pytest.raises(InvalidTransition):
         planner.after(plan(), failed, Completed({}))
+
+
+def test_a_finished_flow_expires_after_the_retention_period() -> None:
+    # given a flow at its last step, and a plan that keeps finished flows for one day
+    record = at_finish()
+    one_day = Plan(flow=FLOW, queues=QueueNames(), now=NOW, retention_s=86400.0)
+
+    # when the last step succeeds, then the doc carries the TTL field Terraform's policy reads
+    done = planner.after(one_day, record, Completed({"ok": True}))
+    assert done.expire_at == NOW + timedelta(days=1)
+    assert record.expire_at is None  # an active flow never expires
