@@ -204,6 +204,7 @@ def test_a_malformed_message_is_recorded_with_its_reason(
         "data_truncated": False,
         "attributes": {"origin": "test"},
         "rejected_at": harness.clock.now(),
+        "expire_at": harness.clock.now() + timedelta(days=30),  # the default retention
     }
     assert harness.store.recent() == []
 
