@@ -168,10 +168,11 @@ class Engine:
 
     def run_task(self, payload: TaskPayload) -> Ran:
         """Run the task at ``payload.position`` if it is the flow's current position."""
-        record = self._store.get(payload.flow_id)
-        if record is None:
+        found = self._store.read(payload.flow_id)
+        if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
+        record = found.record
         if not _is_current(record, payload.position):
             self._settle(record)
             return Ran.STALE
@@ -189,6 +190,7 @@ class Engine:
                 if _is_current(current, payload.position)
                 else None
             ),
+            start=found,
         )
         if committed is None:
             latest = self._store.get(record.flow_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +25,14 @@ CHANGE_ATTEMPTS = 32
 def build_client(settings: Settings) -> firestore.Client:
     """A Firestore client; the library itself honours FIRESTORE_EMULATOR_HOST."""
     return firestore.Client(project=settings.project_id)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A flow as read, with the document's update time (the version a conditional write names)."""
+
+    record: FlowRecord
+    version: datetime
 
 
 class FlowStore:
@@ -51,13 +60,22 @@ class FlowStore:
             return False
         return True
 
-    def get(self, flow_id: str) -> FlowRecord | None:
-        """The flow, or None."""
+    def read(self, flow_id: str) -> Snapshot | None:
+        """The flow and its version, or None."""
         self._counters.add("firestore_reads")
         snap = self._flows.document(flow_id).get()
-        return FlowRecord.from_doc(snap.to_dict() or {}) if snap.exists else None
+        if not snap.exists:
+            return None
+        return Snapshot(FlowRecord.from_doc(snap.to_dict() or {}), snap.update_time)
 
-    def change(self, flow_id: str, change: Change) -> FlowRecord | None:
+    def get(self, flow_id: str) -> FlowRecord | None:
+        """The flow, or None."""
+        found = self.read(flow_id)
+        return found.record if found else None
+
+    def change(
+        self, flow_id: str, change: Change, *, start: Snapshot | None = None
+    ) -> FlowRecord | None:
         """Apply ``change`` to the current record atomically; the new record, or None.
 
         Optimistic concurrency: the write carries the update time of the document it was
@@ -65,18 +83,18 @@ class FlowStore:
         so ``change`` must be a pure function of its argument. (A read-then-write transaction
         deadlocks when several handlers change one flow at once; the emulator breaks each
         deadlock with a 2 s lock timeout and soon gives up. A precondition never locks.)
+        ``start``, a snapshot the caller has just read, saves the first read.
         """
         ref = self._flows.document(flow_id)
         for _ in range(CHANGE_ATTEMPTS):
-            self._counters.add("firestore_reads")
-            snap = ref.get()
-            if not snap.exists:
+            current, start = start or self.read(flow_id), None
+            if current is None:
                 return None
-            updated = change(FlowRecord.from_doc(snap.to_dict() or {}))
+            updated = change(current.record)
             if updated is None:
                 return None
             self._counters.add("firestore_writes")
-            unchanged = self._client.write_option(last_update_time=snap.update_time)
+            unchanged = self._client.write_option(last_update_time=current.version)
             try:
                 # update() replaces each top-level field; to_doc() always has every field.
                 ref.update(updated.to_doc(), option=unchanged)

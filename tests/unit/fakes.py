@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from relayflow.events import result_event
@@ -19,6 +19,9 @@ from relayflow.position import TaskPayload
 from relayflow.queue import Enqueued
 from relayflow.records import FlowRecord, NextTask
 from relayflow.state import ACTIVE
+from relayflow.store import Snapshot
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class FakeStore:
@@ -27,6 +30,7 @@ class FakeStore:
     def __init__(self) -> None:
         self.docs: dict[str, dict[str, Any]] = {}
         self.rejected: dict[str, dict[str, Any]] = {}
+        self.versions: dict[str, datetime] = {}
 
     def create(self, record: FlowRecord) -> bool:
         if record.flow_id in self.docs:
@@ -34,23 +38,40 @@ class FakeStore:
         self.docs[record.flow_id] = record.to_doc()
         return True
 
-    def get(self, flow_id: str) -> FlowRecord | None:
+    def read(self, flow_id: str) -> Snapshot | None:
         doc = self.docs.get(flow_id)
-        return None if doc is None else FlowRecord.from_doc(doc)
+        if doc is None:
+            return None
+        return Snapshot(FlowRecord.from_doc(doc), self._version(flow_id))
+
+    def get(self, flow_id: str) -> FlowRecord | None:
+        found = self.read(flow_id)
+        return None if found is None else found.record
 
     def change(
-        self, flow_id: str, change: Callable[[FlowRecord], FlowRecord | None]
+        self,
+        flow_id: str,
+        change: Callable[[FlowRecord], FlowRecord | None],
+        *,
+        start: Snapshot | None = None,
     ) -> FlowRecord | None:
-        current = self.get(flow_id)
+        # Like the conditional write: a snapshot that is no longer current is read afresh.
+        stale = start is None or start.version != self._version(flow_id)
+        current = self.read(flow_id) if stale else start
         if current is None:
             return None
-        updated = change(current)
+        updated = change(current.record)
         if updated is not None:
             self.docs[flow_id] = updated.to_doc()
+            self.versions[flow_id] = self._version(flow_id) + timedelta(microseconds=1)
         return updated
+
+    def _version(self, flow_id: str) -> datetime:
+        return self.versions.get(flow_id, EPOCH)
 
     def mark_published(self, flow_id: str) -> None:
         self.docs[flow_id]["result_published"] = True
+        self.versions[flow_id] = self._version(flow_id) + timedelta(microseconds=1)
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:
         self.rejected[doc_id] = dict(record)
