@@ -43,6 +43,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="all",
         help=f"comma-separated components or groups ({', '.join([*GROUPS, *ALL])})",
     )
+    up.add_argument(
+        "--duplicate-rate",
+        type=float,
+        default=0.0,
+        help="share of Cloud Tasks deliveries to repeat, 0..1 (tests idempotency; default 0)",
+    )
     actions.add_parser("down", parents=[common], help="stop what `up` started")
     actions.add_parser("status", parents=[common], help="one row per component")
     local.set_defaults(handler=run)
@@ -68,7 +74,13 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
     base = args.base_port or int(environ.get(BASE_PORT_ENV) or DEFAULT_BASE_PORT)
     only = getattr(args, "only", "all")
     components = [name.strip() for name in only.split(",") if name.strip()]
-    return Stack(ports=Ports(base), state_dir=args.state_dir, components=components)
+    duplicate_rate = getattr(args, "duplicate_rate", 0.0)
+    return Stack(
+        ports=Ports(base),
+        state_dir=args.state_dir,
+        components=components,
+        duplicate_rate=duplicate_rate,
+    )
 
 
 def _up(stack: Stack, out: TextIO) -> int:

@@ -65,12 +65,18 @@ def resolve(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(name for name in ALL if name in wanted)
 
 
-def build(ports: Ports, state_dir: Path, tools: Toolchain) -> dict[str, Component]:
-    """Every component of the stack on ``ports``, keyed by name."""
+def build(
+    ports: Ports, state_dir: Path, tools: Toolchain, *, duplicate_rate: float = 0.0
+) -> dict[str, Component]:
+    """Every component of the stack on ``ports``, keyed by name.
+
+    ``duplicate_rate`` makes the Cloud Tasks emulator deliver that share of tasks twice, as
+    the real service occasionally does, so a stack can prove its handlers idempotent.
+    """
     components = (
         _pubsub(ports, state_dir, tools),
         _firestore(ports, tools),
-        _cloud_tasks(ports, state_dir, tools),
+        _cloud_tasks(ports, state_dir, tools, duplicate_rate),
         _client_api(ports, tools),
         _start_function(ports, tools),
         _gunicorn("worker", ports.worker, "services.worker.main:app", tools),
@@ -115,7 +121,9 @@ def _firestore(ports: Ports, tools: Toolchain) -> Component:
     return Component("firestore", Phase.BACKING, (ports.firestore,), argv, url, Probe.OK_BODY)
 
 
-def _cloud_tasks(ports: Ports, state_dir: Path, tools: Toolchain) -> Component:
+def _cloud_tasks(
+    ports: Ports, state_dir: Path, tools: Toolchain, duplicate_rate: float
+) -> Component:
     data_dir = state_dir / "cloud_tasks"
     argv = (
         tools.python,
@@ -129,6 +137,8 @@ def _cloud_tasks(ports: Ports, state_dir: Path, tools: Toolchain) -> Component:
         str(ports.cloud_tasks_rest),
         "--data-dir",
         str(data_dir),
+        "--duplicate-rate",
+        str(duplicate_rate),
     )
     return Component(
         "cloud_tasks",

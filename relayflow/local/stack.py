@@ -74,7 +74,10 @@ class Stack:
         tools: Toolchain | None = None,
         base_env: Mapping[str, str] | None = None,
         health_timeout_s: float = HEALTH_TIMEOUT_S,
+        duplicate_rate: float = 0.0,
     ) -> None:
+        if not 0.0 <= duplicate_rate <= 1.0:
+            raise ValueError(f"duplicate_rate must be in [0, 1], got {duplicate_rate}")
         self.ports = ports or Ports()
         # Absolute: components run from the repo root, not from the caller's directory.
         self.state_dir = Path(state_dir).absolute()
@@ -83,7 +86,9 @@ class Stack:
         self.tools = tools or Toolchain.current()
         self.health_timeout_s = health_timeout_s
         self._base_env = dict(os.environ if base_env is None else base_env)
-        all_components = build(self.ports, self.state_dir, self.tools)
+        all_components = build(
+            self.ports, self.state_dir, self.tools, duplicate_rate=duplicate_rate
+        )
         self._components = [all_components[name] for name in self.names]
         self._state = StackState(base_port=self.ports.base)
         self._popens: dict[str, subprocess.Popen[bytes]] = {}
