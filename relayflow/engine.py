@@ -17,7 +17,9 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from relayflow import planner
+from opentelemetry.trace import Span, SpanKind, Tracer
+
+from relayflow import planner, telemetry
 from relayflow.clock import Clock
 from relayflow.errors import (
     FlowNotFound,
@@ -91,6 +93,7 @@ class Engine:
         queues: QueueNames | None = None,
         history_limit: int = 200,
         retention_s: float = 30 * 24 * 3600.0,
+        tracer: Tracer | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
@@ -100,6 +103,7 @@ class Engine:
         self._queues = queues or QueueNames()
         self._history_limit = history_limit
         self._retention_s = retention_s
+        self._tracer = tracer  # None: tracing is off
 
     # -- start ---------------------------------------------------------------------------
 
@@ -109,7 +113,24 @@ class Engine:
         A malformed message is recorded in ``rejected`` and reported, never raised: raising
         would make Pub/Sub redeliver something that can never succeed. Infrastructure errors
         do raise, so that Pub/Sub redelivers.
+
+        The start span continues the publisher's trace (``googclient_traceparent``) and is
+        the root of everything the flow does later.
         """
+        with telemetry.span(
+            self._tracer,
+            "start flow",
+            traceparent=attributes.get(telemetry.PUBSUB_TRACEPARENT),
+            kind=SpanKind.CONSUMER,
+            attributes={"message_id": message_id},
+        ) as span:
+            result = self._start(data, message_id=message_id, attributes=attributes)
+            span.set_attribute("outcome", result.outcome.value)
+            if result.flow_id:
+                span.set_attribute("flow_id", result.flow_id)
+            return result
+
+    def _start(self, data: bytes, *, message_id: str, attributes: dict[str, str]) -> StartResult:
         try:
             message, flow = parse_start(data, self._registry)
         except InvalidMessage as exc:
@@ -122,7 +143,7 @@ class Engine:
             input=message.input,
             message_id=message_id,
             deadline_s=message.deadline_s,
-        )
+        ).model_copy(update={"trace": telemetry.current_traceparent()})
         if not self._store.create(record):
             return self._duplicate(record, data, message_id, attributes)
         self._settle(record)
@@ -214,19 +235,32 @@ class Engine:
             attempt=pos.attempt,
             poll=pos.poll,
         )
-        return _call(handler, context, extra={"flow_id": record.flow_id, "at": pos.label()})
+        name = f"{pos.kind.value} {pos.step}"
+        with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:
+            outcome = _call(handler, context, extra={"flow_id": record.flow_id, "at": pos.label()})
+            _trace_outcome(span, outcome)
+        return outcome
 
     def _settle(self, record: FlowRecord) -> None:
         """Make sure what must follow a committed record has happened (safe to repeat).
 
         An active flow needs its next task to exist; a terminal one needs its result event.
         Both are idempotent: the task name dedups, and ``result_published`` is remembered.
+        Both happen in the flow's trace, whoever settles it (a task, the sweeper, an operator).
         """
-        if record.status in ACTIVE and record.next is not None:
-            self._queue.ensure(record.flow_id, record.next)
-        elif record.status in TERMINAL and not record.result_published and record.result:
+        with telemetry.joined(record.trace):
+            if record.status in ACTIVE and record.next is not None:
+                self._queue.ensure(record.flow_id, record.next)
+            elif record.status in TERMINAL and not record.result_published and record.result:
+                self._publish_result(record)
+
+    def _publish_result(self, record: FlowRecord) -> None:
+        attributes = {"flow_id": record.flow_id, "status": str(record.status)}
+        with telemetry.span(
+            self._tracer, "publish result", kind=SpanKind.PRODUCER, attributes=attributes
+        ):
             self._events.publish_result(record)
-            self._store.mark_published(record.flow_id)
+        self._store.mark_published(record.flow_id)
 
     # -- operations ----------------------------------------------------------------------
 
@@ -311,6 +345,26 @@ class Engine:
 
 def _is_current(record: FlowRecord, position: Position) -> bool:
     return record.status in ACTIVE and record.position == position
+
+
+def _span_attributes(record: FlowRecord) -> dict[str, str | int]:
+    pos = record.position
+    return {
+        "flow_id": record.flow_id,
+        "flow": record.flow,
+        "step": pos.step,
+        "kind": pos.kind.value,
+        "attempt": pos.attempt,
+        "poll": pos.poll,
+        "generation": pos.generation,
+    }
+
+
+def _trace_outcome(span: Span, outcome: Outcome) -> None:
+    """Name how the handler ended on its span (completed, waiting, retry, failed)."""
+    span.set_attribute("outcome", type(outcome).__name__.lower())
+    if isinstance(outcome, Retry | Failed):
+        telemetry.mark_error(span, outcome.error.message)
 
 
 def _handler_for(step: ActionStep | PollStep, kind: TaskKind) -> Handler:

@@ -9,7 +9,7 @@ from typing import Any
 from google.cloud.pubsub_v1 import PublisherClient
 
 from relayflow.records import FlowRecord
-from relayflow.telemetry import Counters
+from relayflow.telemetry import Counters, pubsub_trace_attributes
 
 PUBLISH_TIMEOUT_S = 30.0
 
@@ -63,10 +63,15 @@ class Events:
         return future
 
     def publish_result(self, record: FlowRecord) -> str:
-        """Announce a terminal flow on the results topic."""
+        """Announce a terminal flow on the results topic.
+
+        Inside a span, the event carries it as ``googclient_traceparent`` so that a subscriber
+        can continue the flow's trace.
+        """
         return self.publish(
             self._results,
             result_event(record),
             flow_id=record.flow_id,
             status=str(record.status),
+            **pubsub_trace_attributes(),
         )

@@ -19,7 +19,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from relayflow.position import TaskPayload
 from relayflow.records import NextTask
 from relayflow.settings import Settings
-from relayflow.telemetry import Counters
+from relayflow.telemetry import Counters, trace_headers
 
 
 class Enqueued(StrEnum):
@@ -107,7 +107,8 @@ class TaskQueue:
             http_request=tasks_v2.HttpRequest(
                 url=target.url,
                 http_method=tasks_v2.HttpMethod.POST,
-                headers={"Content-Type": "application/json"},
+                # traceparent (when a trace is current) makes the task's span its child.
+                headers={"Content-Type": "application/json", **trace_headers()},
                 body=body.encode("utf-8"),
                 oidc_token=tasks_v2.OidcToken(
                     service_account_email=self._service_account, audience=target.audience

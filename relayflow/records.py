@@ -79,6 +79,9 @@ class FlowRecord(_Model):
     finished_at: datetime | None = None
     # Set when the flow ends; a Firestore TTL policy (Terraform) deletes the doc after it.
     expire_at: datetime | None = None
+    # The W3C traceparent of the flow's start, so every later task (retries, sweeper rescues,
+    # operator actions) joins the flow's one trace. None when tracing was off at the start.
+    trace: str | None = None
 
     def to_doc(self) -> dict[str, Any]:
         """The Firestore representation (datetimes stay datetimes)."""

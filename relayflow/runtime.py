@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from opentelemetry.trace import Tracer
+
 from relayflow import events, queue, store
 from relayflow.auth import TokenVerifier
 from relayflow.clock import SystemClock
@@ -32,6 +34,7 @@ class Runtime:
     engine: Engine
     store: store.FlowStore
     counters: Counters
+    tracer: Tracer | None = None  # None: tracing is off
 
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
@@ -44,8 +47,11 @@ def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Targ
     }
 
 
-def build_runtime(settings: Settings) -> Runtime:
-    """Connect to Firestore, Cloud Tasks and Pub/Sub (or their emulators) and build the engine."""
+def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtime:
+    """Connect to Firestore, Cloud Tasks and Pub/Sub (or their emulators) and build the engine.
+
+    ``tracer`` is what ``telemetry.configure_tracing`` returned (None: tracing off).
+    """
     topology = load_topology()
     counters = Counters()
     flow_store = store.FlowStore(
@@ -77,8 +83,9 @@ def build_runtime(settings: Settings) -> Runtime:
         queues=QueueNames(steps=topology.queues.steps.name, polls=topology.queues.polls.name),
         history_limit=settings.history_limit,
         retention_s=settings.retention_days * 24 * 3600.0,
+        tracer=tracer,
     )
-    return Runtime(settings, topology, engine, flow_store, counters)
+    return Runtime(settings, topology, engine, flow_store, counters, tracer)
 
 
 def task_verifier(settings: Settings, own_url: object) -> TokenVerifier | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -61,6 +63,11 @@ class Settings(BaseSettings):
     retention_days: float = Field(default=30.0, gt=0, le=3650)
     # A non-terminal flow whose next run is this late is re-enqueued by the sweeper.
     sweep_grace_s: float = Field(default=120.0, gt=0)
+
+    # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
+    trace_exporter: Literal["none", "gcp", "console"] = "none"
+    # Share of new traces kept; a flow whose start message carries a sampled parent is kept.
+    trace_sample_ratio: float = Field(default=1.0, ge=0, le=1)
 
     @field_validator("pubsub_emulator_host", "firestore_emulator_host", "cloud_tasks_emulator_host")
     @classmethod

@@ -1,25 +1,63 @@
-"""Logging and cost counters.
+"""Logging, cost counters and distributed tracing.
 
 Logs are one JSON object per line with a ``severity`` field, the shape Cloud Logging parses from
-a Cloud Run container's stdout. Counters count what a flow costs (Firestore reads and writes,
-tasks created, messages published); services expose them on ``GET /stats`` and the e2e bench
-reads them.
+a Cloud Run container's stdout; inside a span they carry Cloud Logging's trace fields, so the
+console shows a trace's logs beside it. Counters count what a flow costs (Firestore reads and
+writes, tasks created, messages published); services expose them on ``GET /stats`` and the e2e
+bench reads them.
+
+Tracing (OpenTelemetry) makes one flow one trace: the start message's ``googclient_traceparent``
+is the parent of the start span, the flow document keeps the start's traceparent, every task
+carries a ``traceparent`` header and the result event a ``googclient_traceparent`` attribute.
+Spans are only made by the tracer that ``configure_tracing`` returns; with tracing off it returns
+None and nothing is extracted, injected or stored.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from relayflow.settings import Settings
+
+TRACEPARENT = "traceparent"
+# google-cloud-pubsub's name for W3C fields in message attributes.
+PUBSUB_PREFIX = "googclient_"
+PUBSUB_TRACEPARENT = PUBSUB_PREFIX + TRACEPARENT
+TRACER_NAME = "relayflow"
+# W3C trace context only: it is all Cloud Trace, Cloud Tasks and Pub/Sub carry; no baggage.
+_W3C = TraceContextTextMapPropagator()
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON line per record; extra fields (flow_id, step, ...) are kept as keys."""
+    """One JSON line per record; extra fields (flow_id, step, ...) are kept as keys.
+
+    Given the project id, a record logged inside a span also names the span's trace in the
+    fields Cloud Logging reads (``logging.googleapis.com/trace`` and ``/spanId``).
+    """
+
+    def __init__(self, project_id: str | None = None) -> None:
+        super().__init__()
+        self._project_id = project_id
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -29,18 +67,35 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
+        if self._project_id is not None:
+            entry.update(trace_log_fields(self._project_id))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """Send relayflow's logs to stdout as JSON lines (idempotent)."""
+def trace_log_fields(project_id: str) -> dict[str, Any]:
+    """Cloud Logging's trace fields for the current span; empty outside any span."""
+    span = trace.get_current_span().get_span_context()
+    if not span.is_valid:
+        return {}
+    return {
+        "logging.googleapis.com/trace": f"projects/{project_id}/traces/{span.trace_id:032x}",
+        "logging.googleapis.com/spanId": f"{span.span_id:016x}",
+        "logging.googleapis.com/trace_sampled": span.trace_flags.sampled,
+    }
+
+
+def configure_logging(level: str = "INFO", *, project_id: str | None = None) -> None:
+    """Send relayflow's logs to stdout as JSON lines (idempotent).
+
+    ``project_id`` lets log lines name their trace (``projects/P/traces/T``).
+    """
     root = logging.getLogger()
     if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
         return
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter(project_id))
     root.addHandler(handler)
     root.setLevel(level)
 
@@ -59,3 +114,133 @@ class Counters:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._values)
+
+
+# -- tracing ---------------------------------------------------------------------------------
+
+
+def configure_tracing(settings: Settings, *, service: str) -> Tracer | None:
+    """Install the global tracer provider once and return relayflow's tracer.
+
+    None when ``trace_exporter`` is "none": callers then make no spans at all. The provider is
+    global because client libraries (google-cloud-pubsub's own tracing) look for it there.
+    """
+    if settings.trace_exporter == "none":
+        return None
+    # Imported here so that a process with tracing off never loads the SDK.
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    installed = trace.get_tracer_provider()
+    if isinstance(installed, TracerProvider):  # configured already (a module imported twice)
+        return installed.get_tracer(TRACER_NAME)
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service, "gcp.project_id": settings.project_id}),
+        # Honour the caller's decision for a start message that carries one: a flow is
+        # traced whole or not at all.
+        sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)),
+    )
+    provider.add_span_processor(_processor(settings))
+    trace.set_tracer_provider(provider)
+    return provider.get_tracer(TRACER_NAME)
+
+
+def _processor(settings: Settings) -> Any:
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    exporter = _exporter(settings)
+    if settings.trace_exporter == "console":
+        return SimpleSpanProcessor(exporter)  # locally: see each span as it ends
+    return BatchSpanProcessor(exporter)  # the provider flushes it at exit
+
+
+def _exporter(settings: Settings) -> SpanExporter:
+    if settings.trace_exporter == "gcp":
+        from opentelemetry.exporter.cloud_trace import CloudTraceSpanExporter
+
+        # The exporter package ships no type hints.
+        return CloudTraceSpanExporter(project_id=settings.project_id)  # type: ignore[no-untyped-call]
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    # stderr, one line per span: stdout is for JSON log lines only.
+    return ConsoleSpanExporter(
+        out=sys.stderr, formatter=lambda span: span.to_json(indent=None) + os.linesep
+    )
+
+
+@contextmanager
+def span(
+    tracer: Tracer | None,
+    name: str,
+    *,
+    traceparent: str | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Mapping[str, AttributeValue] | None = None,
+) -> Iterator[Span]:
+    """A span made current for the block; a do-nothing span when tracing is off.
+
+    Its parent is ``traceparent`` (a W3C header received from elsewhere) when given, else the
+    current span.
+    """
+    if tracer is None:
+        yield INVALID_SPAN
+        return
+    parent = _parse(traceparent)
+    with tracer.start_as_current_span(name, context=parent, kind=kind, attributes=attributes) as s:
+        yield s
+
+
+def mark_error(span: Span, description: str) -> None:
+    """Mark a span failed (Cloud Trace shows it red) without an exception to record."""
+    span.set_status(StatusCode.ERROR, description)
+
+
+def current_traceparent() -> str | None:
+    """The W3C traceparent of the current span, or None outside any span."""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier)
+    return carrier.get(TRACEPARENT)
+
+
+def trace_headers() -> dict[str, str]:
+    """HTTP headers that make the receiver's span a child of the current span."""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier)
+    return carrier
+
+
+def pubsub_trace_attributes() -> dict[str, str]:
+    """Message attributes carrying the current span, named as google-cloud-pubsub names them."""
+    return {PUBSUB_PREFIX + key: value for key, value in trace_headers().items()}
+
+
+@contextmanager
+def joined(traceparent: str | None) -> Iterator[None]:
+    """Run the block inside the trace ``traceparent`` names, unless already inside it.
+
+    Work done for a flow outside its own task (a sweep, an operator's cancel) still belongs to
+    the flow's trace: what it enqueues or publishes then carries the flow's trace context.
+    """
+    flow = _parse(traceparent)
+    if flow is None or _trace_id(flow) == _trace_id(None):
+        yield
+        return
+    token = otel_context.attach(flow)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def _parse(traceparent: str | None) -> Context | None:
+    """The context a W3C traceparent names; None when it is absent or malformed."""
+    if not traceparent:
+        return None
+    parent = _W3C.extract({TRACEPARENT: traceparent})
+    return parent if _trace_id(parent) else None
+
+
+def _trace_id(ctx: Context | None) -> int:
+    """The trace id of the span in ``ctx`` (the current context when None); 0 for none."""
+    return trace.get_current_span(ctx).get_span_context().trace_id

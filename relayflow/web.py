@@ -5,14 +5,18 @@ Routes are thin: authenticate, decode, call one engine method, map the outcome t
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
+from opentelemetry.trace import SpanKind, Tracer
 from pydantic import ValidationError
 
+from relayflow import telemetry
 from relayflow.auth import TokenVerifier, Unauthorized
 from relayflow.engine import Engine
 from relayflow.errors import FlowNotFound, InvalidTransition
@@ -25,6 +29,7 @@ from relayflow.telemetry import Counters
 
 log = logging.getLogger("relayflow.web")
 MAX_LIST = 500
+View = Callable[[], Any]
 
 
 def error(status: int, code: str, message: str) -> tuple[Response, int]:
@@ -65,12 +70,49 @@ def _authenticate(verifier: TokenVerifier | None) -> tuple[Response, int] | None
     return None
 
 
+def _traced(tracer: Tracer | None, name: str) -> Callable[[View], View]:
+    """Run a route in a server span, a child of the request's ``traceparent`` header."""
+
+    def wrap(view: View) -> View:
+        if tracer is None:
+            return view  # tracing off: the route runs exactly as it would without tracing
+
+        @functools.wraps(view)
+        def traced() -> Any:
+            traceparent = request.headers.get(telemetry.TRACEPARENT)
+            attributes = _delivery_attributes()
+            with telemetry.span(
+                tracer, name, traceparent=traceparent, kind=SpanKind.SERVER, attributes=attributes
+            ) as span:
+                response = view()
+                if isinstance(response, dict) and "outcome" in response:
+                    span.set_attribute("outcome", str(response["outcome"]))
+                return response
+
+        return traced
+
+    return wrap
+
+
+def _delivery_attributes() -> dict[str, str]:
+    """The request and what Cloud Tasks says about this delivery of it."""
+    found = {
+        "http.request.method": request.method,
+        "url.path": request.path,
+        "cloud_tasks.queue": request.headers.get("X-CloudTasks-QueueName"),
+        "cloud_tasks.task": request.headers.get("X-CloudTasks-TaskName"),
+        "cloud_tasks.retry_count": request.headers.get("X-CloudTasks-TaskRetryCount"),
+    }
+    return {key: value for key, value in found.items() if value is not None}
+
+
 def task_app(runtime: Runtime, *, route: str, verifier: TokenVerifier | None) -> Flask:
     """A service that Cloud Tasks calls at ``route`` with a TaskPayload body."""
     app = _base_app(route.strip("/").replace("/", "-"), runtime.counters)
     engine, store = runtime.engine, runtime.store
 
     @app.post(route)
+    @_traced(runtime.tracer, f"POST {route}")
     def run_task() -> Any:
         denied = _authenticate(verifier)
         if denied:
@@ -82,6 +124,7 @@ def task_app(runtime: Runtime, *, route: str, verifier: TokenVerifier | None) ->
         return {"outcome": engine.run_task(payload).value, "flow_id": payload.flow_id}
 
     @app.post("/sweep")
+    @_traced(runtime.tracer, "POST /sweep")
     def sweep() -> Any:
         denied = _authenticate(verifier)
         if denied:

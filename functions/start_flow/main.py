@@ -17,11 +17,12 @@ from relayflow.errors import InvalidMessage
 from relayflow.messages import unwrap_pubsub
 from relayflow.runtime import build_runtime
 from relayflow.settings import load_settings
-from relayflow.telemetry import configure_logging
+from relayflow.telemetry import configure_logging, configure_tracing
 
-configure_logging()
+settings = load_settings()
+configure_logging(project_id=settings.project_id)
 log = logging.getLogger("relayflow.start")
-runtime = build_runtime(load_settings())
+runtime = build_runtime(settings, tracer=configure_tracing(settings, service="relayflow-start"))
 
 
 @functions_framework.cloud_event

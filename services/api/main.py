@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from relayflow.runtime import build_runtime
 from relayflow.settings import load_settings
-from relayflow.telemetry import configure_logging
+from relayflow.telemetry import configure_logging, configure_tracing
 from relayflow.web import api_app
 
-configure_logging()
-app = api_app(build_runtime(load_settings()))
+settings = load_settings()
+configure_logging(project_id=settings.project_id)
+app = api_app(build_runtime(settings, tracer=configure_tracing(settings, service="relayflow-api")))

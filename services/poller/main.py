@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from relayflow.runtime import POLL_PATH, build_runtime, task_verifier
 from relayflow.settings import load_settings
-from relayflow.telemetry import configure_logging
+from relayflow.telemetry import configure_logging, configure_tracing
 from relayflow.web import task_app
 
-configure_logging()
 settings = load_settings()
-app = task_app(
-    build_runtime(settings), route=POLL_PATH, verifier=task_verifier(settings, settings.poller_url)
-)
+configure_logging(project_id=settings.project_id)
+runtime = build_runtime(settings, tracer=configure_tracing(settings, service="relayflow-poller"))
+app = task_app(runtime, route=POLL_PATH, verifier=task_verifier(settings, settings.poller_url))
