@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import socket
 import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from google.api_core.exceptions import GoogleAPIError
 from pydantic import ValidationError
 
 from relayflow.messages import MAX_DEADLINE_S, describe
@@ -125,7 +127,31 @@ def _settings() -> Settings:
     local = settings.project_id == "relayflow-local"
     if local and not (settings.firestore_emulator_host and settings.pubsub_emulator_host):
         raise UsageError(LOCAL_ENV_HINT)
+    _check_emulators(settings)
     return settings
+
+
+def _check_emulators(settings: Settings) -> None:
+    """Fail fast and clearly when an emulator the environment names is not listening.
+
+    The client libraries would otherwise retry a refused connection for a minute or more.
+    """
+    hosts = {
+        "Pub/Sub": settings.pubsub_emulator_host,
+        "Firestore": settings.firestore_emulator_host,
+        "Cloud Tasks": settings.cloud_tasks_emulator_host,
+    }
+    for name, host in hosts.items():
+        if host is None:
+            continue
+        address, _, port = host.rpartition(":")
+        try:
+            socket.create_connection((address, int(port)), timeout=2.0).close()
+        except OSError as exc:
+            raise UsageError(
+                f"the {name} emulator at {host} is not answering ({exc.strerror or exc}); "
+                "is the local stack up? `relayflow local status` shows it"
+            ) from None
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
@@ -273,6 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"relayflow: {exc}", file=sys.stderr)
         return 2
+    except (GoogleAPIError, TimeoutError) as exc:
+        print(f"relayflow {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return code

@@ -20,6 +20,9 @@ from relayflow.telemetry import Counters
 Change = Callable[[FlowRecord], FlowRecord | None]
 # Each conflict means another writer succeeded; a flow sees a few at once, never dozens.
 CHANGE_ATTEMPTS = 32
+# Every call is bounded: a handler must answer well inside its Cloud Tasks dispatch deadline
+# (and the start function inside its Pub/Sub ack deadline) rather than hang on a dead backend.
+RPC_TIMEOUT_S = 15.0
 
 
 def build_client(settings: Settings) -> firestore.Client:
@@ -55,7 +58,7 @@ class FlowStore:
         """Create the flow document; False if one with that id exists already."""
         self._counters.add("firestore_writes")
         try:
-            self._flows.document(record.flow_id).create(record.to_doc())
+            self._flows.document(record.flow_id).create(record.to_doc(), timeout=RPC_TIMEOUT_S)
         except AlreadyExists:
             return False
         return True
@@ -63,7 +66,7 @@ class FlowStore:
     def read(self, flow_id: str) -> Snapshot | None:
         """The flow and its version, or None."""
         self._counters.add("firestore_reads")
-        snap = self._flows.document(flow_id).get()
+        snap = self._flows.document(flow_id).get(timeout=RPC_TIMEOUT_S)
         if not snap.exists:
             return None
         return Snapshot(FlowRecord.from_doc(snap.to_dict() or {}), snap.update_time)
@@ -97,7 +100,7 @@ class FlowStore:
             unchanged = self._client.write_option(last_update_time=current.version)
             try:
                 # update() replaces each top-level field; to_doc() always has every field.
-                ref.update(updated.to_doc(), option=unchanged)
+                ref.update(updated.to_doc(), option=unchanged, timeout=RPC_TIMEOUT_S)
             except (FailedPrecondition, NotFound):
                 continue  # somebody changed (or removed) it since the read: read again
             return updated
@@ -107,7 +110,7 @@ class FlowStore:
     def mark_published(self, flow_id: str) -> None:
         """Remember that the result event went out, so a redelivery does not send it again."""
         self._counters.add("firestore_writes")
-        self._flows.document(flow_id).update({"result_published": True})
+        self._flows.document(flow_id).update({"result_published": True}, timeout=RPC_TIMEOUT_S)
 
     def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
         """Flows, newest update first, optionally of one status."""
@@ -115,7 +118,9 @@ class FlowStore:
         if status is not None:
             query = query.where(filter=firestore.FieldFilter("status", "==", status.value))
         query = query.order_by("updated_at", direction=firestore.Query.DESCENDING).limit(limit)
-        records = [FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream()]
+        records = [
+            FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream(timeout=RPC_TIMEOUT_S)
+        ]
         self._counters.add("firestore_reads", max(1, len(records)))
         return records
 
@@ -128,17 +133,19 @@ class FlowStore:
                 .where(filter=firestore.FieldFilter("next_run_at", "<", cutoff))
                 .limit(limit)
             )
-            found.extend(FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream())
+            found.extend(
+                FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream(timeout=RPC_TIMEOUT_S)
+            )
         self._counters.add("firestore_reads", max(1, len(found)))
         return found[:limit]
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:
         """Record a refused message under its id (idempotent for a redelivery)."""
         self._counters.add("firestore_writes")
-        self._rejected.document(doc_id).set(record)
+        self._rejected.document(doc_id).set(record, timeout=RPC_TIMEOUT_S)
 
     def rejected(self, doc_id: str) -> dict[str, Any] | None:
         """A rejected-message record, or None."""
         self._counters.add("firestore_reads")
-        snap = self._rejected.document(doc_id).get()
+        snap = self._rejected.document(doc_id).get(timeout=RPC_TIMEOUT_S)
         return snap.to_dict() if snap.exists else None
