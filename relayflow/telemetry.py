@@ -33,6 +33,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from relayflow.settings import Settings
@@ -146,7 +147,7 @@ def configure_tracing(settings: Settings, *, service: str) -> Tracer | None:
     return provider.get_tracer(TRACER_NAME)
 
 
-def _processor(settings: Settings) -> Any:
+def _processor(settings: Settings) -> SpanProcessor:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
     exporter = _exporter(settings)
@@ -196,18 +197,16 @@ def mark_error(span: Span, description: str) -> None:
     span.set_status(StatusCode.ERROR, description)
 
 
-def current_traceparent() -> str | None:
-    """The W3C traceparent of the current span, or None outside any span."""
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier)
-    return carrier.get(TRACEPARENT)
-
-
 def trace_headers() -> dict[str, str]:
-    """HTTP headers that make the receiver's span a child of the current span."""
+    """HTTP headers that make the receiver's span a child of the current span (none outside)."""
     carrier: dict[str, str] = {}
     _W3C.inject(carrier)
     return carrier
+
+
+def current_traceparent() -> str | None:
+    """The W3C traceparent of the current span, or None outside any span."""
+    return trace_headers().get(TRACEPARENT)
 
 
 def pubsub_trace_attributes() -> dict[str, str]:
