@@ -127,6 +127,10 @@ class PollStep:
     name: str
     check: Handler
     policy: PollPolicy = field(default_factory=PollPolicy)
+    # Retryable errors while checking (5xx, timeouts) are polled through with the poll
+    # backoff, but only this many in a row: a check that always errors FAILS, it does not
+    # masquerade as a slow operation and end TIMED_OUT.
+    errors: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 Step = ActionStep | PollStep

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from relayflow.errors import InvalidMessage, UnknownFlow
 from relayflow.flows import Flow, Registry
 from relayflow.position import FLOW_ID_PATTERN
+from relayflow.values import UnstorableValue, check_storable
 
 MAX_INPUT_BYTES = 64 * 1024
 MAX_DEADLINE_S = 30 * 24 * 3600  # Cloud Tasks schedules at most 30 days ahead
@@ -53,6 +54,8 @@ def decode_json(data: bytes) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidMessage(f"message data is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. a 5,000-digit number, 10,000 brackets
+        raise InvalidMessage(f"message data is JSON no parser should accept: {exc}") from None
     if not isinstance(value, dict):
         raise InvalidMessage(f"message must be a JSON object, got {type(value).__name__}")
     return value
@@ -68,9 +71,10 @@ def parse_start(data: bytes, registry: Registry) -> tuple[StartMessage, Flow]:
         flow = registry.get(message.flow)
     except UnknownFlow as exc:
         raise InvalidMessage(str(exc)) from None
-    size = len(json.dumps(message.input, ensure_ascii=False).encode("utf-8"))
-    if size > MAX_INPUT_BYTES:
-        raise InvalidMessage(f"input is {size} bytes; the limit is {MAX_INPUT_BYTES}")
+    try:
+        check_storable(message.input, where="input", max_bytes=MAX_INPUT_BYTES)
+    except UnstorableValue as exc:
+        raise InvalidMessage(str(exc)) from None
     if flow.input_model is not None:
         try:
             flow.input_model.model_validate(message.input)

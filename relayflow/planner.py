@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from relayflow.errors import NotReady, PermanentError, RetryableError
+from relayflow.errors import InvalidTransition, NotReady, PermanentError, RetryableError
 from relayflow.flows import ActionStep, Flow, PollStep
 from relayflow.position import Position, TaskKind, task_id
 from relayflow.records import FlowRecord, HistoryEntry, NextTask, Result
@@ -133,7 +133,9 @@ def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
         return _poll_again(plan, record, outcome)
     if isinstance(outcome, Retry):
         return _retry_action(plan, record, outcome.error)
-    raise TypeError(f"an action step cannot wait: {outcome!r}")
+    # NotReady from an action is a bug in the handler; retrying would not change it.
+    misuse = PermanentError("an action step raised NotReady", code="NOT_READY_IN_ACTION")
+    return _begin_failure(plan, record, Status.FAILED, _error(record, misuse), "failed")
 
 
 def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
@@ -142,7 +144,8 @@ def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowReco
     entry = _entry(plan, record, "succeeded" if pos.kind is TaskKind.ACTION else "ready")
     record = _log(plan, record, entry).model_copy(update={"outputs": outputs})
     if plan.flow.is_last(pos.step_index):
-        result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=outputs)
+        # The last step's output is the flow's product; every step's output stays in outputs.
+        result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=output)
         return _finish(plan, record, result)
     index = pos.step_index + 1
     nxt = Position(
@@ -188,6 +191,12 @@ def _poll_again(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     step = plan.flow.step(pos.step_index)
     assert isinstance(step, PollStep)
     seen, hint = _seen(outcome)
+    errors_in_a_row = pos.attempt + 1 if isinstance(outcome, Retry) else 0
+    if errors_in_a_row >= step.errors.max_attempts:
+        assert isinstance(outcome, Retry)
+        err = _error(record, outcome.error, code="RETRIES_EXHAUSTED")
+        err["message"] = f"{errors_in_a_row} polls failed in a row; last: {outcome.error.message}"
+        return _begin_failure(plan, record, Status.FAILED, err, seen)
     if pos.poll + 1 >= step.policy.max_polls:
         err = _timeout(
             record, "MAX_POLLS_EXCEEDED", f"not ready after {step.policy.max_polls} polls"
@@ -200,7 +209,7 @@ def _poll_again(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     delay = step.policy.delay_s(n=pos.poll, key=f"{record.flow_id}:{pos.step}")
     delay = min(max(delay, hint or 0.0), remaining)  # the last wait lands on the deadline
     entry = _entry(plan, record, seen, delay_s=delay)
-    nxt = pos.model_copy(update={"poll": pos.poll + 1})
+    nxt = pos.model_copy(update={"poll": pos.poll + 1, "attempt": errors_in_a_row})
     moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
         update={"position": nxt}
     )
@@ -293,6 +302,8 @@ def _finish(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
             "next_run_at": None,
             "finished_at": plan.now,
             "expire_at": plan.now + timedelta(seconds=plan.retention_s),
+            # This generation's event has not gone out yet, whatever an earlier one did.
+            "result_published": False,
         }
     )
 
@@ -360,30 +371,41 @@ def _timeout(record: FlowRecord, code: str, message: str) -> dict[str, Any]:
 
 
 def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
-    """End an active flow as CANCELLED; its pending task becomes a stale no-op."""
+    """Cancel an active flow: undo its completed steps (if any can be undone), then end it
+    CANCELLED. Its pending task becomes a stale no-op.
+
+    A flow already compensating is refused: it is on its way to an end already.
+    """
+    if record.status is Status.COMPENSATING:
+        raise InvalidTransition("the flow is compensating and will end by itself")
     result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
-    entry = _entry(plan, record, "cancelled", detail=reason)
-    return _finish(plan, _log(plan, record, entry, a_try=False), result)
+    record = _log(plan, record, _entry(plan, record, "cancelled", detail=reason), a_try=False)
+    index = _next_compensation(plan.flow, record, before=record.position.step_index + 1)
+    if index is None:
+        return _finish(plan, record, result)
+    return _compensate_at(plan, record, index, result)
 
 
 def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
     """Run a failed, timed-out or cancelled flow again, as a new generation.
 
-    It resumes at the step that stopped it, keeping earlier outputs, unless compensation undid
-    them; then it starts over.
+    It keeps the outputs of steps that are still in effect (done and not undone by this
+    generation's compensations) and resumes at the first step without one: a step whose undo
+    failed is not done again, and one that was undone is.
     """
-    generation = record.position.generation  # earlier generations' undos are not this one's
-    compensated = any(
-        h.kind is TaskKind.COMPENSATE and h.generation == generation for h in record.history
+    in_effect = _outputs_in_effect(record)
+    index = next(
+        (i for i, step in enumerate(plan.flow.steps) if step.name not in in_effect),
+        len(plan.flow.steps) - 1,
     )
-    index = 0 if compensated else record.position.step_index
+    # Later steps built on the ones being redone (a poll awaited what a redone step made).
+    outputs = {s.name: in_effect[s.name] for s in plan.flow.steps[:index]}
     position = Position(
         generation=record.position.generation + 1,
         step_index=index,
         step=plan.flow.step(index).name,
         kind=kind_of(plan.flow, index),
     )
-    outputs = {} if compensated else record.outputs
     entry = _entry(plan, record, "restarted", detail=f"generation {position.generation}")
     moved = _move(plan, _log(plan, record, entry, a_try=False), Status.PENDING).model_copy(
         update={
@@ -398,6 +420,18 @@ def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
         }
     )
     return _with_next(moved, schedule(plan, moved, position, 0.0))
+
+
+def _outputs_in_effect(record: FlowRecord) -> dict[str, Any]:
+    generation = record.position.generation  # earlier generations' undos are not this one's
+    undone = {
+        h.step
+        for h in record.history
+        if h.generation == generation
+        and h.kind is TaskKind.COMPENSATE
+        and h.outcome == "compensated"
+    }
+    return {step: out for step, out in record.outputs.items() if step not in undone}
 
 
 def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:

@@ -38,9 +38,9 @@ EDGES: dict[Status, frozenset[Status]] = {
             Status.COMPENSATING,
         }
     ),
-    # Not CANCELLED: cancelling half-way through undoing would leave steps neither done nor
-    # undone. Compensation runs to its end, then the flow ends as it was going to.
-    Status.COMPENSATING: frozenset({Status.FAILED, Status.TIMED_OUT}),
+    # A cancel compensates first, then ends CANCELLED. (An operator cannot cancel a flow that
+    # is already compensating: planner.cancel refuses, so undoing is never left half done.)
+    Status.COMPENSATING: frozenset({Status.FAILED, Status.TIMED_OUT, Status.CANCELLED}),
     Status.SUCCEEDED: frozenset(),
     Status.FAILED: frozenset({Status.PENDING}),
     Status.TIMED_OUT: frozenset({Status.PENDING}),

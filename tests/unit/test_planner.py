@@ -122,13 +122,14 @@ def test_a_ready_poll_advances_to_the_next_action_on_the_steps_queue() -> None:
     assert record.history[-1].outcome == "ready"
 
 
-def test_success_of_the_last_step_succeeds_the_flow_with_all_outputs() -> None:
+def test_success_of_the_last_step_succeeds_the_flow_with_its_final_output() -> None:
     done = planner.after(plan(), at_finish(), Completed({"entity": "e-1"}))
     assert done.status is Status.SUCCEEDED
     assert done.result is not None
     assert done.result.status is Status.SUCCEEDED
     assert done.result.code == "OK"
-    assert done.result.data == {
+    assert done.result.data == {"entity": "e-1"}
+    assert done.outputs == {
         "reserve": {"reservation": "r-1"},
         "await_ready": {"state": "READY"},
         "finish": {"entity": "e-1"},
@@ -393,9 +394,34 @@ def test_the_flow_deadline_shortens_the_poll_deadline() -> None:
     assert record.status is Status.TIMED_OUT
 
 
-def test_an_action_cannot_wait() -> None:
-    with pytest.raises(TypeError):
-        planner.after(plan(), started(), not_ready())
+def test_an_action_that_raises_not_ready_fails_for_good() -> None:
+    failed = planner.after(plan(), started(), not_ready())
+    assert failed.status is Status.FAILED
+    assert failed.result is not None and failed.result.code == "NOT_READY_IN_ACTION"
+
+
+def test_a_poll_that_keeps_erroring_fails_instead_of_timing_out() -> None:
+    # given a poll step whose check raises a retryable error every time
+    record = at_poll()
+    limit = FLOW.steps[1].errors.max_attempts  # type: ignore[union-attr]
+    for _ in range(limit - 1):
+        record = planner.after(plan(), record, Retry(RetryableError("HTTP 500")))
+        assert record.status is Status.RUNNING
+    # when the limit of errors in a row is reached, then the flow fails (after compensating)
+    record = planner.after(plan(), record, Retry(RetryableError("HTTP 500")))
+    assert record.status is Status.COMPENSATING
+    assert record.pending_result is not None
+    assert (record.pending_result.status, record.pending_result.code) == (
+        Status.FAILED,
+        "RETRIES_EXHAUSTED",
+    )
+
+
+def test_a_not_ready_poll_resets_the_count_of_errors_in_a_row() -> None:
+    errored = planner.after(plan(), at_poll(), Retry(RetryableError("HTTP 503")))
+    assert errored.position.attempt == 1
+    waiting = planner.after(plan(), errored, not_ready())
+    assert waiting.position.attempt == 0
 
 
 # -- history ----------------------------------------------------------------------------------
@@ -418,7 +444,24 @@ def test_history_is_bounded_and_counts_what_it_dropped() -> None:
 # -- operator actions -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("record", [started(), at_poll()], ids=["pending", "running"])
+def test_cancel_compensates_completed_steps_then_ends_cancelled() -> None:
+    # given a flow polling after ``reserve`` (which can be undone) completed
+    cancelling = planner.cancel(plan(), at_poll(), "operator said so")
+    assert cancelling.status is Status.COMPENSATING
+    assert (cancelling.position.step, cancelling.position.kind) == ("reserve", TaskKind.COMPENSATE)
+    # when the compensation succeeds, then the flow ends CANCELLED
+    cancelled = planner.after(plan(), cancelling, Completed({}))
+    assert cancelled.status is Status.CANCELLED
+    assert cancelled.result is not None and cancelled.result.code == "CANCELLED"
+
+
+def test_a_compensating_flow_cannot_be_cancelled() -> None:
+    cancelling = planner.cancel(plan(), at_poll(), "first")
+    with pytest.raises(InvalidTransition, match="compensating"):
+        planner.cancel(plan(), cancelling, "second")
+
+
+@pytest.mark.parametrize("record", [started()], ids=["pending"])
 def test_cancel_ends_an_active_flow_as_cancelled(record: FlowRecord) -> None:
     cancelled = planner.cancel(plan(), record, "operator said so")
     assert cancelled.status is Status.CANCELLED
@@ -463,16 +506,19 @@ def test_restart_after_compensation_starts_over_without_outputs() -> None:
 
 
 def test_restart_after_an_earlier_generation_compensated_keeps_this_generations_outputs() -> None:
-    # given generation 0 failed and was compensated, and generation 1 redid ``reserve``
+    # given generation 0 failed and was compensated, and generation 1 redid ``reserve`` and
+    # then failed at await_ready with its compensation failing (so r-2 was not undone)
     compensating = planner.after(plan(), at_finish(), Failed(PermanentError("no")))
     gen1 = planner.restart(plan(), planner.after(plan(), compensating, Completed({})))
     gen1 = planner.after(plan(), gen1, Completed({"reservation": "r-2"}))
-    # when generation 1 is cancelled while polling (nothing is compensated) and restarted
-    again = planner.restart(plan(), planner.cancel(plan(), gen1, "pause"))
-    # then it resumes polling with r-2 kept: starting over would reserve again and leak r-2
+    gen1 = planner.after(plan(), gen1, Failed(PermanentError("broken")))
+    gen1 = planner.after(plan(), gen1, Failed(PermanentError("cannot undo")))
+    assert gen1.status is Status.FAILED
+    # when it is restarted
+    again = planner.restart(plan(), gen1)
+    # then generation 0's compensation does not make it start over and drop r-2
     assert again.position.generation == 2
-    assert again.position.step == "await_ready"
-    assert again.outputs == {"reserve": {"reservation": "r-2"}}
+    assert again.outputs["reserve"] == {"reservation": "r-2"}
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ LEGAL: frozenset[tuple[Status, Status]] = frozenset(
     {
         (P, P), (P, R), (P, X),
         (R, R), (R, C), (R, S), (R, F), (R, T), (R, X),
-        (C, C), (C, F), (C, T),
+        (C, C), (C, F), (C, T), (C, X),
         (F, P), (T, P), (X, P),
     }
 )  # fmt: skip

@@ -1,0 +1,73 @@
+"""What may go into a flow document: JSON that Firestore can store, of bounded size.
+
+Start inputs and step outputs are checked here before they are written, so a value Firestore
+would refuse ends the flow (or the message) with a clear reason instead of failing the write on
+every redelivery.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+MAX_DEPTH = 16  # Firestore allows 20 levels of maps and arrays; leave room for the envelope
+_RESERVED_KEY = re.compile(r"^__.*__$")
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class UnstorableValue(ValueError):
+    """Raised when a value cannot be stored in a flow document; the message says where and why."""
+
+
+def check_storable(value: Any, *, where: str, max_bytes: int) -> None:
+    """Raise UnstorableValue unless ``value`` is storable JSON of at most ``max_bytes``."""
+    _check(value, where, 0)
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    if size > max_bytes:
+        raise UnstorableValue(f"{where} is {size} bytes; the limit is {max_bytes}")
+
+
+def _check(value: Any, where: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise UnstorableValue(f"{where} nests deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_key(key, where)
+            _check(item, f"{where}.{key}", depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check(item, f"{where}[{i}]", depth + 1)
+    else:
+        _check_scalar(value, where)
+
+
+def _check_key(key: object, where: str) -> None:
+    if not isinstance(key, str) or not key:
+        raise UnstorableValue(f"{where} has a key that is not a non-empty string: {key!r}")
+    if _RESERVED_KEY.match(key):
+        raise UnstorableValue(f"{where} has a reserved key {key!r} (Firestore refuses __*__)")
+    _check_text(key, f"{where} key")
+
+
+def _check_scalar(value: Any, where: str) -> None:
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise UnstorableValue(f"{where} is an integer outside 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise UnstorableValue(f"{where} is {value}, not a finite number")
+    elif isinstance(value, str):
+        _check_text(value, where)
+    else:
+        raise UnstorableValue(f"{where} is a {type(value).__name__}, not a JSON value")
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnstorableValue(f"{where} contains a lone surrogate, not valid Unicode") from None
