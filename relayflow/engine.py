@@ -12,6 +12,7 @@ import base64
 import hashlib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -28,7 +29,6 @@ from relayflow.errors import (
     NotReady,
     PermanentError,
     RetryableError,
-    UnknownFlow,
 )
 from relayflow.events import Events
 from relayflow.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
@@ -39,8 +39,12 @@ from relayflow.queue import TaskQueue
 from relayflow.records import FlowRecord
 from relayflow.state import ACTIVE, TERMINAL, Status
 from relayflow.store import FlowStore
+from relayflow.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.engine")
+# One step's output; the whole document stays under Firestore's 1 MiB with room to spare.
+MAX_OUTPUT_BYTES = 256 * 1024
+MAX_DOC_BYTES = 900 * 1024
 
 
 class Started(StrEnum):
@@ -66,11 +70,19 @@ class Ran(StrEnum):
     NO_FLOW = "no flow"  # no such flow document (or its definition is gone): dropped
 
 
-@dataclass(frozen=True)
+SweepAction = Callable[[FlowRecord, "SweepReport"], None]
+
+
+@dataclass
 class SweepReport:
-    overdue: int
-    rescued: int
-    still_queued: int
+    """What a sweep found and did."""
+
+    overdue: int = 0
+    rescued: int = 0
+    still_queued: int = 0
+    unpublished: int = 0
+    republished: int = 0
+    errors: int = 0
 
 
 def idempotency_key(flow_id: str, position: Position) -> str:
@@ -197,22 +209,25 @@ class Engine:
         if not _is_current(record, payload.position):
             self._settle(record)
             return Ran.STALE
-        try:
-            flow = self._registry.get(record.flow)
-        except UnknownFlow:
-            log.error("flow definition missing", extra={"flow_id": record.flow_id})
-            return Ran.NO_FLOW
-        outcome = self._execute(flow, record)
+        # UnknownFlow propagates (5xx): in a rolling deploy this service may be older than the
+        # one that started the flow, and a retry will reach a newer instance.
+        flow = self._registry.get(record.flow)
+        mismatch = _definition_mismatch(flow, record.position)
         plan = self._plan(flow)
-        committed = self._store.change(
-            record.flow_id,
-            lambda current: (
-                planner.after(plan, current, outcome)
-                if _is_current(current, payload.position)
-                else None
-            ),
-            start=found,
-        )
+        if mismatch:
+            log.error("flow definition changed", extra={"flow_id": record.flow_id})
+            outcome: Outcome | None = None
+        else:
+            outcome = self._execute(flow, record)
+
+        def next_record(current: FlowRecord) -> FlowRecord | None:
+            if not _is_current(current, payload.position):
+                return None
+            if outcome is None:
+                return planner.abort(plan, current, code="DEFINITION_CHANGED", message=mismatch)
+            return _fitting(plan, current, planner.after(plan, current, outcome))
+
+        committed = self._store.change(record.flow_id, next_record, start=found)
         if committed is None:
             latest = self._store.get(record.flow_id)
             if latest is not None:
@@ -260,7 +275,7 @@ class Engine:
             self._tracer, "publish result", kind=SpanKind.PRODUCER, attributes=attributes
         ):
             self._events.publish_result(record)
-        self._store.mark_published(record.flow_id)
+        self._store.mark_published(record.flow_id, record.position.generation)
 
     # -- operations ----------------------------------------------------------------------
 
@@ -301,20 +316,44 @@ class Engine:
         return committed
 
     def sweep(self, *, grace_s: float, limit: int = 100) -> SweepReport:
-        """Re-enqueue active flows whose next task is overdue and gone (invariant 5)."""
-        now = self._clock.now()
-        overdue = self._store.overdue(cutoff=now - timedelta(seconds=grace_s), limit=limit)
-        rescued = queued = 0
-        for record in overdue:
-            if record.next is None:
-                continue
-            if self._queue.exists(record.next):
-                queued += 1
-                continue
-            rescued += self._rescue(record)
-        report = SweepReport(overdue=len(overdue), rescued=rescued, still_queued=queued)
+        """Settle what a crash or an outage left behind (invariant 5): active flows whose next
+        task is overdue and gone get a fresh one; ended flows whose result event never went
+        out publish it. One flow that fails to settle is logged and does not stop the rest.
+        """
+        cutoff = self._clock.now() - timedelta(seconds=grace_s)
+        report = SweepReport()
+        for record in self._store.overdue(cutoff=cutoff, limit=limit):
+            report.overdue += 1
+            self._guarded(record, report, self._recover)
+        for record in self._store.unpublished(cutoff=cutoff, limit=limit):
+            report.unpublished += 1
+            self._guarded(record, report, self._republish)
         log.info("sweep", extra={"report": report.__dict__})
         return report
+
+    def _guarded(
+        self,
+        record: FlowRecord,
+        report: SweepReport,
+        act: Callable[[FlowRecord, SweepReport], None],
+    ) -> None:
+        try:
+            act(record, report)
+        except Exception:  # one bad flow must not starve the others
+            report.errors += 1
+            log.exception("sweep could not settle a flow", extra={"flow_id": record.flow_id})
+
+    def _recover(self, record: FlowRecord, report: SweepReport) -> None:
+        if record.next is None:
+            return
+        if self._queue.exists(record.next):
+            report.still_queued += 1  # late (a backlog or a paused queue), not lost
+            return
+        report.rescued += self._rescue(record)
+
+    def _republish(self, record: FlowRecord, report: SweepReport) -> None:
+        self._settle(record)
+        report.republished += 1
 
     def _rescue(self, record: FlowRecord) -> int:
         stuck = record.next
@@ -345,6 +384,29 @@ class Engine:
 
 def _is_current(record: FlowRecord, position: Position) -> bool:
     return record.status in ACTIVE and record.position == position
+
+
+def _definition_mismatch(flow: Flow, position: Position) -> str:
+    """Why ``position`` no longer fits ``flow`` (its definition changed mid-flight), or ''."""
+    if position.step_index >= len(flow.steps):
+        return f"flow {flow.name!r} has no step {position.step_index} any more"
+    step = flow.step(position.step_index)
+    if step.name != position.step:
+        return f"step {position.step_index} of {flow.name!r} is now {step.name!r}"
+    if (position.kind is TaskKind.POLL) != isinstance(step, PollStep):
+        return f"step {step.name!r} of {flow.name!r} changed kind"
+    if position.kind is TaskKind.COMPENSATE and not getattr(step, "compensate", None):
+        return f"step {step.name!r} of {flow.name!r} no longer has a compensation"
+    return ""
+
+
+def _fitting(plan: Plan, current: FlowRecord, planned: FlowRecord) -> FlowRecord:
+    """``planned``, or the flow aborted if its document would exceed what Firestore stores."""
+    size = len(planned.model_dump_json().encode("utf-8"))
+    if size <= MAX_DOC_BYTES:
+        return planned
+    message = f"the flow document would be {size} bytes; Firestore stores at most 1 MiB"
+    return planner.abort(plan, current, code="DOCUMENT_TOO_LARGE", message=message)
 
 
 def _span_attributes(record: FlowRecord) -> dict[str, str | int]:
@@ -392,7 +454,21 @@ def _call(handler: Handler, context: StepContext, *, extra: dict[str, str]) -> O
     except Exception as exc:  # a bug or an unclassified library error: retry, but bounded
         log.exception("handler raised an unexpected error", extra=extra)
         return Retry(RetryableError(f"{type(exc).__name__}: {exc}", code="UNEXPECTED"))
-    return Completed(output or {})
+    return _completed(output, where=f"output of {context.step}")
+
+
+def _completed(output: object, *, where: str) -> Outcome:
+    """A handler's output, if the flow document can hold it; a permanent failure otherwise."""
+    if output is None:
+        return Completed({})
+    if not isinstance(output, dict):
+        message = f"{where} is a {type(output).__name__}; a handler returns a dict or None"
+        return Failed(PermanentError(message, code="INVALID_OUTPUT"))
+    try:
+        check_storable(output, where=where, max_bytes=MAX_OUTPUT_BYTES)
+    except UnstorableValue as exc:
+        return Failed(PermanentError(str(exc), code="INVALID_OUTPUT"))
+    return Completed(output)
 
 
 def safe_id(message_id: str) -> str:

@@ -15,7 +15,8 @@ import requests
 
 from relayflow.errors import PermanentError, RetryableError
 
-RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# 423 Locked and 425 Too Early say "not now", not "never".
+RETRYABLE_STATUS = frozenset({408, 423, 425, 429, 500, 502, 503, 504})
 
 
 def retry_after_s(value: str | None) -> float | None:
@@ -69,6 +70,8 @@ def call(
     except (requests.Timeout, requests.ConnectionError) as exc:
         raise RetryableError(f"{method} {url}: {type(exc).__name__}", code="UNAVAILABLE") from exc
     raise_for(response)
+    if response.status_code == 204 or not response.content.strip():
+        return {}  # success with nothing to say (a DELETE, say): not a broken response
     try:
         return response.json()
     except ValueError:

@@ -15,7 +15,7 @@ from relayflow.errors import InvalidTransition, NotReady, PermanentError, Retrya
 from relayflow.flows import ActionStep, Flow, PollStep
 from relayflow.position import Position, TaskKind, task_id
 from relayflow.records import FlowRecord, HistoryEntry, NextTask, Result
-from relayflow.state import Status, path_to
+from relayflow.state import Status, check_transition, path_to
 
 MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
 
@@ -357,9 +357,11 @@ def _error(
     record: FlowRecord, error: RetryableError | PermanentError, *, code: str | None = None
 ) -> dict[str, Any]:
     pos = record.position
+    # Codes and messages can come from a remote response body: bounded, so a verbose API
+    # cannot push the flow document past Firestore's 1 MiB.
     return {
-        "code": code or error.code,
-        "message": error.message,
+        "code": (code or error.code)[:100],
+        "message": error.message[:2000],
         "step": pos.step,
         "attempt": pos.attempt,
     }
@@ -378,6 +380,7 @@ def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
     """
     if record.status is Status.COMPENSATING:
         raise InvalidTransition("the flow is compensating and will end by itself")
+    check_transition(record.status, Status.CANCELLED)  # an ended flow: say so plainly
     result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
     record = _log(plan, record, _entry(plan, record, "cancelled", detail=reason), a_try=False)
     index = _next_compensation(plan.flow, record, before=record.position.step_index + 1)
@@ -432,6 +435,17 @@ def _outputs_in_effect(record: FlowRecord) -> dict[str, Any]:
         and h.outcome == "compensated"
     }
     return {step: out for step, out in record.outputs.items() if step not in undone}
+
+
+def abort(plan: Plan, record: FlowRecord, *, code: str, message: str) -> FlowRecord:
+    """End an active flow FAILED at once, undoing nothing: the flow cannot be planned any
+    further (its definition no longer matches its position, or its document would be too
+    large to write)."""
+    pos = record.position
+    error = {"code": code, "message": message, "step": pos.step, "attempt": pos.attempt}
+    result = Result(status=Status.FAILED, code=code, message=message, error=error)
+    entry = _entry(plan, record, "aborted", detail=message)
+    return _finish(plan, _log(plan, record, entry, a_try=False), result)
 
 
 def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:

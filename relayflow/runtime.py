@@ -88,12 +88,21 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
     return Runtime(settings, topology, engine, flow_store, counters, tracer)
 
 
-def task_verifier(settings: Settings, own_url: object) -> TokenVerifier | None:
-    """The verifier for a task-receiving service, or None when verification is off."""
+def task_verifier(
+    settings: Settings, own_url: object, *, sweep: bool = False
+) -> TokenVerifier | None:
+    """The verifier for a task-receiving service, or None when verification is off.
+
+    Task routes admit only the account Cloud Tasks signs as; ``sweep=True`` also admits
+    Cloud Scheduler's accounts, which may trigger a sweep but never post a task.
+    """
     if not settings.verify_tokens:
         return None
+    callers = {settings.tasks_service_account}
+    if sweep:
+        callers |= set(settings.scheduler_service_accounts)
     return TokenVerifier(
         audience=base_url(own_url),
-        allowed_emails={settings.tasks_service_account, *settings.scheduler_service_accounts},
+        allowed_emails=callers,
         certs_url=str(settings.oidc_certs_url) if settings.oidc_certs_url else None,
     )

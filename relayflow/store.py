@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from google.api_core.exceptions import Aborted, AlreadyExists, FailedPrecondition, NotFound
 from google.cloud import firestore
+from pydantic import ValidationError
 
 from relayflow.records import FlowRecord
 from relayflow.settings import Settings
-from relayflow.state import ACTIVE, Status
+from relayflow.state import ACTIVE, TERMINAL, Status
 from relayflow.telemetry import Counters
+
+log = logging.getLogger("relayflow.store")
 
 # Called with the current record; returns the record to write, or None to write nothing
 # (the task was stale).
@@ -107,10 +111,18 @@ class FlowStore:
         message = f"flow {flow_id}: {CHANGE_ATTEMPTS} conflicting changes in a row"
         raise Aborted(message)  # type: ignore[no-untyped-call]
 
-    def mark_published(self, flow_id: str) -> None:
-        """Remember that the result event went out, so a redelivery does not send it again."""
-        self._counters.add("firestore_writes")
-        self._flows.document(flow_id).update({"result_published": True}, timeout=RPC_TIMEOUT_S)
+    def mark_published(self, flow_id: str, generation: int) -> bool:
+        """Remember that generation ``generation``'s result event went out; False if the flow
+        has moved on since (an operator retried it), so a new generation's event is not lost.
+        """
+
+        def published(current: FlowRecord) -> FlowRecord | None:
+            ended = current.status in TERMINAL and current.position.generation == generation
+            if not ended or current.result_published:
+                return None
+            return current.model_copy(update={"result_published": True})
+
+        return self.change(flow_id, published) is not None
 
     def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
         """Flows, newest update first, optionally of one status."""
@@ -125,19 +137,40 @@ class FlowStore:
         return records
 
     def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
-        """Active flows whose next task should have run before ``cutoff``."""
+        """Active flows whose next task should have run before ``cutoff``, most overdue first."""
         found: list[FlowRecord] = []
         for status in sorted(ACTIVE):
             query = (
                 self._flows.where(filter=firestore.FieldFilter("status", "==", status.value))
                 .where(filter=firestore.FieldFilter("next_run_at", "<", cutoff))
+                .order_by("next_run_at")
                 .limit(limit)
             )
-            found.extend(
-                FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream(timeout=RPC_TIMEOUT_S)
-            )
+            found.extend(self._parse(query.stream(timeout=RPC_TIMEOUT_S)))
         self._counters.add("firestore_reads", max(1, len(found)))
+        found.sort(key=lambda r: r.next_run_at or cutoff)
         return found[:limit]
+
+    def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
+        """Flows that ended before ``cutoff`` whose result event never went out."""
+        query = (
+            self._flows.where(filter=firestore.FieldFilter("result_published", "==", False))
+            .where(filter=firestore.FieldFilter("finished_at", "<", cutoff))
+            .order_by("finished_at")
+            .limit(limit)
+        )
+        found = list(self._parse(query.stream(timeout=RPC_TIMEOUT_S)))
+        self._counters.add("firestore_reads", max(1, len(found)))
+        return found
+
+    def _parse(self, snapshots: Iterable[Any]) -> Iterator[FlowRecord]:
+        """Records from query results; one that no longer parses is logged and skipped, so a
+        single bad document cannot stop a sweep."""
+        for snap in snapshots:
+            try:
+                yield FlowRecord.from_doc(snap.to_dict() or {})
+            except ValidationError as exc:
+                log.error("unreadable flow document", extra={"doc": snap.id, "error": str(exc)})
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:
         """Record a refused message under its id (idempotent for a redelivery)."""

@@ -10,6 +10,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -52,6 +53,11 @@ def _base_app(name: str, counters: Counters) -> Flask:
     def not_found(_: Exception) -> Any:
         return error(404, "NOT_FOUND", f"no route {request.method} {request.path}")
 
+    @app.errorhandler(500)
+    def internal(_: Exception) -> Any:
+        # Flask has logged the exception; Cloud Tasks / Pub/Sub retry a 5xx, which is the point.
+        return error(500, "INTERNAL", "internal error; the service log has the details")
+
     @app.errorhandler(405)
     def not_allowed(_: Exception) -> Any:
         return error(405, "METHOD_NOT_ALLOWED", f"{request.method} not allowed on {request.path}")
@@ -59,15 +65,25 @@ def _base_app(name: str, counters: Counters) -> Flask:
     return app
 
 
-def _authenticate(verifier: TokenVerifier | None) -> tuple[Response, int] | None:
-    if verifier is None:
-        return None
-    try:
-        verifier.verify(request.headers.get("Authorization"))
-    except Unauthorized as exc:
-        log.warning("unauthorized task request", extra={"reason": str(exc)})
-        return error(401, "UNAUTHENTICATED", str(exc))
-    return None
+def _authenticated(verifier: TokenVerifier | None) -> Callable[[View], View]:
+    """Refuse a request without a valid token before anything else (tracing included) runs."""
+
+    def wrap(view: View) -> View:
+        if verifier is None:
+            return view
+
+        @functools.wraps(view)
+        def checked() -> Any:
+            try:
+                verifier.verify(request.headers.get("Authorization"))
+            except Unauthorized as exc:
+                log.warning("unauthorized request", extra={"reason": str(exc)})
+                return error(401, "UNAUTHENTICATED", str(exc))
+            return view()
+
+        return checked
+
+    return wrap
 
 
 def _traced(tracer: Tracer | None, name: str) -> Callable[[View], View]:
@@ -106,42 +122,56 @@ def _delivery_attributes() -> dict[str, str]:
     return {key: value for key, value in found.items() if value is not None}
 
 
-def task_app(runtime: Runtime, *, route: str, verifier: TokenVerifier | None) -> Flask:
-    """A service that Cloud Tasks calls at ``route`` with a TaskPayload body."""
+def task_app(
+    runtime: Runtime,
+    *,
+    route: str,
+    verifier: TokenVerifier | None,
+    sweep_verifier: TokenVerifier | None = None,
+) -> Flask:
+    """A service that Cloud Tasks calls at ``route`` with a TaskPayload body.
+
+    ``sweep_verifier`` admits the callers of ``POST /sweep`` (Cloud Scheduler's account too);
+    without it, /sweep admits what ``route`` admits.
+    """
     app = _base_app(route.strip("/").replace("/", "-"), runtime.counters)
     engine, store = runtime.engine, runtime.store
 
     @app.post(route)
+    @_authenticated(verifier)
     @_traced(runtime.tracer, f"POST {route}")
     def run_task() -> Any:
-        denied = _authenticate(verifier)
-        if denied:
-            return denied
         try:
             payload = TaskPayload.model_validate_json(request.get_data())
         except ValidationError as exc:
-            return _reject_task(store, describe(exc))
+            return _reject_task(store, describe(exc), runtime.settings.retention_days)
         return {"outcome": engine.run_task(payload).value, "flow_id": payload.flow_id}
 
     @app.post("/sweep")
+    @_authenticated(sweep_verifier or verifier)
     @_traced(runtime.tracer, "POST /sweep")
     def sweep() -> Any:
-        denied = _authenticate(verifier)
-        if denied:
-            return denied
         report = engine.sweep(grace_s=runtime.settings.sweep_grace_s)
         return report.__dict__
 
     return app
 
 
-def _reject_task(store: FlowStore, reason: str) -> Any:
+def _reject_task(store: FlowStore, reason: str, retention_days: float) -> Any:
     """A task body that can never be run: record it and answer 2xx so it is not retried."""
     task_name = request.headers.get("X-CloudTasks-TaskName", f"unnamed-{uuid.uuid4().hex}")
     log.error("task payload rejected", extra={"task": task_name, "reason": reason})
+    now = datetime.now(UTC)
     store.reject(
         f"task-{task_name}"[:200],
-        {"kind": "task", "task": task_name, "reason": reason, "body": request.get_data()[:16384]},
+        {
+            "kind": "task",
+            "task": task_name,
+            "reason": reason,
+            "body": request.get_data()[:16384],
+            "rejected_at": now,
+            "expire_at": now + timedelta(days=retention_days),
+        },
     )
     return {"outcome": "rejected", "reason": reason}
 

@@ -14,4 +14,9 @@ from relayflow.web import task_app
 settings = load_settings()
 configure_logging(project_id=settings.project_id)
 runtime = build_runtime(settings, tracer=configure_tracing(settings, service="relayflow-worker"))
-app = task_app(runtime, route=STEP_PATH, verifier=task_verifier(settings, settings.worker_url))
+app = task_app(
+    runtime,
+    route=STEP_PATH,
+    verifier=task_verifier(settings, settings.worker_url),
+    sweep_verifier=task_verifier(settings, settings.worker_url, sweep=True),
+)

@@ -68,6 +68,7 @@ def test_cancel_stops_a_waiting_flow(harness: Harness, new_id: Callable[[str], s
     # given a flow polling a registration that does not activate
     flow_id = new_id("cancel")
     harness.client_api("POST", "/admin/config", json={"resource_delays": {flow_id: None}})
+    before = harness.side_effects()
     _start(harness, flow_id)
     assert poll_until(
         lambda: (r := harness.store.get(flow_id)) is not None and r.polls >= 1, timeout_s=20
@@ -76,10 +77,14 @@ def test_cancel_stops_a_waiting_flow(harness: Harness, new_id: Callable[[str], s
     # when it is cancelled
     cancelled = _api(harness, "POST", f"/flows/{flow_id}:cancel")
 
-    # then it is CANCELLED, its pending poll is a no-op, and a second cancel is refused
+    # then its registration is undone and it is CANCELLED; its pending poll is a no-op, and a
+    # second cancel is refused
     assert cancelled.status_code == 200, cancelled.text
     record = harness.wait_terminal(flow_id)
     assert record.status is Status.CANCELLED
+    assert [h.outcome for h in record.history if h.kind == "compensate"] == ["compensated"]
+    cancelled_regs = harness.side_effects()["registrations_cancelled"]
+    assert cancelled_regs == before["registrations_cancelled"] + 1
     again = _api(harness, "POST", f"/flows/{flow_id}:cancel")
     assert again.status_code == 409
     assert "illegal transition CANCELLED -> CANCELLED" in again.json()["error"]["message"]

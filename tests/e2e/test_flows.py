@@ -39,8 +39,9 @@ def test_published_flow_succeeds_with_its_result(
     assert record.status is Status.SUCCEEDED
     assert record.result is not None and record.result.code == "OK"
     data = record.result.data or {}
-    assert data["create_entity"]["name"] == f"{flow_id}-entity"
-    assert data["await_registration"]["status"] == "ACTIVE"
+    assert data["name"] == f"{flow_id}-entity"  # the final step's output is the result
+    assert data["entity_id"].startswith("ent_")
+    assert record.outputs["await_registration"]["status"] == "ACTIVE"
     after = harness.side_effects()
     assert after["registrations_created"] - before["registrations_created"] == 1
     assert after["entities_created"] - before["entities_created"] == 1

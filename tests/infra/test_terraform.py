@@ -331,6 +331,7 @@ def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
     }
     assert ("status", "updated_at") in fields
     assert ("status", "next_run_at") in fields
+    assert ("result_published", "finished_at") in fields
 
 
 # --- Cloud Run ----------------------------------------------------------------------------------

@@ -305,7 +305,8 @@ def test_the_last_step_ends_the_flow_and_publishes_the_result_once(
     assert done.next is None
     assert done.result_published
     assert done.result is not None
-    assert done.result.data == {
+    assert done.result.data == {"active": True, "registration": "reg-acme"}  # the last output
+    assert done.outputs == {
         "register": {"registration": "reg-acme"},
         "activate": {"active": True, "registration": "reg-acme"},
     }

@@ -154,9 +154,24 @@ def test_mark_published_sets_only_the_flag(flow_store: FlowStore) -> None:
     record = make_record("flow-done", status=Status.SUCCEEDED)
     flow_store.create(record)
 
-    flow_store.mark_published("flow-done")
+    assert flow_store.mark_published("flow-done", generation=0) is True
 
     assert flow_store.get("flow-done") == record.model_copy(update={"result_published": True})
+    assert flow_store.mark_published("flow-done", generation=0) is False  # once only
+
+
+def test_mark_published_leaves_a_newer_generation_alone(flow_store: FlowStore) -> None:
+    # given a flow that an operator restarted after its generation 0 ended
+    record = make_record("flow-again", status=Status.PENDING)
+    gen1 = record.model_copy(
+        update={"position": record.position.model_copy(update={"generation": 1})}
+    )
+    flow_store.create(gen1)
+
+    # when generation 0's late mark arrives, then generation 1 keeps its flag unset
+    assert flow_store.mark_published("flow-again", generation=0) is False
+    stored = flow_store.get("flow-again")
+    assert stored is not None and stored.result_published is False
 
 
 def test_reject_and_rejected_round_trip(flow_store: FlowStore) -> None:

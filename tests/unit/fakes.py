@@ -18,7 +18,7 @@ from relayflow.flows import StepContext
 from relayflow.position import TaskPayload
 from relayflow.queue import Enqueued
 from relayflow.records import FlowRecord, NextTask
-from relayflow.state import ACTIVE
+from relayflow.state import ACTIVE, TERMINAL
 from relayflow.store import Snapshot
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -69,9 +69,22 @@ class FakeStore:
     def _version(self, flow_id: str) -> datetime:
         return self.versions.get(flow_id, EPOCH)
 
-    def mark_published(self, flow_id: str) -> None:
-        self.docs[flow_id]["result_published"] = True
-        self.versions[flow_id] = self._version(flow_id) + timedelta(microseconds=1)
+    def mark_published(self, flow_id: str, generation: int) -> bool:
+        def published(current: FlowRecord) -> FlowRecord | None:
+            ended = current.status in TERMINAL and current.position.generation == generation
+            if not ended or current.result_published:
+                return None
+            return current.model_copy(update={"result_published": True})
+
+        return self.change(flow_id, published) is not None
+
+    def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
+        records = [FlowRecord.from_doc(doc) for doc in self.docs.values()]
+        return [
+            r
+            for r in records
+            if not r.result_published and r.finished_at is not None and r.finished_at < cutoff
+        ][:limit]
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:
         self.rejected[doc_id] = dict(record)

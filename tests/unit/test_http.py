@@ -192,3 +192,15 @@ def test_retry_after_a_date_without_a_zone_is_read_as_utc() -> None:
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e400"])
 def test_retry_after_that_is_not_a_finite_number_is_ignored(value: str) -> None:
     assert retry_after_s(value) is None
+
+
+@pytest.mark.parametrize("status", [204, 200])
+def test_a_success_without_a_body_is_an_empty_result(status: int) -> None:
+    session = session_answering(lambda _: raw(status, b""))
+    assert call(session, "DELETE", URL, timeout_s=1) == {}
+
+
+@pytest.mark.parametrize("status", [423, 425])
+def test_locked_and_too_early_are_retryable(status: int) -> None:
+    with pytest.raises(RetryableError):
+        raise_for(response(status, {}))

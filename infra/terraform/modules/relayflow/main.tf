@@ -119,6 +119,14 @@ module "firestore" {
         { field_path = "next_run_at", order = "ASCENDING" },
       ]
     }
+    # relayflow.store.unpublished: result_published == false and finished_at < cutoff (sweeper).
+    unpublished_finished_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "result_published", order = "ASCENDING" },
+        { field_path = "finished_at", order = "ASCENDING" },
+      ]
+    }
   }
 
   depends_on = [google_project_service.main]
