@@ -450,8 +450,9 @@ def test_iam_is_additive_and_project_wide_only_where_nothing_finer_exists() -> N
     project_roles = {
         r.body["role"] for r in _all_resources() if r.type == "google_project_iam_member"
     }
-    # Firestore has no per-database data-access grant for these clients.
-    assert project_roles == {"roles/datastore.user"}
+    # Firestore has no per-database data-access grant for these clients; Cloud Trace has no
+    # resource below the project.
+    assert project_roles == {"roles/datastore.user", "roles/cloudtrace.agent"}
 
 
 def test_service_invokers_are_validated_never_public() -> None:
@@ -526,6 +527,7 @@ RUNTIME = sorted(COMPONENTS.values())
 EXPECTED_IAM = {
     # Project-wide only because Firestore has nothing finer.
     *{(c, "roles/datastore.user", "project") for c in RUNTIME},
+    *{(c, "roles/cloudtrace.agent", "project") for c in RUNTIME},
     # On relayflow's two queues, not the project.
     *{(c, "roles/cloudtasks.enqueuer", "queue:each") for c in RUNTIME},
     ("worker", "roles/cloudtasks.viewer", "queue:each"),

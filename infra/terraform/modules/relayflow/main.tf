@@ -24,6 +24,7 @@ locals {
     RELAYFLOW_POLLER_URL            = local.url["poller"]
     RELAYFLOW_TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
     RELAYFLOW_VERIFY_TOKENS         = "true"
+    RELAYFLOW_TRACE_EXPORTER        = var.trace_exporter
   }
   # Only the task handlers talk to the client API.
   handler_env = merge(local.common_env, { RELAYFLOW_CLIENT_API_URL = var.client_api_url })
@@ -47,6 +48,7 @@ locals {
   services = [
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
+    "cloudtrace.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "pubsub.googleapis.com",
@@ -258,6 +260,15 @@ resource "google_project_iam_member" "firestore_user" {
 
   project = var.project_id
   role    = "roles/datastore.user"
+  member  = each.value
+}
+
+# Writing spans to Cloud Trace: granted per project only (there is no per-trace resource).
+resource "google_project_iam_member" "trace_agent" {
+  for_each = local.runtime_members
+
+  project = var.project_id
+  role    = "roles/cloudtrace.agent"
   member  = each.value
 }
 

@@ -89,3 +89,14 @@ variable "deletion_protection" {
   type        = bool
   default     = true
 }
+
+variable "trace_exporter" {
+  description = "Where the services send OpenTelemetry spans (RELAYFLOW_TRACE_EXPORTER): gcp (Cloud Trace) or none."
+  type        = string
+  default     = "gcp"
+
+  validation {
+    condition     = contains(["gcp", "none"], var.trace_exporter)
+    error_message = "trace_exporter must be gcp or none."
+  }
+}
