@@ -28,6 +28,11 @@ def test_resolve_expands_groups_in_start_order() -> None:
     assert resolve(["emulators", "client_api"]) == (*EMULATORS, "client_api")
 
 
+def test_a_duplicate_rate_reaches_the_cloud_tasks_emulator(tmp_path: Path) -> None:
+    argv = build(Ports(9000), tmp_path, TOOLS, duplicate_rate=0.25)["cloud_tasks"].argv
+    assert argv[-2:] == ("--duplicate-rate", "0.25")
+
+
 def test_resolve_refuses_unknown_names() -> None:
     with pytest.raises(ValueError, match="unknown component 'redis'"):
         resolve(["redis"])
@@ -43,6 +48,7 @@ def test_command_lines_follow_the_contract(tmp_path: Path) -> None:
     assert components["cloud_tasks"].argv == (
         "/venv/bin/python", "-m", "emulators.cloud_tasks", "--host", "127.0.0.1",
         "--port", "9003", "--rest-port", "9004", "--data-dir", str(tmp_path / "cloud_tasks"),
+        "--duplicate-rate", "0.0",
     )  # fmt: skip
     assert components["client_api"].argv[-2:] == ("--port", "9005")
     assert components["start_function"].argv == (
