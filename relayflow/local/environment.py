@@ -54,8 +54,16 @@ def child_env(base: Mapping[str, str], ports: Ports) -> dict[str, str]:
     }
 
 
-def write_env_file(path: Path, variables: Mapping[str, str]) -> None:
-    """``export VAR=value`` lines that a POSIX shell can ``source``."""
+def write_env_file(
+    path: Path, variables: Mapping[str, str], *, path_prepend: Path | None = None
+) -> None:
+    """``export VAR=value`` lines that a POSIX shell can ``source``.
+
+    ``path_prepend`` (the venv's bin) goes in front of ``$PATH``, so ``relayflow`` and the
+    tools it installed are found in that shell without activating the venv.
+    """
     lines = [f"export {name}={shlex.quote(value)}" for name, value in sorted(variables.items())]
+    if path_prepend is not None:
+        lines.append(f'export PATH={shlex.quote(str(path_prepend))}:"$PATH"')
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -142,7 +142,7 @@ class Stack:
             # Ctrl-C and crashes included: never leave half a stack running.
             self.down()
             raise
-        write_env_file(self.env_file, self.shell_env())
+        write_env_file(self.env_file, self.shell_env(), path_prepend=self.tools.bin_dir)
         return UpResult(started=True, state=self._state, cleaned_stale=cleaned_stale)
 
     def down(self) -> list[str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
@@ -79,3 +81,15 @@ def test_local_stack_starts_a_flow_from_a_published_message(local_stack: Stack) 
     found = poll_until(lambda: session.get(api, timeout=10).status_code == 200, timeout_s=120)
     log = local_stack.log_path("start_function").read_text(encoding="utf-8")
     assert found, f"flow {flow_id} never appeared; start_function.log:\n{log[-3000:]}"
+
+
+@pytest.mark.emulators
+def test_the_env_file_puts_the_relayflow_command_on_the_path(emulators: Stack) -> None:
+    # given a shell whose PATH does not have the venv
+    found = subprocess.run(
+        ["bash", "-c", f'export PATH=/usr/bin:/bin; source "{emulators.env_file}" && '
+         "command -v relayflow"],
+        check=True, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    # then sourcing the env file is enough to run `relayflow`
+    assert found.stdout.strip() == str(Path(sys.executable).parent / "relayflow")
