@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Tracer
 
@@ -71,6 +70,7 @@ class Ran(StrEnum):
 
 
 SweepAction = Callable[[FlowRecord, "SweepReport"], None]
+Operation = Callable[[Plan, FlowRecord], FlowRecord]  # an operator's change, planned
 
 
 @dataclass
@@ -294,7 +294,7 @@ class Engine:
         """Run a failed, timed-out or cancelled flow again as a new generation."""
         return self._operate(flow_id, planner.restart)
 
-    def _operate(self, flow_id: str, op: Any) -> FlowRecord:
+    def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
         record = self.get(flow_id)
         plan = self._plan(self._registry.get(record.flow))
         errors: list[InvalidTransition] = []

@@ -23,6 +23,7 @@ from relayflow.engine import Engine
 from relayflow.errors import FlowNotFound, InvalidTransition
 from relayflow.messages import describe
 from relayflow.position import FLOW_ID_PATTERN, TaskPayload
+from relayflow.records import FlowRecord
 from relayflow.runtime import Runtime
 from relayflow.state import Status
 from relayflow.store import FlowStore
@@ -200,7 +201,7 @@ def api_app(runtime: Runtime) -> Flask:
     return app
 
 
-def _operate(engine: Engine, flow_id: str, op: Any) -> Any:
+def _operate(engine: Engine, flow_id: str, op: Callable[[str], FlowRecord]) -> Any:
     if not re.fullmatch(FLOW_ID_PATTERN[1:-1], flow_id):
         return error(400, "INVALID_ARGUMENT", f"flow id must match {FLOW_ID_PATTERN}")
     try:
