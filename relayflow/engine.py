@@ -37,7 +37,7 @@ from relayflow.position import FLOW_ID_PATTERN, Position, TaskKind, TaskPayload
 from relayflow.queue import TaskQueue
 from relayflow.records import FlowRecord
 from relayflow.state import ACTIVE, TERMINAL, Status
-from relayflow.store import FlowStore
+from relayflow.store import FlowStore, Snapshot
 from relayflow.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.engine")
@@ -66,6 +66,7 @@ class Ran(StrEnum):
 
     ADVANCED = "advanced"  # the flow moved on (or ended)
     STALE = "stale"  # not the flow's current position: a duplicate or late task, no-op
+    BUSY = "busy"  # another delivery holds the position's claim: try again later (409)
     NO_FLOW = "no flow"  # no such flow document (or its definition is gone): dropped
 
 
@@ -105,6 +106,7 @@ class Engine:
         queues: QueueNames | None = None,
         history_limit: int = 200,
         retention_s: float = 30 * 24 * 3600.0,
+        claim_lease_s: float = 150.0,
         tracer: Tracer | None = None,
     ) -> None:
         self._registry = registry
@@ -115,6 +117,9 @@ class Engine:
         self._queues = queues or QueueNames()
         self._history_limit = history_limit
         self._retention_s = retention_s
+        # A claim outlives the longest a delivery may run (the steps queue's dispatch
+        # deadline); after that Cloud Tasks counts the attempt as failed and may retry it.
+        self._claim_lease_s = claim_lease_s
         self._tracer = tracer  # None: tracing is off
 
     # -- start ---------------------------------------------------------------------------
@@ -205,31 +210,67 @@ class Engine:
         if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
-        record = found.record
-        if not _is_current(record, payload.position):
-            self._settle(record)
+        if not _is_current(found.record, payload.position):
+            self._settle(found.record)
             return Ran.STALE
         # UnknownFlow propagates (5xx): in a rolling deploy this service may be older than the
         # one that started the flow, and a retry will reach a newer instance.
-        flow = self._registry.get(record.flow)
-        mismatch = _definition_mismatch(flow, record.position)
+        flow = self._registry.get(found.record.flow)
         plan = self._plan(flow)
+        mismatch = _definition_mismatch(flow, payload.position)
         if mismatch:
-            log.error("flow definition changed", extra={"flow_id": record.flow_id})
-            outcome: Outcome | None = None
-        else:
-            outcome = self._execute(flow, record)
+            log.error("flow definition changed", extra={"flow_id": payload.flow_id})
+            return self._commit(found, payload.position, None, plan, mismatch)
+        if payload.position.kind is not TaskKind.POLL:
+            claimed = self._claim(found, plan)
+            if not isinstance(claimed, Snapshot):
+                return claimed
+            found = claimed
+        outcome = self._execute(flow, found.record)
+        return self._commit(found, payload.position, outcome, plan, "")
+
+    def _claim(self, found: Snapshot, plan: Plan) -> Snapshot | Ran:
+        """Lease the current position to this delivery before a side effect (invariant 4)."""
+        position = found.record.position
+
+        def take(current: FlowRecord) -> FlowRecord | None:
+            if not _is_current(current, position) or planner.is_claimed(plan, current):
+                return None
+            return planner.claim(plan, current, lease_s=self._claim_lease_s)
+
+        taken = self._store.change_versioned(found.record.flow_id, take, start=found)
+        if taken is not None:
+            return taken
+        latest = self._store.read(found.record.flow_id)
+        if latest is None:
+            return Ran.NO_FLOW
+        if _is_current(latest.record, position):
+            log.info("position busy", extra={"flow_id": found.record.flow_id})
+            return Ran.BUSY  # another delivery is running it: come back later
+        self._settle(latest.record)
+        return Ran.STALE
+
+    def _commit(
+        self,
+        found: Snapshot,
+        position: Position,
+        outcome: Outcome | None,
+        plan: Plan,
+        mismatch: str,
+    ) -> Ran:
+        """Commit what follows ``outcome`` if ``position`` is still current; then settle."""
 
         def next_record(current: FlowRecord) -> FlowRecord | None:
-            if not _is_current(current, payload.position):
+            if not _is_current(current, position):
                 return None
             if outcome is None:
                 return planner.abort(plan, current, code="DEFINITION_CHANGED", message=mismatch)
-            return _fitting(plan, current, planner.after(plan, current, outcome))
+            planned = planner.after(plan, current, outcome).model_copy(update={"claim": None})
+            return _fitting(plan, current, planned)
 
-        committed = self._store.change(record.flow_id, next_record, start=found)
+        committed = self._store.change(found.record.flow_id, next_record, start=found)
         if committed is None:
-            latest = self._store.get(record.flow_id)
+            latest = self._store.get(found.record.flow_id)
             if latest is not None:
                 self._settle(latest)
             return Ran.STALE

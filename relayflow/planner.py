@@ -14,7 +14,7 @@ from typing import Any
 from relayflow.errors import InvalidTransition, NotReady, PermanentError, RetryableError
 from relayflow.flows import ActionStep, Flow, PollStep
 from relayflow.position import Position, TaskKind, task_id
-from relayflow.records import FlowRecord, HistoryEntry, NextTask, Result
+from relayflow.records import Claim, FlowRecord, HistoryEntry, NextTask, Result
 from relayflow.state import Status, check_transition, path_to
 
 MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
@@ -435,6 +435,18 @@ def _outputs_in_effect(record: FlowRecord) -> dict[str, Any]:
         and h.outcome == "compensated"
     }
     return {step: out for step, out in record.outputs.items() if step not in undone}
+
+
+def claim(plan: Plan, record: FlowRecord, *, lease_s: float) -> FlowRecord:
+    """The record with the current position claimed by one delivery for ``lease_s``."""
+    lease = Claim(position=record.position, until=plan.now + timedelta(seconds=lease_s))
+    return record.model_copy(update={"claim": lease})
+
+
+def is_claimed(plan: Plan, record: FlowRecord) -> bool:
+    """Whether another delivery holds a live claim on the current position."""
+    held = record.claim
+    return held is not None and held.position == record.position and held.until > plan.now
 
 
 def abort(plan: Plan, record: FlowRecord, *, code: str, message: str) -> FlowRecord:

@@ -52,6 +52,18 @@ class Result(_Model):
     error: dict[str, Any] | None = None
 
 
+class Claim(_Model):
+    """One delivery's lease on running the side effect at ``position`` until ``until``.
+
+    Cloud Tasks may deliver a task twice at once, or again when a handler outlives its
+    dispatch deadline; the claim makes the second delivery wait (a 409, retried later)
+    instead of calling the external API a second time.
+    """
+
+    position: Position
+    until: datetime
+
+
 class FlowRecord(_Model):
     """The Firestore document of one flow."""
 
@@ -82,6 +94,7 @@ class FlowRecord(_Model):
     # The W3C traceparent of the flow's start, so every later task (retries, sweeper rescues,
     # operator actions) joins the flow's one trace. None when tracing was off at the start.
     trace: str | None = None
+    claim: Claim | None = None
 
     def to_doc(self) -> dict[str, Any]:
         """The Firestore representation (datetimes stay datetimes)."""

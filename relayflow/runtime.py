@@ -83,6 +83,7 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
         queues=QueueNames(steps=topology.queues.steps.name, polls=topology.queues.polls.name),
         history_limit=settings.history_limit,
         retention_s=settings.retention_days * 24 * 3600.0,
+        claim_lease_s=topology.queues.steps.dispatch_deadline_s + 30.0,
         tracer=tracer,
     )
     return Runtime(settings, topology, engine, flow_store, counters, tracer)

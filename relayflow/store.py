@@ -83,7 +83,14 @@ class FlowStore:
     def change(
         self, flow_id: str, change: Change, *, start: Snapshot | None = None
     ) -> FlowRecord | None:
-        """Apply ``change`` to the current record atomically; the new record, or None.
+        """Apply ``change`` to the current record atomically; the new record, or None."""
+        written = self.change_versioned(flow_id, change, start=start)
+        return written.record if written else None
+
+    def change_versioned(
+        self, flow_id: str, change: Change, *, start: Snapshot | None = None
+    ) -> Snapshot | None:
+        """Apply ``change`` to the current record atomically; the new record and its version.
 
         Optimistic concurrency: the write carries the update time of the document it was
         computed from, and on a conflict the record is read again and ``change`` called again,
@@ -104,10 +111,10 @@ class FlowStore:
             unchanged = self._client.write_option(last_update_time=current.version)
             try:
                 # update() replaces each top-level field; to_doc() always has every field.
-                ref.update(updated.to_doc(), option=unchanged, timeout=RPC_TIMEOUT_S)
+                result = ref.update(updated.to_doc(), option=unchanged, timeout=RPC_TIMEOUT_S)
             except (FailedPrecondition, NotFound):
                 continue  # somebody changed (or removed) it since the read: read again
-            return updated
+            return Snapshot(updated, result.update_time)
         message = f"flow {flow_id}: {CHANGE_ATTEMPTS} conflicting changes in a row"
         raise Aborted(message)  # type: ignore[no-untyped-call]
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from relayflow import telemetry
 from relayflow.auth import TokenVerifier, Unauthorized
-from relayflow.engine import Engine
+from relayflow.engine import Engine, Ran
 from relayflow.errors import FlowNotFound, InvalidTransition
 from relayflow.messages import describe
 from relayflow.position import FLOW_ID_PATTERN, TaskPayload
@@ -146,7 +146,13 @@ def task_app(
             payload = TaskPayload.model_validate_json(request.get_data())
         except ValidationError as exc:
             return _reject_task(store, describe(exc), runtime.settings.retention_days)
-        return {"outcome": engine.run_task(payload).value, "flow_id": payload.flow_id}
+        ran = engine.run_task(payload)
+        body = {"outcome": ran.value, "flow_id": payload.flow_id}
+        if ran is Ran.BUSY:
+            # Not 2xx, so Cloud Tasks delivers it again later, by when the delivery holding
+            # the claim has committed (this one is then stale) or died (its claim expired).
+            return body, 409
+        return body
 
     @app.post("/sweep")
     @_authenticated(sweep_verifier or verifier)

@@ -41,13 +41,16 @@ class ClientApi:
     """Stands in for the external API the steps call: it records each call it receives."""
 
     calls: list[tuple[str, str]] = field(default_factory=list)
-    # Set to make callers of the first step wait for each other (a real race).
-    gate: threading.Barrier | None = None
+    # Set to hold the first step's handler: it signals the first event, then waits for the
+    # second (a delivery caught in the middle of its side effect).
+    hold: tuple[threading.Event, threading.Event] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def register(self, context: StepContext) -> dict[str, Any]:
-        if self.gate is not None:
-            self.gate.wait(timeout=30)
+        if self.hold is not None:
+            entered, release = self.hold
+            entered.set()
+            release.wait(timeout=30)
         self._record("register", context)
         return {"registration": f"reg-{context.input['name']}"}
 
@@ -263,25 +266,31 @@ def test_a_task_for_an_unknown_flow_is_dropped(
     assert harness.client.calls == []
 
 
-def test_two_deliveries_of_one_task_at_once_commit_once(
+def test_two_deliveries_of_one_task_at_once_run_the_side_effect_once(
     harness: Harness, new_flow_id: Callable[[], str]
 ) -> None:
+    # given the first delivery of ``register`` is inside its handler, holding the claim
     flow_id = new_flow_id()
     payload = TaskPayload(flow_id=flow_id, position=started(harness, flow_id).position)
-    harness.client.gate = threading.Barrier(2)  # both handlers run before either commits
+    entered, release = threading.Event(), threading.Event()
+    harness.client.hold = (entered, release)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(harness.engine.run_task, payload)
+        assert entered.wait(timeout=30)
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(pool.map(harness.engine.run_task, [payload, payload]))
+        # when the duplicate is delivered meanwhile
+        second = harness.engine.run_task(payload)
+        release.set()
 
-    assert sorted(outcomes) == sorted([Ran.ADVANCED, Ran.STALE])
+        # then the duplicate is sent away busy, and only the first calls the API and commits
+        assert (first.result(timeout=30), second) == (Ran.ADVANCED, Ran.BUSY)
     after = harness.flow(flow_id)
     assert [(h.step, h.outcome) for h in after.history] == [("register", "succeeded")]
-    assert after.attempts == 1
+    assert after.claim is None
     assert after.position.step == "activate"
-    assert len(harness.tasks_of(flow_id)) == 2  # the first and the one next task
-    # The handler ran twice; both calls carried one idempotency key, so the effect is once.
-    key = f"relayflow-{flow_id}-register-g0"
-    assert harness.client.calls == [("register", key), ("register", key)]
+    assert harness.client.calls == [("register", f"relayflow-{flow_id}-register-g0")]
+    # and once the first has committed, the duplicate's retry is a stale no-op
+    assert harness.engine.run_task(payload) is Ran.STALE
 
 
 def test_the_last_step_ends_the_flow_and_publishes_the_result_once(

@@ -55,16 +55,27 @@ class FakeStore:
         *,
         start: Snapshot | None = None,
     ) -> FlowRecord | None:
+        written = self.change_versioned(flow_id, change, start=start)
+        return written.record if written else None
+
+    def change_versioned(
+        self,
+        flow_id: str,
+        change: Callable[[FlowRecord], FlowRecord | None],
+        *,
+        start: Snapshot | None = None,
+    ) -> Snapshot | None:
         # Like the conditional write: a snapshot that is no longer current is read afresh.
         stale = start is None or start.version != self._version(flow_id)
         current = self.read(flow_id) if stale else start
         if current is None:
             return None
         updated = change(current.record)
-        if updated is not None:
-            self.docs[flow_id] = updated.to_doc()
-            self.versions[flow_id] = self._version(flow_id) + timedelta(microseconds=1)
-        return updated
+        if updated is None:
+            return None
+        self.docs[flow_id] = updated.to_doc()
+        self.versions[flow_id] = self._version(flow_id) + timedelta(microseconds=1)
+        return Snapshot(updated, self.versions[flow_id])
 
     def _version(self, flow_id: str) -> datetime:
         return self.versions.get(flow_id, EPOCH)
