@@ -18,6 +18,8 @@ from relayflow.records import Claim, FlowRecord, HistoryEntry, NextTask, Result
 from relayflow.state import Status, check_transition, path_to
 
 MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
+# A Retry-After is honoured up to an hour: one header must not park a flow for weeks.
+MAX_RETRY_AFTER_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ def _retry_action(plan: Plan, record: FlowRecord, error: RetryableError) -> Flow
         err["message"] = f"{step.retry.max_attempts} attempts failed; last: {error.message}"
         return _begin_failure(plan, record, Status.FAILED, err, "retries exhausted")
     delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:retry")
-    delay = max(delay, error.retry_after_s or 0.0)
+    delay = max(delay, min(error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
     entry = _entry(plan, record, "retryable error", detail=error.message, delay_s=delay)
     nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
     moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
@@ -263,7 +265,7 @@ def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flo
     assert isinstance(step, ActionStep)
     if isinstance(outcome, Retry) and pos.attempt + 1 < step.retry.max_attempts:
         delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:undo")
-        delay = max(delay, outcome.error.retry_after_s or 0.0)
+        delay = max(delay, min(outcome.error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
         entry = _entry(plan, record, "retryable error", detail=outcome.error.message, delay_s=delay)
         nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
         moved = _log(plan, record, entry).model_copy(update={"position": nxt})
@@ -381,6 +383,13 @@ def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
     if record.status is Status.COMPENSATING:
         raise InvalidTransition("the flow is compensating and will end by itself")
     check_transition(record.status, Status.CANCELLED)  # an ended flow: say so plainly
+    if is_claimed(plan, record):
+        # Its effect could land after the undo and never be undone: let the step commit first.
+        assert record.claim is not None
+        raise InvalidTransition(
+            f"step {record.position.step!r} is running (claimed until "
+            f"{record.claim.until.isoformat()}); cancel again once it has committed"
+        )
     result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
     record = _log(plan, record, _entry(plan, record, "cancelled", detail=reason), a_try=False)
     index = _next_compensation(plan.flow, record, before=record.position.step_index + 1)

@@ -347,20 +347,45 @@ def test_a_result_that_failed_to_publish_goes_out_when_the_task_is_redelivered(h
     assert [e["status"] for e in h.events.published] == ["SUCCEEDED"]
 
 
-def test_a_flow_cancelled_while_its_handler_runs_keeps_the_cancellation(h: Harness) -> None:
-    # given an operator cancels the flow while its first handler is running
+def test_a_cancel_while_an_action_runs_is_refused_until_it_commits(h: Harness) -> None:
+    # given an operator tries to cancel while the first handler (a side effect) is running
+    refused: list[str] = []
+
     def cancel_meanwhile(ctx: StepContext) -> dict[str, Any]:
-        h.engine.cancel(ctx.flow_id, "operator")
+        with pytest.raises(InvalidTransition) as caught:
+            h.engine.cancel(ctx.flow_id, "operator")
+        refused.append(str(caught.value))
         return {"reservation": "r-1"}
 
     h.reserve.script = [cancel_meanwhile]
     h.start()
-    # when the handler returns, its outcome is not committed over the cancellation
+    # when the handler returns, its outcome commits; the cancel had been refused
+    assert h.deliver() is Ran.ADVANCED
+    assert "'reserve' is running" in refused[0]
+    # and a cancel now undoes the reservation and ends the flow CANCELLED
+    h.engine.cancel("1001", "operator")
+    outcomes = {h.engine.run_task(h.queue.take(task_id)) for task_id in list(h.queue.tasks)}
+    assert outcomes == {Ran.STALE, Ran.ADVANCED}  # the poll queued before, the compensation
+    assert h.record().status is Status.CANCELLED
+    assert len(h.release.calls) == 1
+
+
+def test_a_flow_cancelled_while_a_poll_runs_keeps_the_cancellation(h: Harness) -> None:
+    # given an operator cancels the flow while a poll (which only reads) is running
+    def cancel_meanwhile(ctx: StepContext) -> dict[str, Any]:
+        h.engine.cancel(ctx.flow_id, "operator")
+        return {"state": "READY"}
+
+    h.await_ready.script = [cancel_meanwhile]
+    h.start()
+    h.deliver()  # reserve
+    # when the poll returns, its outcome is not committed over the cancellation
     assert h.deliver() is Ran.STALE
     record = h.record()
-    assert record.status is Status.CANCELLED
-    assert record.outputs == {}
-    assert h.queue.tasks == {}
+    assert record.status is Status.COMPENSATING
+    assert "await_ready" not in record.outputs
+    h.deliver()  # the compensation of reserve
+    assert h.record().status is Status.CANCELLED
     assert [e["status"] for e in h.events.published] == ["CANCELLED"]
 
 

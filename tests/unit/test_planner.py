@@ -563,3 +563,19 @@ def test_a_finished_flow_expires_after_the_retention_period() -> None:
     done = planner.after(one_day, record, Completed({"ok": True}))
     assert done.expire_at == NOW + timedelta(days=1)
     assert record.expire_at is None  # an active flow never expires
+
+
+def test_a_huge_retry_after_is_honoured_only_up_to_an_hour() -> None:
+    retried = planner.after(plan(), started(), Retry(RetryableError("busy", retry_after_s=1e9)))
+    assert retried.next is not None
+    assert retried.next.run_at == NOW + timedelta(seconds=planner.MAX_RETRY_AFTER_S)
+
+
+def test_cancel_waits_for_a_running_step_to_commit() -> None:
+    # given a delivery holds the claim on the current step
+    claimed = planner.claim(plan(), at_poll(), lease_s=60)
+    # when an operator cancels, then it is refused until the step commits (or the lease ends)
+    with pytest.raises(InvalidTransition, match="is running"):
+        planner.cancel(plan(), claimed, "stop")
+    later = plan(NOW + timedelta(seconds=61))
+    assert planner.cancel(later, claimed, "stop").status is Status.COMPENSATING
