@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from relayflow.backoff import clip_to_deadline
 from relayflow.errors import InvalidTransition, NotReady, PermanentError, RetryableError
 from relayflow.flows import ActionStep, Flow, PollStep
 from relayflow.position import Position, TaskKind, task_id
@@ -204,12 +205,12 @@ def _poll_again(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
             record, "MAX_POLLS_EXCEEDED", f"not ready after {step.policy.max_polls} polls"
         )
         return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
+    wanted = max(step.policy.delay_s(n=pos.poll, key=f"{record.flow_id}:{pos.step}"), hint or 0)
     remaining = (poll_deadline(plan, record) - plan.now).total_seconds()
-    if remaining <= 0:
+    delay = clip_to_deadline(wanted, remaining_s=remaining)  # the last wait lands on it
+    if delay is None:
         err = _timeout(record, "DEADLINE_EXCEEDED", f"not ready by the deadline ({seen})")
         return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
-    delay = step.policy.delay_s(n=pos.poll, key=f"{record.flow_id}:{pos.step}")
-    delay = min(max(delay, hint or 0.0), remaining)  # the last wait lands on the deadline
     entry = _entry(plan, record, seen, delay_s=delay)
     nxt = pos.model_copy(update={"poll": pos.poll + 1, "attempt": errors_in_a_row})
     moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
