@@ -104,7 +104,3 @@ class FlowRecord(_Model):
     def from_doc(cls, data: dict[str, Any]) -> FlowRecord:
         """Parse a Firestore document."""
         return cls.model_validate(data)
-
-    def with_history(self, entry: HistoryEntry, limit: int) -> list[HistoryEntry]:
-        """History plus ``entry``, keeping the newest ``limit`` entries."""
-        return [*self.history, entry][-limit:]

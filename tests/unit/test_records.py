@@ -52,9 +52,3 @@ def test_a_document_keeps_datetimes_as_datetimes() -> None:
 def test_unknown_document_fields_are_ignored() -> None:
     doc = {**_record().to_doc(), "added_by_a_newer_version": True}
     assert FlowRecord.from_doc(doc) == _record()
-
-
-def test_with_history_keeps_the_newest_entries() -> None:
-    record = _record(history=[_entry(i) for i in range(5)])
-    kept = record.with_history(_entry(5), limit=3)
-    assert [e.poll for e in kept] == [3, 4, 5]
