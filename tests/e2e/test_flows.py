@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
+import shlex
+import subprocess
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -130,3 +133,19 @@ def test_transient_client_errors_are_retried_honouring_retry_after(
     retries = [h for h in record.history if h.step == "register" and h.outcome != "succeeded"]
     assert [h.attempt for h in retries] == [0, 1]
     assert all(h.delay_s is not None and h.delay_s >= 1.0 for h in retries)
+
+
+def test_a_flow_published_with_gcloud_runs(harness: Harness, new_id: Callable[[str], str]) -> None:
+    # given the gcloud CLI pointed at the emulator the way the README says (the stack's env file)
+    flow_id = new_id("gcloud")
+    message = json.dumps(
+        {"flow": "registration", "flow_id": flow_id, "input": {"resource": flow_id}}
+    )
+    # when it publishes the start message
+    subprocess.run(
+        ["bash", "-c", f'source "{harness.stack.env_file}" && '
+         f"gcloud pubsub topics publish flow-requests --message={shlex.quote(message)} --quiet"],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    # then the flow runs to its end
+    assert harness.wait_terminal(flow_id).status is Status.SUCCEEDED
