@@ -118,7 +118,9 @@ class FlowStore:
         message = f"flow {flow_id}: {CHANGE_ATTEMPTS} conflicting changes in a row"
         raise Aborted(message)  # type: ignore[no-untyped-call]
 
-    def mark_published(self, flow_id: str, generation: int) -> bool:
+    def mark_published(
+        self, flow_id: str, generation: int, *, start: Snapshot | None = None
+    ) -> bool:
         """Remember that generation ``generation``'s result event went out; False if the flow
         has moved on since (an operator retried it), so a new generation's event is not lost.
         """
@@ -129,7 +131,7 @@ class FlowStore:
                 return None
             return current.model_copy(update={"result_published": True})
 
-        return self.change(flow_id, published) is not None
+        return self.change(flow_id, published, start=start) is not None
 
     def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
         """Flows, newest update first, optionally of one status."""

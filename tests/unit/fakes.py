@@ -80,14 +80,16 @@ class FakeStore:
     def _version(self, flow_id: str) -> datetime:
         return self.versions.get(flow_id, EPOCH)
 
-    def mark_published(self, flow_id: str, generation: int) -> bool:
+    def mark_published(
+        self, flow_id: str, generation: int, *, start: Snapshot | None = None
+    ) -> bool:
         def published(current: FlowRecord) -> FlowRecord | None:
             ended = current.status in TERMINAL and current.position.generation == generation
             if not ended or current.result_published:
                 return None
             return current.model_copy(update={"result_published": True})
 
-        return self.change(flow_id, published) is not None
+        return self.change(flow_id, published, start=start) is not None
 
     def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
         records = [FlowRecord.from_doc(doc) for doc in self.docs.values()]
