@@ -86,10 +86,17 @@ class SweepReport:
     errors: int = 0
 
 
-def idempotency_key(flow_id: str, position: Position) -> str:
-    """The key a handler sends with its external call: one effect per flow, step, generation."""
+def idempotency_key(record: FlowRecord, position: Position) -> str:
+    """The key a handler sends with its external call: one effect per flow, step, generation.
+
+    It names the flow's incarnation (when its document was created) too: a flow id reused
+    after the old flow's document expired must not replay the old flow's effects.
+    """
+    incarnation = f"{int(record.created_at.timestamp() * 1000):x}"
     suffix = ":undo" if position.kind is TaskKind.COMPENSATE else ""
-    return f"relayflow-{flow_id}-{position.step}-g{position.generation}{suffix}"
+    return (
+        f"relayflow-{record.flow_id}-{incarnation}-{position.step}-g{position.generation}{suffix}"
+    )
 
 
 class Engine:
@@ -287,7 +294,7 @@ class Engine:
             step=pos.step,
             input=record.input,
             outputs=record.outputs,
-            idempotency_key=idempotency_key(record.flow_id, pos),
+            idempotency_key=idempotency_key(record, pos),
             attempt=pos.attempt,
             poll=pos.poll,
         )

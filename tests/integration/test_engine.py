@@ -20,7 +20,7 @@ from google.cloud import tasks_v2
 from google.pubsub_v1 import SubscriberClient
 
 from relayflow.clock import FakeClock
-from relayflow.engine import Engine, Ran, Started, safe_id
+from relayflow.engine import Engine, Ran, Started, idempotency_key, safe_id
 from relayflow.events import Events
 from relayflow.flows import ActionStep, Flow, Registry, StepContext
 from relayflow.planner import QueueNames
@@ -232,7 +232,8 @@ def test_the_current_task_advances_the_flow_and_enqueues_the_next(
     assert after.next.position == after.position
     assert harness.queue.exists(after.next)
     assert len(harness.tasks_of(flow_id)) == 2  # the first task was never dispatched
-    assert harness.client.calls == [("register", f"relayflow-{flow_id}-register-g0")]
+    key = idempotency_key(after, after.position.model_copy(update={"step": "register"}))
+    assert harness.client.calls == [("register", key)]
 
 
 def test_a_stale_task_is_a_no_op(harness: Harness, new_flow_id: Callable[[], str]) -> None:
@@ -288,7 +289,8 @@ def test_two_deliveries_of_one_task_at_once_run_the_side_effect_once(
     assert [(h.step, h.outcome) for h in after.history] == [("register", "succeeded")]
     assert after.claim is None
     assert after.position.step == "activate"
-    assert harness.client.calls == [("register", f"relayflow-{flow_id}-register-g0")]
+    key = idempotency_key(after, after.position.model_copy(update={"step": "register"}))
+    assert harness.client.calls == [("register", key)]
     # and once the first has committed, the duplicate's retry is a stale no-op
     assert harness.engine.run_task(payload) is Ran.STALE
 

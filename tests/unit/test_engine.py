@@ -42,6 +42,7 @@ from relayflow.state import Status
 from .fakes import FakeEvents, FakeQueue, FakeStore, ScriptedHandler
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+INCARNATION = f"{int(NOW.timestamp() * 1000):x}"  # the flows here are created at NOW
 RETRY = RetryPolicy(max_attempts=3, initial_s=1.0, multiplier=2.0, max_interval_s=10.0, jitter=0)
 POLL = PollPolicy(initial_s=1.0, multiplier=2.0, max_interval_s=30.0, max_polls=20)
 START = {"flow": "demo", "input": {"resource": "acme-1"}}
@@ -217,19 +218,29 @@ def test_a_handler_sees_its_input_earlier_outputs_and_an_idempotency_key(h: Harn
     assert (ctx.flow_id, ctx.flow, ctx.step) == ("1001", "demo", "finish")
     assert ctx.input == {"resource": "acme-1"}
     assert ctx.outputs == {"reserve": {"reservation": "r-1"}, "await_ready": {"state": "READY"}}
-    assert ctx.idempotency_key == "relayflow-1001-finish-g0"
+    assert ctx.idempotency_key == f"relayflow-1001-{INCARNATION}-finish-g0"
 
 
 def test_idempotency_keys_differ_for_a_compensation_and_a_new_generation(h: Harness) -> None:
     h.start()
     position = h.record().position
+    record = h.record()
     keys = {
-        idempotency_key("1001", position),
-        idempotency_key("1001", position.model_copy(update={"kind": TaskKind.COMPENSATE})),
-        idempotency_key("1001", position.model_copy(update={"generation": 1})),
-        idempotency_key("1001", position.model_copy(update={"attempt": 2})),
+        idempotency_key(record, position),
+        idempotency_key(record, position.model_copy(update={"kind": TaskKind.COMPENSATE})),
+        idempotency_key(record, position.model_copy(update={"generation": 1})),
+        idempotency_key(record, position.model_copy(update={"attempt": 2})),
     }
     assert len(keys) == 3  # retries of one step share a key: the API dedups them
+
+
+def test_a_flow_id_reused_after_its_document_expired_gets_new_keys(h: Harness) -> None:
+    # given a flow, and a later flow under the same id (the first document deleted by TTL)
+    h.start()
+    first = h.record()
+    reborn = first.model_copy(update={"created_at": first.created_at + timedelta(days=31)})
+    # then their keys differ, so an API that keeps keys for long does not replay old effects
+    assert idempotency_key(first, first.position) != idempotency_key(reborn, reborn.position)
 
 
 def test_a_not_ready_poll_enqueues_the_next_poll_at_the_jittered_time(h: Harness) -> None:
@@ -306,7 +317,7 @@ def test_a_permanent_error_runs_the_compensation_then_fails(h: Harness) -> None:
     assert h.record().status is Status.COMPENSATING
     assert h.queue.only().next.position.kind is TaskKind.COMPENSATE
     h.deliver()
-    assert h.release.calls[0].idempotency_key == "relayflow-1001-reserve-g0:undo"
+    assert h.release.calls[0].idempotency_key == f"relayflow-1001-{INCARNATION}-reserve-g0:undo"
     assert h.record().status is Status.FAILED
     assert [e["code"] for e in h.events.published] == ["ENTITY_REJECTED"]
 
@@ -413,7 +424,7 @@ def test_retry_runs_a_failed_flow_again_as_a_new_generation(h: Harness) -> None:
     assert again.position.generation == 1
     assert h.queue.only().next == again.next
     assert h.deliver() is Ran.ADVANCED
-    assert h.reserve.calls[-1].idempotency_key == "relayflow-1001-reserve-g1"
+    assert h.reserve.calls[-1].idempotency_key == f"relayflow-1001-{INCARNATION}-reserve-g1"
 
 
 def test_operating_on_a_missing_flow_is_flow_not_found(h: Harness) -> None:
