@@ -36,7 +36,7 @@ from relayflow.planner import Completed, Failed, Outcome, Plan, QueueNames, Retr
 from relayflow.position import FLOW_ID_PATTERN, Position, TaskKind, TaskPayload
 from relayflow.queue import TaskQueue
 from relayflow.records import FlowRecord
-from relayflow.state import ACTIVE, TERMINAL, Status
+from relayflow.state import ACTIVE, TERMINAL
 from relayflow.store import FlowStore, Snapshot
 from relayflow.values import UnstorableValue, check_storable
 
@@ -528,4 +528,4 @@ def safe_id(message_id: str) -> str:
     return f"{safe}-{hashlib.sha256(message_id.encode()).hexdigest()[:12]}"
 
 
-__all__ = ["Engine", "Ran", "StartResult", "Started", "Status", "SweepReport"]
+__all__ = ["Engine", "Ran", "StartResult", "Started", "SweepReport", "idempotency_key", "safe_id"]
