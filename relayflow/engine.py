@@ -67,7 +67,7 @@ class Ran(StrEnum):
     ADVANCED = "advanced"  # the flow moved on (or ended)
     STALE = "stale"  # not the flow's current position: a duplicate or late task, no-op
     BUSY = "busy"  # another delivery holds the position's claim: try again later (409)
-    NO_FLOW = "no flow"  # no such flow document (or its definition is gone): dropped
+    NO_FLOW = "no flow"  # no such flow document (it ended and expired, or never was): dropped
 
 
 SweepAction = Callable[[FlowRecord, "SweepReport"], None]
