@@ -16,7 +16,7 @@ from relayflow.errors import InvalidTransition, NotReady, PermanentError, Retrya
 from relayflow.flows import ActionStep, Flow, PollStep
 from relayflow.position import Position, TaskKind, task_id
 from relayflow.records import Claim, FlowRecord, HistoryEntry, NextTask, Result
-from relayflow.state import Status, check_transition, path_to
+from relayflow.state import TERMINAL, Status, check_transition, path_to
 
 MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
 # A Retry-After is honoured up to an hour: one header must not park a flow for weeks.
@@ -445,6 +445,15 @@ def _outputs_in_effect(record: FlowRecord) -> dict[str, Any]:
         and h.outcome == "compensated"
     }
     return {step: out for step, out in record.outputs.items() if step not in undone}
+
+
+def published(record: FlowRecord, *, generation: int) -> FlowRecord | None:
+    """The record with generation ``generation``'s result event marked sent; None if that
+    generation is not the ended one any more (an operator retried it) or it was marked."""
+    ended = record.status in TERMINAL and record.position.generation == generation
+    if not ended or record.result_published:
+        return None
+    return record.model_copy(update={"result_published": True})
 
 
 def claim(plan: Plan, record: FlowRecord, *, lease_s: float) -> FlowRecord:

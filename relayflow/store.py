@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -12,9 +13,10 @@ from google.api_core.exceptions import Aborted, AlreadyExists, FailedPreconditio
 from google.cloud import firestore
 from pydantic import ValidationError
 
+from relayflow import planner
 from relayflow.records import FlowRecord
 from relayflow.settings import Settings
-from relayflow.state import ACTIVE, TERMINAL, Status
+from relayflow.state import ACTIVE, Status
 from relayflow.telemetry import Counters
 
 log = logging.getLogger("relayflow.store")
@@ -125,13 +127,8 @@ class FlowStore:
         has moved on since (an operator retried it), so a new generation's event is not lost.
         """
 
-        def published(current: FlowRecord) -> FlowRecord | None:
-            ended = current.status in TERMINAL and current.position.generation == generation
-            if not ended or current.result_published:
-                return None
-            return current.model_copy(update={"result_published": True})
-
-        return self.change(flow_id, published, start=start) is not None
+        mark = functools.partial(planner.published, generation=generation)
+        return self.change(flow_id, mark, start=start) is not None
 
     def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
         """Flows, newest update first, optionally of one status."""

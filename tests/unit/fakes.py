@@ -8,17 +8,19 @@ is never accepted again (Cloud Tasks answers ALREADY_EXISTS for it).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from relayflow import planner
 from relayflow.events import result_event
 from relayflow.flows import StepContext
 from relayflow.position import TaskPayload
 from relayflow.queue import Enqueued
 from relayflow.records import FlowRecord, NextTask
-from relayflow.state import ACTIVE, TERMINAL
+from relayflow.state import ACTIVE
 from relayflow.store import Snapshot
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -83,13 +85,8 @@ class FakeStore:
     def mark_published(
         self, flow_id: str, generation: int, *, start: Snapshot | None = None
     ) -> bool:
-        def published(current: FlowRecord) -> FlowRecord | None:
-            ended = current.status in TERMINAL and current.position.generation == generation
-            if not ended or current.result_published:
-                return None
-            return current.model_copy(update={"result_published": True})
-
-        return self.change(flow_id, published, start=start) is not None
+        mark = functools.partial(planner.published, generation=generation)
+        return self.change(flow_id, mark, start=start) is not None
 
     def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
         records = [FlowRecord.from_doc(doc) for doc in self.docs.values()]
