@@ -14,9 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from opentelemetry.trace import Tracer
+
 from relayflow import planner
+from relayflow.clock import FakeClock
+from relayflow.engine import Engine
 from relayflow.events import result_event
-from relayflow.flows import StepContext
+from relayflow.flows import Flow, Registry, StepContext
+from relayflow.planner import QueueNames
 from relayflow.position import TaskPayload
 from relayflow.queue import Enqueued
 from relayflow.records import FlowRecord, NextTask
@@ -189,3 +194,24 @@ class ScriptedHandler:
         if callable(entry):
             return entry(ctx)
         return entry
+
+
+def engine_over(
+    flow: Flow,
+    *,
+    store: FakeStore,
+    queue: FakeQueue,
+    events: FakeEvents,
+    clock: FakeClock,
+    tracer: Tracer | None = None,
+) -> Engine:
+    """An Engine running ``flow`` over the fakes (queues named q-steps and q-polls)."""
+    return Engine(
+        registry=Registry((flow,)),
+        store=store,  # type: ignore[arg-type]
+        queue=queue,  # type: ignore[arg-type]
+        events=events,  # type: ignore[arg-type]
+        clock=clock,
+        queues=QueueNames(steps="q-steps", polls="q-polls"),
+        tracer=tracer,
+    )

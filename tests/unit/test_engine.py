@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from relayflow.clock import FakeClock
-from relayflow.engine import Engine, Ran, Started, idempotency_key
+from relayflow.engine import Ran, Started, idempotency_key
 from relayflow.errors import (
     FlowNotFound,
     InvalidTransition,
@@ -29,17 +29,15 @@ from relayflow.flows import (
     Flow,
     PollPolicy,
     PollStep,
-    Registry,
     RetryPolicy,
     StepContext,
 )
-from relayflow.planner import QueueNames
 from relayflow.position import FLOW_ID_PATTERN, TaskKind, TaskPayload
 from relayflow.queue import Enqueued
 from relayflow.records import FlowRecord
 from relayflow.state import Status
 
-from .fakes import FakeEvents, FakeQueue, FakeStore, ScriptedHandler
+from .fakes import FakeEvents, FakeQueue, FakeStore, ScriptedHandler, engine_over
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 INCARNATION = f"{int(NOW.timestamp() * 1000):x}"  # the flows here are created at NOW
@@ -72,13 +70,8 @@ class Harness:
                 ActionStep("finish", self.finish, retry=RETRY),
             ),
         )
-        self.engine = Engine(
-            registry=Registry((flow,)),
-            store=self.store,  # type: ignore[arg-type]
-            queue=self.queue,  # type: ignore[arg-type]
-            events=self.events,  # type: ignore[arg-type]
-            clock=self.clock,
-            queues=QueueNames(steps="q-steps", polls="q-polls"),
+        self.engine = engine_over(
+            flow, store=self.store, queue=self.queue, events=self.events, clock=self.clock
         )
 
     def start(self, body: Any = START, message_id: str = "1001") -> Any:

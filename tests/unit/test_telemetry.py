@@ -21,11 +21,10 @@ from opentelemetry.trace import SpanKind, StatusCode, Tracer
 
 from relayflow import telemetry
 from relayflow.clock import FakeClock
-from relayflow.engine import Engine, Ran, Started
+from relayflow.engine import Ran, Started
 from relayflow.errors import NotReady, RetryableError
 from relayflow.events import Events
-from relayflow.flows import ActionStep, Flow, PollPolicy, PollStep, Registry, RetryPolicy
-from relayflow.planner import QueueNames
+from relayflow.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy
 from relayflow.position import Position, TaskKind
 from relayflow.queue import Enqueued, Target, TaskQueue
 from relayflow.records import FlowRecord, NextTask, Result
@@ -36,7 +35,7 @@ from relayflow.telemetry import Counters, JsonFormatter
 from relayflow.topology import load_topology
 from relayflow.web import task_app
 
-from .fakes import FakeEvents, FakeQueue, FakeStore, ScriptedHandler
+from .fakes import FakeEvents, FakeQueue, FakeStore, ScriptedHandler, engine_over
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -126,13 +125,12 @@ class Harness:
                 PollStep("await_ready", self.await_ready, policy=POLL),
             ),
         )
-        self.engine = Engine(
-            registry=Registry((flow,)),
-            store=self.store,  # type: ignore[arg-type]
-            queue=self.queue,  # type: ignore[arg-type]
-            events=self.events,  # type: ignore[arg-type]
+        self.engine = engine_over(
+            flow,
+            store=self.store,
+            queue=self.queue,
+            events=self.events,
             clock=self.clock,
-            queues=QueueNames(steps="q-steps", polls="q-polls"),
             tracer=tracer,
         )
 
