@@ -52,10 +52,10 @@ def measure(flows: int, timeout_s: float, base_port: int) -> int:
     """Runs inside the stack's environment (a child process), so the clients find it."""
     from google.cloud.pubsub_v1 import SubscriberClient
 
-    from relayflow.batch import Planned, ResultWatcher, percentile, run_batch
-    from relayflow.events import Events, build_publisher
+    from relayflow.cli.batch import Planned, ResultWatcher, percentile, run_batch
+    from relayflow.gcp.events import Events, build_publisher
+    from relayflow.gcp.store import FlowStore, build_client
     from relayflow.settings import load_settings
-    from relayflow.store import FlowStore, build_client
 
     ports = Ports(base_port)
     settings = load_settings()

@@ -13,7 +13,7 @@ from typing import Any
 
 import requests
 
-from relayflow.errors import PermanentError, RetryableError
+from relayflow.core.errors import PermanentError, RetryableError
 
 # 423 Locked and 425 Too Early say "not now", not "never".
 RETRYABLE_STATUS = frozenset({408, 423, 425, 429, 500, 502, 503, 504})

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 from opentelemetry.trace import Tracer
 
-from relayflow import events, queue, store
-from relayflow.auth import TokenVerifier
-from relayflow.clock import SystemClock
-from relayflow.engine import Engine
-from relayflow.planner import QueueNames
-from relayflow.registration import build_registry
+from relayflow.apps.registration import build_registry
+from relayflow.core.clock import SystemClock
+from relayflow.core.engine import Engine
+from relayflow.core.planner import QueueNames
+from relayflow.gcp import events, queue, store
+from relayflow.gcp.auth import TokenVerifier
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters
 from relayflow.topology import Topology, load_topology

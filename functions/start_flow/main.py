@@ -13,8 +13,8 @@ import logging
 import functions_framework
 from cloudevents.http.event import CloudEvent
 
-from relayflow.errors import InvalidMessage
-from relayflow.messages import unwrap_pubsub
+from relayflow.core.errors import InvalidMessage
+from relayflow.core.messages import unwrap_pubsub
 from relayflow.runtime import build_runtime
 from relayflow.settings import load_settings
 from relayflow.telemetry import configure_logging, configure_tracing

@@ -5,7 +5,7 @@ from __future__ import annotations
 from relayflow.runtime import build_runtime
 from relayflow.settings import load_settings
 from relayflow.telemetry import configure_logging, configure_tracing
-from relayflow.web import api_app
+from relayflow.web.services import api_app
 
 settings = load_settings()
 configure_logging(project_id=settings.project_id)

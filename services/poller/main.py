@@ -9,7 +9,7 @@ from __future__ import annotations
 from relayflow.runtime import POLL_PATH, build_runtime, task_verifier
 from relayflow.settings import load_settings
 from relayflow.telemetry import configure_logging, configure_tracing
-from relayflow.web import task_app
+from relayflow.web.services import task_app
 
 settings = load_settings()
 configure_logging(project_id=settings.project_id)

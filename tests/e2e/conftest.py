@@ -17,13 +17,13 @@ import requests
 from google.cloud import firestore
 from google.pubsub_v1 import PubsubMessage
 
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import TERMINAL
+from relayflow.gcp.store import FlowStore
 from relayflow.local.clients import publisher_client
 from relayflow.local.polling import poll_until
 from relayflow.local.ports import HOST, Ports
 from relayflow.local.stack import Stack
-from relayflow.records import FlowRecord
-from relayflow.state import TERMINAL
-from relayflow.store import FlowStore
 
 E2E_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 200
 FAST_POLICIES = {

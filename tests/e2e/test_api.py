@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import requests
 
+from relayflow.core.state import Status
 from relayflow.local.polling import poll_until
-from relayflow.state import Status
 from tests.e2e.conftest import Harness
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from relayflow.state import Status
+from relayflow.core.state import Status
 from tests.e2e.conftest import Harness
 
 pytestmark = pytest.mark.e2e

@@ -11,10 +11,10 @@ import pytest
 import requests
 from google.cloud import firestore
 
+from relayflow.core.state import Status
+from relayflow.gcp.store import FlowStore
 from relayflow.local.ports import HOST, Ports
 from relayflow.local.stack import Stack
-from relayflow.state import Status
-from relayflow.store import FlowStore
 from tests.e2e.conftest import E2E_BASE_PORT, FAST_POLICIES, Harness
 
 pytestmark = pytest.mark.e2e

@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from relayflow.flows import PollPolicy
-from relayflow.position import TaskKind
-from relayflow.state import Status
+from relayflow.core.flows import PollPolicy
+from relayflow.core.position import TaskKind
+from relayflow.core.state import Status
 from tests.e2e.conftest import FAST_POLICIES, Harness
 
 pytestmark = pytest.mark.e2e

@@ -11,15 +11,15 @@ import pytest
 import requests
 from google.api_core.exceptions import NotFound
 
+from relayflow.core.position import TaskKind
+from relayflow.core.records import NextTask
+from relayflow.core.state import Status
+from relayflow.gcp.queue import Enqueued, TaskQueue
 from relayflow.local.clients import tasks_client
 from relayflow.local.polling import poll_until
 from relayflow.local.ports import HOST
-from relayflow.position import TaskKind
-from relayflow.queue import Enqueued, TaskQueue
-from relayflow.records import NextTask
 from relayflow.runtime import task_targets
 from relayflow.settings import load_settings
-from relayflow.state import Status
 from relayflow.topology import load_topology
 from tests.e2e.conftest import PROJECT, Harness
 

@@ -17,12 +17,12 @@ from google.cloud import tasks_v2
 from google.pubsub_v1 import DeadLetterPolicy, PubsubMessage, RetryPolicy, Subscription
 from google.pubsub_v1.types import PushConfig
 
+from relayflow.core.state import Status
 from relayflow.local import processes
 from relayflow.local.clients import publisher_client, subscriber_client, tasks_client
 from relayflow.local.polling import poll_until
 from relayflow.local.ports import HOST
 from relayflow.settings import load_settings
-from relayflow.state import Status
 from relayflow.topology import load_topology
 from tests.e2e.conftest import FAST_POLICIES, PROJECT, Harness
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from relayflow.engine import safe_id
+from relayflow.core.engine import safe_id
 from relayflow.local.polling import poll_until
 from tests.e2e.conftest import Harness
 

@@ -18,10 +18,10 @@ from google.api_core.exceptions import NotFound
 from google.cloud import firestore, tasks_v2
 from google.pubsub_v1 import SubscriberClient
 
-from relayflow import events, queue, store
+from relayflow.core.planner import QueueNames
+from relayflow.gcp import events, queue, store
 from relayflow.local.clients import subscriber_client
 from relayflow.local.stack import Stack
-from relayflow.planner import QueueNames
 from relayflow.runtime import task_targets
 from relayflow.settings import Settings
 from relayflow.topology import Topology, load_topology

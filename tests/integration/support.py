@@ -9,11 +9,11 @@ from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import tasks_v2
 from google.pubsub_v1 import ReceivedMessage, SubscriberClient
 
-from relayflow import queue
+from relayflow.core.position import Position, TaskKind, task_id
+from relayflow.core.records import FlowRecord, NextTask
+from relayflow.core.state import Status
+from relayflow.gcp import queue
 from relayflow.local.polling import poll_until
-from relayflow.position import Position, TaskKind, task_id
-from relayflow.records import FlowRecord, NextTask
-from relayflow.state import Status
 
 # Far enough ahead that the emulator never dispatches a test's task while the test runs.
 AHEAD = timedelta(hours=1)

@@ -19,17 +19,17 @@ import pytest
 from google.cloud import tasks_v2
 from google.pubsub_v1 import SubscriberClient
 
-from relayflow.clock import FakeClock
-from relayflow.engine import Engine, Ran, Started, idempotency_key, safe_id
-from relayflow.events import Events
-from relayflow.flows import ActionStep, Flow, Registry, StepContext
-from relayflow.planner import QueueNames
-from relayflow.position import TaskPayload
-from relayflow.queue import TaskQueue
-from relayflow.records import FlowRecord
+from relayflow.core.clock import FakeClock
+from relayflow.core.engine import Engine, Ran, Started, idempotency_key, safe_id
+from relayflow.core.flows import ActionStep, Flow, Registry, StepContext
+from relayflow.core.planner import QueueNames
+from relayflow.core.position import TaskPayload
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
+from relayflow.gcp.events import Events
+from relayflow.gcp.queue import TaskQueue
+from relayflow.gcp.store import FlowStore
 from relayflow.settings import Settings
-from relayflow.state import Status
-from relayflow.store import FlowStore
 
 from .support import pull, queued_tasks
 

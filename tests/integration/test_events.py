@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 from google.pubsub_v1 import SubscriberClient
 
-from relayflow.events import Events
-from relayflow.records import Result
-from relayflow.state import Status
+from relayflow.core.records import Result
+from relayflow.core.state import Status
+from relayflow.gcp.events import Events
 
 from .support import make_record, pull
 

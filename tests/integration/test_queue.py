@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from google.cloud import tasks_v2
 
-from relayflow.position import TaskPayload
-from relayflow.queue import Enqueued, TaskQueue
+from relayflow.core.position import TaskPayload
+from relayflow.gcp.queue import Enqueued, TaskQueue
 from relayflow.settings import Settings
 from relayflow.topology import Topology
 

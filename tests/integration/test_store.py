@@ -6,9 +6,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
-from relayflow.records import FlowRecord
-from relayflow.state import Status
-from relayflow.store import FlowStore
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
+from relayflow.gcp.store import FlowStore
 
 from .support import make_record
 

@@ -16,17 +16,17 @@ from typing import Any
 
 from opentelemetry.trace import Tracer
 
-from relayflow import planner
-from relayflow.clock import FakeClock
-from relayflow.engine import Engine
-from relayflow.events import result_event
-from relayflow.flows import Flow, Registry, StepContext
-from relayflow.planner import QueueNames
-from relayflow.position import TaskPayload
-from relayflow.queue import Enqueued
-from relayflow.records import FlowRecord, NextTask
-from relayflow.state import ACTIVE
-from relayflow.store import Snapshot
+from relayflow.core import planner
+from relayflow.core.clock import FakeClock
+from relayflow.core.engine import Engine
+from relayflow.core.flows import Flow, Registry, StepContext
+from relayflow.core.planner import QueueNames
+from relayflow.core.position import TaskPayload
+from relayflow.core.records import FlowRecord, NextTask
+from relayflow.core.state import ACTIVE
+from relayflow.gcp.events import result_event
+from relayflow.gcp.queue import Enqueued
+from relayflow.gcp.store import Snapshot
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""relayflow.auth: who may call a service, decided from an injected token check; cached certs."""
+"""auth: who may call a service, decided from an injected token check; cached certs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from google.auth import exceptions as auth_exceptions
 
-from relayflow import auth
-from relayflow.auth import GOOGLE_CERTS_URL, CachingRequest, TokenVerifier, Unauthorized
+from relayflow.gcp import auth
+from relayflow.gcp.auth import GOOGLE_CERTS_URL, CachingRequest, TokenVerifier, Unauthorized
 
 CALLER = "tasks-invoker@relayflow-dev.iam.gserviceaccount.com"
 GOOD_CLAIMS = {"iss": "https://accounts.google.com", "email": CALLER, "email_verified": True}

@@ -1,4 +1,4 @@
-"""relayflow.backoff: exact curves with jitter off, bounded deterministic jitter, no overflow."""
+"""backoff: exact curves with jitter off, bounded deterministic jitter, no overflow."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from relayflow.backoff import Jitter, clip_to_deadline, compute_delay, nominal_delay, unit_interval
+from relayflow.core.backoff import (
+    Jitter,
+    clip_to_deadline,
+    compute_delay,
+    nominal_delay,
+    unit_interval,
+)
 
 CURVE = {"initial_s": 1.0, "multiplier": 2.0, "max_interval_s": 30.0}
 KEYS = [f"flow-{i}:await_registration" for i in range(2000)]

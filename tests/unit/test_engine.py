@@ -1,4 +1,4 @@
-"""relayflow.engine against in-memory ports: idempotent starts, position checks, one result event.
+"""engine against in-memory ports: idempotent starts, position checks, one result event.
 
 The flow is ``reserve`` (action, compensated) -> ``await_ready`` (poll) -> ``finish`` (action);
 each handler plays a script. Time is a FakeClock that moves to each task's ``run_at``.
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from relayflow.clock import FakeClock
-from relayflow.engine import Ran, Started, idempotency_key
-from relayflow.errors import (
+from relayflow.core.clock import FakeClock
+from relayflow.core.engine import Ran, Started, idempotency_key
+from relayflow.core.errors import (
     FlowNotFound,
     InvalidTransition,
     NotReady,
@@ -24,7 +24,7 @@ from relayflow.errors import (
     RetryableError,
     UnknownFlow,
 )
-from relayflow.flows import (
+from relayflow.core.flows import (
     ActionStep,
     Flow,
     PollPolicy,
@@ -32,10 +32,10 @@ from relayflow.flows import (
     RetryPolicy,
     StepContext,
 )
-from relayflow.position import FLOW_ID_PATTERN, TaskKind, TaskPayload
-from relayflow.queue import Enqueued
-from relayflow.records import FlowRecord
-from relayflow.state import Status
+from relayflow.core.position import FLOW_ID_PATTERN, TaskKind, TaskPayload
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
+from relayflow.gcp.queue import Enqueued
 
 from .fakes import FakeEvents, FakeQueue, FakeStore, ScriptedHandler, engine_over
 

@@ -1,4 +1,4 @@
-"""relayflow.flows: definitions are validated when built; the registry names what it holds."""
+"""relayflow.core.flows: definitions are validated when built; the registry names what it holds."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from relayflow.backoff import Jitter
-from relayflow.errors import ConfigError, UnknownFlow
-from relayflow.flows import (
+from relayflow.core.backoff import Jitter
+from relayflow.core.errors import ConfigError, UnknownFlow
+from relayflow.core.flows import (
     ActionStep,
     Flow,
     PollPolicy,

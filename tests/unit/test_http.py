@@ -18,7 +18,7 @@ import requests
 from requests.adapters import BaseAdapter, HTTPAdapter
 from urllib3 import HTTPResponse
 
-from relayflow.errors import PermanentError, RetryableError
+from relayflow.core.errors import PermanentError, RetryableError
 from relayflow.http import call, raise_for, retry_after_s
 
 URL = "http://client-api.test/registrations"

@@ -1,4 +1,4 @@
-"""relayflow.messages: a start message is accepted, or refused with a reason naming the fault."""
+"""messages: a start message is accepted, or refused with a reason naming the fault."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import requests
 
-from relayflow.errors import InvalidMessage
-from relayflow.flows import PollPolicy, Registry, RetryPolicy
-from relayflow.messages import MAX_INPUT_BYTES, decode_json, parse_start, unwrap_pubsub
-from relayflow.registration import ClientApi, RegistrationInput, registration_flow
+from relayflow.apps.registration import ClientApi, RegistrationInput, registration_flow
+from relayflow.core.errors import InvalidMessage
+from relayflow.core.flows import PollPolicy, Registry, RetryPolicy
+from relayflow.core.messages import MAX_INPUT_BYTES, decode_json, parse_start, unwrap_pubsub
 
 DATA = Path(__file__).parents[1] / "data"
 CANONICAL = {"flow": "registration", "input": {"resource": "acme-1"}}

@@ -1,4 +1,4 @@
-"""relayflow.planner: what a flow does next, decided from (definition, record, outcome, now).
+"""relayflow.core.planner: what a flow does next, decided from (definition, record, outcome, now).
 
 The flow under test is ``reserve`` (action, compensated) -> ``await_ready`` (poll) -> ``finish``
 (action). Time is a fixed ``NOW`` that each test moves explicitly.
@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from relayflow import planner
-from relayflow.backoff import Jitter
-from relayflow.errors import InvalidTransition, NotReady, PermanentError, RetryableError
-from relayflow.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy, StepContext
-from relayflow.planner import Completed, Failed, Plan, QueueNames, Retry, Waiting
-from relayflow.position import Position, TaskKind, task_id
-from relayflow.records import FlowRecord
-from relayflow.state import Status
+from relayflow.core import planner
+from relayflow.core.backoff import Jitter
+from relayflow.core.errors import InvalidTransition, NotReady, PermanentError, RetryableError
+from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy, StepContext
+from relayflow.core.planner import Completed, Failed, Plan, QueueNames, Retry, Waiting
+from relayflow.core.position import Position, TaskKind, task_id
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 FLOW_ID = "acme-1"

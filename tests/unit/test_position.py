@@ -1,4 +1,4 @@
-"""relayflow.position.task_id: legal, short, hash-prefixed, unique per position, deterministic."""
+"""position.task_id: legal, short, hash-prefixed, unique per position, deterministic."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from relayflow.position import MAX_TASK_ID, Position, TaskKind, TaskPayload, task_id
+from relayflow.core.position import MAX_TASK_ID, Position, TaskKind, TaskPayload, task_id
 
 LEGAL = re.compile(r"^[A-Za-z0-9_-]+$")
 BASE = Position(step_index=1, step="await_registration", kind=TaskKind.POLL)

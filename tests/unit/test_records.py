@@ -1,12 +1,12 @@
-"""relayflow.records: the flow document survives a Firestore round trip and bounds its history."""
+"""records: the flow document survives a Firestore round trip and bounds its history."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from relayflow.position import Position, TaskKind
-from relayflow.records import FlowRecord, HistoryEntry, NextTask, Result
-from relayflow.state import Status
+from relayflow.core.position import Position, TaskKind
+from relayflow.core.records import FlowRecord, HistoryEntry, NextTask, Result
+from relayflow.core.state import Status
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

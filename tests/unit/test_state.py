@@ -1,4 +1,4 @@
-"""relayflow.state: every (current, target) pair against an explicit table of legal edges."""
+"""relayflow.core.state: every (current, target) pair against an explicit table of legal edges."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import itertools
 
 import pytest
 
-from relayflow.errors import InvalidTransition
-from relayflow.state import ACTIVE, TERMINAL, Status, check_transition, is_allowed, path_to
+from relayflow.core.errors import InvalidTransition
+from relayflow.core.state import ACTIVE, TERMINAL, Status, check_transition, is_allowed, path_to
 
 P, R, C = Status.PENDING, Status.RUNNING, Status.COMPENSATING
 S, F, T, X = Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.CANCELLED
 
-# Written out by hand from DESIGN invariant 6, not derived from relayflow.state.EDGES.
+# Written out by hand from DESIGN invariant 6, not derived from relayflow.core.state.EDGES.
 LEGAL: frozenset[tuple[Status, Status]] = frozenset(
     {
         (P, P), (P, R), (P, X),

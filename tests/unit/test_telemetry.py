@@ -20,20 +20,20 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
 
 from relayflow import telemetry
-from relayflow.clock import FakeClock
-from relayflow.engine import Ran, Started
-from relayflow.errors import NotReady, RetryableError
-from relayflow.events import Events
-from relayflow.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy
-from relayflow.position import Position, TaskKind
-from relayflow.queue import Enqueued, Target, TaskQueue
-from relayflow.records import FlowRecord, NextTask, Result
+from relayflow.core.clock import FakeClock
+from relayflow.core.engine import Ran, Started
+from relayflow.core.errors import NotReady, RetryableError
+from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy
+from relayflow.core.position import Position, TaskKind
+from relayflow.core.records import FlowRecord, NextTask, Result
+from relayflow.core.state import Status
+from relayflow.gcp.events import Events
+from relayflow.gcp.queue import Enqueued, Target, TaskQueue
 from relayflow.runtime import Runtime
 from relayflow.settings import Settings
-from relayflow.state import Status
 from relayflow.telemetry import Counters, JsonFormatter
 from relayflow.topology import load_topology
-from relayflow.web import task_app
+from relayflow.web.services import task_app
 
 from .fakes import FakeEvents, FakeQueue, FakeStore, ScriptedHandler, engine_over
 

@@ -1,7 +1,7 @@
 """Flow definitions: an ordered list of action and poll steps, each with its policy.
 
 A flow is plain data plus handlers. Handlers receive a StepContext and return a JSON-able dict
-(their output) or raise one of relayflow.errors: RetryableError, PermanentError, or — in a poll
+(their output) or raise one of relayflow.core.errors: RetryableError, PermanentError, or — in a poll
 step's check — NotReady. Flows live in an explicit Registry that each entry point builds.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from relayflow.backoff import Jitter, compute_delay
-from relayflow.errors import ConfigError, UnknownFlow
-from relayflow.position import STEP_NAME_PATTERN
+from relayflow.core.backoff import Jitter, compute_delay
+from relayflow.core.errors import ConfigError, UnknownFlow
+from relayflow.core.position import STEP_NAME_PATTERN
 
 JSONDict = dict[str, Any]
 _STEP_NAME = re.compile(STEP_NAME_PATTERN)

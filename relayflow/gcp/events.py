@@ -8,7 +8,7 @@ from typing import Any
 
 from google.cloud.pubsub_v1 import PublisherClient
 
-from relayflow.records import FlowRecord
+from relayflow.core.records import FlowRecord
 from relayflow.telemetry import Counters, pubsub_trace_attributes
 
 PUBLISH_TIMEOUT_S = 30.0

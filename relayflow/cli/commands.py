@@ -23,11 +23,11 @@ from typing import Any
 from google.api_core.exceptions import GoogleAPIError
 from pydantic import ValidationError
 
-from relayflow.messages import MAX_DEADLINE_S, describe
-from relayflow.position import FLOW_ID_PATTERN
-from relayflow.records import FlowRecord, HistoryEntry
+from relayflow.core.messages import MAX_DEADLINE_S, describe
+from relayflow.core.position import FLOW_ID_PATTERN
+from relayflow.core.records import FlowRecord, HistoryEntry
+from relayflow.core.state import TERMINAL, Status
 from relayflow.settings import Settings, load_settings
-from relayflow.state import TERMINAL, Status
 
 LOCAL_ENV_HINT = (
     "no emulator hosts are set and the project is relayflow-local: start the local stack with "
@@ -155,7 +155,7 @@ def _check_emulators(settings: Settings) -> None:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from relayflow.events import Events, build_publisher
+    from relayflow.gcp.events import Events, build_publisher
     from relayflow.topology import load_topology
 
     settings = _settings()
@@ -171,7 +171,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def _store(settings: Settings) -> Any:
-    from relayflow.store import FlowStore, build_client
+    from relayflow.gcp.store import FlowStore, build_client
     from relayflow.topology import load_topology
 
     names = load_topology().firestore
@@ -219,7 +219,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Follow a flow through a Firestore listener: each new history entry as it lands."""
-    from relayflow.store import build_client
+    from relayflow.gcp.store import build_client
     from relayflow.topology import load_topology
 
     settings = _settings()
@@ -267,7 +267,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from relayflow.demo import run_demo
+    from relayflow.cli.demo import run_demo
 
     return run_demo(_settings(), flows=args.flows, timeout_s=args.timeout_s)
 

@@ -16,8 +16,8 @@ from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from relayflow.position import TaskPayload
-from relayflow.records import NextTask
+from relayflow.core.position import TaskPayload
+from relayflow.core.records import NextTask
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters, trace_headers
 

@@ -13,13 +13,13 @@ from google.api_core.exceptions import Aborted, AlreadyExists, FailedPreconditio
 from google.cloud import firestore
 from pydantic import ValidationError
 
-from relayflow import planner
-from relayflow.records import FlowRecord
+from relayflow.core import planner
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import ACTIVE, Status
 from relayflow.settings import Settings
-from relayflow.state import ACTIVE, Status
 from relayflow.telemetry import Counters
 
-log = logging.getLogger("relayflow.store")
+log = logging.getLogger("relayflow.gcp.store")
 
 # Called with the current record; returns the record to write, or None to write nothing
 # (the task was stale).

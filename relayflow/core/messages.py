@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from relayflow.errors import InvalidMessage, UnknownFlow
-from relayflow.flows import Flow, Registry
-from relayflow.position import FLOW_ID_PATTERN
-from relayflow.values import UnstorableValue, check_storable
+from relayflow.core.errors import InvalidMessage, UnknownFlow
+from relayflow.core.flows import Flow, Registry
+from relayflow.core.position import FLOW_ID_PATTERN
+from relayflow.core.values import UnstorableValue, check_storable
 
 MAX_INPUT_BYTES = 64 * 1024
 MAX_DEADLINE_S = 30 * 24 * 3600  # Cloud Tasks schedules at most 30 days ahead

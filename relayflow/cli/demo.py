@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import requests
 from google.cloud.pubsub_v1 import SubscriberClient
 
-from relayflow.batch import BatchReport, Planned, ResultWatcher, percentile, run_batch
-from relayflow.engine import safe_id
-from relayflow.events import Events, build_publisher
+from relayflow.cli.batch import BatchReport, Planned, ResultWatcher, percentile, run_batch
+from relayflow.core.engine import safe_id
+from relayflow.gcp.events import Events, build_publisher
+from relayflow.gcp.store import FlowStore, build_client
 from relayflow.settings import Settings
-from relayflow.store import FlowStore, build_client
 from relayflow.topology import load_topology
 
 TIMEOUT_DEADLINE_S = 6.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from relayflow.errors import InvalidTransition
+from relayflow.core.errors import InvalidTransition
 
 
 class Status(StrEnum):

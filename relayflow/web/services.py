@@ -18,18 +18,18 @@ from opentelemetry.trace import SpanKind, Tracer
 from pydantic import ValidationError
 
 from relayflow import telemetry
-from relayflow.auth import TokenVerifier, Unauthorized
-from relayflow.engine import Engine, Ran
-from relayflow.errors import FlowNotFound, InvalidTransition
-from relayflow.messages import describe
-from relayflow.position import FLOW_ID_PATTERN, TaskPayload
-from relayflow.records import FlowRecord
+from relayflow.core.engine import Engine, Ran
+from relayflow.core.errors import FlowNotFound, InvalidTransition
+from relayflow.core.messages import describe
+from relayflow.core.position import FLOW_ID_PATTERN, TaskPayload
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
+from relayflow.gcp.auth import TokenVerifier, Unauthorized
+from relayflow.gcp.store import FlowStore
 from relayflow.runtime import Runtime
-from relayflow.state import Status
-from relayflow.store import FlowStore
 from relayflow.telemetry import Counters
 
-log = logging.getLogger("relayflow.web")
+log = logging.getLogger("relayflow.web.services")
 MAX_LIST = 500
 View = Callable[[], Any]
 

@@ -19,9 +19,10 @@ from enum import StrEnum
 
 from opentelemetry.trace import Span, SpanKind, Tracer
 
-from relayflow import planner, telemetry
-from relayflow.clock import Clock
-from relayflow.errors import (
+from relayflow import telemetry
+from relayflow.core import planner
+from relayflow.core.clock import Clock
+from relayflow.core.errors import (
     FlowNotFound,
     InvalidMessage,
     InvalidTransition,
@@ -29,18 +30,18 @@ from relayflow.errors import (
     PermanentError,
     RetryableError,
 )
-from relayflow.events import Events
-from relayflow.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
-from relayflow.messages import parse_start
-from relayflow.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
-from relayflow.position import FLOW_ID_PATTERN, Position, TaskKind, TaskPayload
-from relayflow.queue import TaskQueue
-from relayflow.records import FlowRecord
-from relayflow.state import ACTIVE, TERMINAL
-from relayflow.store import FlowStore, Snapshot
-from relayflow.values import UnstorableValue, check_storable
+from relayflow.core.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
+from relayflow.core.messages import parse_start
+from relayflow.core.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
+from relayflow.core.position import FLOW_ID_PATTERN, Position, TaskKind, TaskPayload
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import ACTIVE, TERMINAL
+from relayflow.core.values import UnstorableValue, check_storable
+from relayflow.gcp.events import Events
+from relayflow.gcp.queue import TaskQueue
+from relayflow.gcp.store import FlowStore, Snapshot
 
-log = logging.getLogger("relayflow.engine")
+log = logging.getLogger("relayflow.core.engine")
 # One step's output; the whole document stays under Firestore's 1 MiB with room to spare.
 MAX_OUTPUT_BYTES = 256 * 1024
 MAX_DOC_BYTES = 900 * 1024

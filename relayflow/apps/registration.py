@@ -15,9 +15,9 @@ from typing import Any
 import requests
 from pydantic import BaseModel, ConfigDict, Field
 
-from relayflow.errors import NotReady, PermanentError
-from relayflow.flows import ActionStep, Flow, PollPolicy, PollStep, Registry, RetryPolicy
-from relayflow.flows import StepContext as Ctx
+from relayflow.core.errors import NotReady, PermanentError
+from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, Registry, RetryPolicy
+from relayflow.core.flows import StepContext as Ctx
 from relayflow.http import call
 from relayflow.settings import Settings
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from relayflow.position import FLOW_ID_PATTERN, Position, TaskKind
-from relayflow.state import Status
+from relayflow.core.position import FLOW_ID_PATTERN, Position, TaskKind
+from relayflow.core.state import Status
 
 
 class _Model(BaseModel):

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from relayflow.backoff import clip_to_deadline
-from relayflow.errors import InvalidTransition, NotReady, PermanentError, RetryableError
-from relayflow.flows import ActionStep, Flow, PollStep
-from relayflow.position import Position, TaskKind, task_id
-from relayflow.records import Claim, FlowRecord, HistoryEntry, NextTask, Result
-from relayflow.state import TERMINAL, Status, check_transition, path_to
+from relayflow.core.backoff import clip_to_deadline
+from relayflow.core.errors import InvalidTransition, NotReady, PermanentError, RetryableError
+from relayflow.core.flows import ActionStep, Flow, PollStep
+from relayflow.core.position import Position, TaskKind, task_id
+from relayflow.core.records import Claim, FlowRecord, HistoryEntry, NextTask, Result
+from relayflow.core.state import TERMINAL, Status, check_transition, path_to
 
 MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
 # A Retry-After is honoured up to an hour: one header must not park a flow for weeks.

@@ -16,7 +16,7 @@ from google.auth import exceptions as auth_exceptions
 from google.auth.transport import Request, Response
 from google.oauth2 import id_token
 
-from relayflow.errors import RelayflowError
+from relayflow.core.errors import RelayflowError
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})

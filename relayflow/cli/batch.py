@@ -22,9 +22,9 @@ from google.api_core.exceptions import NotFound
 from google.cloud.pubsub_v1 import SubscriberClient
 from google.cloud.pubsub_v1.subscriber.message import Message
 
-from relayflow.events import PUBLISH_TIMEOUT_S, Events
-from relayflow.records import FlowRecord
-from relayflow.store import FlowStore
+from relayflow.core.records import FlowRecord
+from relayflow.gcp.events import PUBLISH_TIMEOUT_S, Events
+from relayflow.gcp.store import FlowStore
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The Google adapters: Firestore (store), Cloud Tasks (queue), Pub/Sub (events), OIDC (auth)."""

@@ -1,0 +1,1 @@
+"""The HTTP surfaces: the task receivers (worker, poller) and the operator api."""
