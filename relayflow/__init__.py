@@ -1,0 +1,95 @@
+"""relayflow: multi-step flows on Google Cloud, where no worker ever sleeps while it waits.
+
+What a flow author needs is imported from here, and only from here::
+
+    from relayflow import ActionStep, Flow, NotReady, PollStep, Registry, StepContext
+
+Everything else (``relayflow.core``, ``relayflow.gcp``, ``relayflow.web``, ...) may change
+between releases. ``relayflow.testing`` is public too: it runs flows in memory for tests.
+
+Names are loaded on first use, so that importing a subpackage (the CLI printing its help,
+say) does not pay for the whole library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from relayflow.core.backoff import Jitter
+    from relayflow.core.errors import (
+        ConfigError,
+        NotReady,
+        PermanentError,
+        RelayflowError,
+        RetryableError,
+        StepError,
+    )
+    from relayflow.core.flows import (
+        ActionStep,
+        Flow,
+        Handler,
+        PollPolicy,
+        PollStep,
+        Registry,
+        RetryPolicy,
+        StepContext,
+    )
+    from relayflow.http import call_json, raise_for_response
+    from relayflow.settings import Settings
+
+_EXPORTS = {
+    "ActionStep": "relayflow.core.flows",
+    "Flow": "relayflow.core.flows",
+    "Handler": "relayflow.core.flows",
+    "PollPolicy": "relayflow.core.flows",
+    "PollStep": "relayflow.core.flows",
+    "Registry": "relayflow.core.flows",
+    "RetryPolicy": "relayflow.core.flows",
+    "StepContext": "relayflow.core.flows",
+    "Jitter": "relayflow.core.backoff",
+    "ConfigError": "relayflow.core.errors",
+    "NotReady": "relayflow.core.errors",
+    "PermanentError": "relayflow.core.errors",
+    "RelayflowError": "relayflow.core.errors",
+    "RetryableError": "relayflow.core.errors",
+    "StepError": "relayflow.core.errors",
+    "call_json": "relayflow.http",
+    "raise_for_response": "relayflow.http",
+    "Settings": "relayflow.settings",
+}
+
+__all__ = [
+    "ActionStep",
+    "ConfigError",
+    "Flow",
+    "Handler",
+    "Jitter",
+    "NotReady",
+    "PermanentError",
+    "PollPolicy",
+    "PollStep",
+    "Registry",
+    "RelayflowError",
+    "RetryPolicy",
+    "RetryableError",
+    "Settings",
+    "StepContext",
+    "StepError",
+    "call_json",
+    "raise_for_response",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'relayflow' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

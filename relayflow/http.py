@@ -49,7 +49,7 @@ def _error_code(response: requests.Response) -> str:
     return f"HTTP_{response.status_code}"
 
 
-def raise_for(response: requests.Response) -> None:
+def raise_for_response(response: requests.Response) -> None:
     """Raise the classified error for a non-2xx response."""
     if response.ok:
         return
@@ -61,7 +61,7 @@ def raise_for(response: requests.Response) -> None:
     raise PermanentError(message, code=code)
 
 
-def call(
+def call_json(
     session: requests.Session, method: str, url: str, *, timeout_s: float, **kwargs: Any
 ) -> Any:
     """Send a request and return its JSON body, raising a classified error otherwise."""
@@ -69,7 +69,7 @@ def call(
         response = session.request(method, url, timeout=timeout_s, **kwargs)
     except (requests.Timeout, requests.ConnectionError) as exc:
         raise RetryableError(f"{method} {url}: {type(exc).__name__}", code="UNAVAILABLE") from exc
-    raise_for(response)
+    raise_for_response(response)
     if response.status_code == 204 or not response.content.strip():
         return {}  # success with nothing to say (a DELETE, say): not a broken response
     try:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from opentelemetry.trace import Tracer
+from pydantic import ValidationError
 
-from relayflow.apps.registration import build_registry
+from relayflow.app import AppError, load_registry
 from relayflow.core.clock import SystemClock
 from relayflow.core.engine import Engine
+from relayflow.core.errors import ConfigError
+from relayflow.core.messages import describe
 from relayflow.core.planner import QueueNames
 from relayflow.gcp import events, queue, store
 from relayflow.gcp.auth import TokenVerifier
-from relayflow.settings import Settings
-from relayflow.telemetry import Counters
+from relayflow.settings import Settings, load_settings
+from relayflow.telemetry import Counters, configure_logging, configure_tracing
 from relayflow.topology import Topology, load_topology
 
 STEP_PATH = "/tasks/step"
@@ -75,7 +79,7 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
         counters=counters,
     )
     engine = Engine(
-        registry=build_registry(settings),
+        registry=load_registry(settings.app, settings),
         store=flow_store,
         queue=task_queue,
         events=publisher,
@@ -87,6 +91,27 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
         tracer=tracer,
     )
     return Runtime(settings, topology, engine, flow_store, counters, tracer)
+
+
+def boot(service: str) -> Runtime:
+    """Build an entry point's runtime from the environment, or stop the process saying why.
+
+    A bad setting or a ``RELAYFLOW_APP`` that cannot be loaded is logged as one CRITICAL line
+    naming the problem, then raised: gunicorn, functions-framework and the CLI all stop on it
+    rather than serve a deployment that cannot run its flows.
+    """
+    try:
+        settings = load_settings()
+    except ValidationError as exc:
+        raise ConfigError(f"{service}: bad configuration: {describe(exc)}") from None
+    configure_logging(project_id=settings.project_id)
+    try:
+        return build_runtime(settings, tracer=configure_tracing(settings, service=service))
+    except AppError as exc:
+        logging.getLogger("relayflow.boot").critical(
+            "cannot load the app", extra={"service": service, "reason": str(exc)}
+        )
+        raise
 
 
 def task_verifier(

@@ -7,6 +7,9 @@ from typing import Literal
 from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The reference app, run when RELAYFLOW_APP is not set.
+DEFAULT_APP = "relayflow.apps.registration:build_registry"
+
 
 class Settings(BaseSettings):
     """Everything a relayflow process needs to know about where it runs.
@@ -23,6 +26,8 @@ class Settings(BaseSettings):
         pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$",
     )
     location: str = Field(default="us-central1", pattern=r"^[a-z]+-[a-z]+[0-9]+$")
+    # The flows this deployment runs, as ``package.module:attribute`` (see relayflow.app).
+    app: str = Field(default=DEFAULT_APP, min_length=1)
 
     pubsub_emulator_host: str | None = Field(default=None, validation_alias="PUBSUB_EMULATOR_HOST")
     firestore_emulator_host: str | None = Field(
@@ -80,6 +85,7 @@ class Settings(BaseSettings):
         return value
 
 
-def load_settings() -> Settings:
-    """Settings from the environment; raises pydantic.ValidationError naming each bad field."""
-    return Settings()
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment (``overrides`` win, e.g. a CLI's ``--app``); raises
+    pydantic.ValidationError naming each bad field."""
+    return Settings(**overrides)  # type: ignore[arg-type]

@@ -15,14 +15,10 @@ from cloudevents.http.event import CloudEvent
 
 from relayflow.core.errors import InvalidMessage
 from relayflow.core.messages import unwrap_pubsub
-from relayflow.runtime import build_runtime
-from relayflow.settings import load_settings
-from relayflow.telemetry import configure_logging, configure_tracing
+from relayflow.runtime import boot
 
-settings = load_settings()
-configure_logging(project_id=settings.project_id)
+runtime = boot("relayflow-start")
 log = logging.getLogger("relayflow.start")
-runtime = build_runtime(settings, tracer=configure_tracing(settings, service="relayflow-start"))
 
 
 @functions_framework.cloud_event

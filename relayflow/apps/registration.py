@@ -1,4 +1,6 @@
-"""The reference flow ``registration``: register with the client API, await ACTIVE, create.
+"""The reference app: the flow ``registration``, written only against relayflow's public API
+and loaded through ``RELAYFLOW_APP`` like any team's app (it is the default,
+``relayflow.apps.registration:build_registry``).
 
     register            POST /registrations      (action; compensated by DELETE on failure)
     await_registration  GET /registrations/{id}  (poll until ACTIVE)
@@ -15,11 +17,19 @@ from typing import Any
 import requests
 from pydantic import BaseModel, ConfigDict, Field
 
-from relayflow.core.errors import NotReady, PermanentError
-from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, Registry, RetryPolicy
-from relayflow.core.flows import StepContext as Ctx
-from relayflow.http import call
-from relayflow.settings import Settings
+from relayflow import (
+    ActionStep,
+    Flow,
+    NotReady,
+    PermanentError,
+    PollPolicy,
+    PollStep,
+    Registry,
+    RetryPolicy,
+    Settings,
+    call_json,
+)
+from relayflow import StepContext as Ctx
 
 FLOW_NAME = "registration"
 
@@ -44,7 +54,9 @@ class ClientApi:
     def _call(self, method: str, path: str, key: str | None = None, **kw: Any) -> Any:
         headers = {"Idempotency-Key": key} if key else {}
         url = f"{self._base}{path}"
-        return call(self._session, method, url, timeout_s=self._timeout_s, headers=headers, **kw)
+        return call_json(
+            self._session, method, url, timeout_s=self._timeout_s, headers=headers, **kw
+        )
 
     def register(self, resource: str, *, key: str) -> dict[str, Any]:
         return dict(self._call("POST", "/registrations", key, json={"resource": resource}))
@@ -126,3 +138,31 @@ def build_registry(settings: Settings, session: requests.Session | None = None) 
         max_interval_s=settings.retry_max_interval_s,
     )
     return Registry((registration_flow(api, poll=poll, retry=retry),))
+
+
+# -- the demo batch (``relayflow demo``) -------------------------------------------------------
+
+DEMO_TIMEOUT_DEADLINE_S = 6.0
+
+
+def demo_batch(run: str, flows: int, settings: Settings) -> list[dict[str, Any]]:
+    """Mostly flows that succeed; every 12th is a business rejection (FAILED) and every 12th,
+    offset, never activates (TIMED_OUT at a short deadline)."""
+    bodies: list[dict[str, Any]] = []
+    slow: list[str] = []
+    for i in range(flows):
+        body: dict[str, Any] = {"flow": FLOW_NAME, "flow_id": f"demo-{run}-{i:04d}"}
+        if i % 12 == 5:
+            body["input"] = {"resource": f"reject-{run}-{i}"}
+        elif i % 12 == 11:
+            slow.append(f"slow-{run}-{i}")
+            body["input"] = {"resource": slow[-1]}
+            body["deadline_s"] = DEMO_TIMEOUT_DEADLINE_S
+        else:
+            body["input"] = {"resource": f"acme-{run}-{i}"}
+        bodies.append(body)
+    # The fake client API's admin route: these resources never become ACTIVE.
+    config = {"resource_delays": dict.fromkeys(slow)}
+    url = f"{str(settings.client_api_url).rstrip('/')}/admin/config"
+    requests.post(url, json=config, timeout=10).raise_for_status()
+    return bodies

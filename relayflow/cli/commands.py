@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import socket
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 from google.api_core.exceptions import GoogleAPIError
 from pydantic import ValidationError
 
+from relayflow.core.errors import ConfigError
 from relayflow.core.messages import MAX_DEADLINE_S, describe
 from relayflow.core.position import FLOW_ID_PATTERN
 from relayflow.core.records import FlowRecord, HistoryEntry
@@ -104,11 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--status", type=_status)
     ls.add_argument("--limit", type=_count, default=20)
 
-    demo = sub.add_parser("demo", help="run a demo batch of flows through the local stack")
+    app = argparse.ArgumentParser(add_help=False)
+    app.add_argument(
+        "--app",
+        help="the flows, as package.module:attribute (default $RELAYFLOW_APP, else the "
+        "reference app)",
+    )
+    demo = sub.add_parser(
+        "demo", parents=[app], help="run the app's demo batch of flows through the local stack"
+    )
     demo.add_argument("--flows", type=_count, default=24)
     demo.add_argument("--timeout-s", type=_positive, default=180.0)
 
-    sub.add_parser("sweep", help="re-enqueue overdue flows whose next task was lost")
+    sub.add_parser("sweep", parents=[app], help="re-enqueue overdue flows whose next task was lost")
     _register_local(sub)
     return parser
 
@@ -119,9 +129,12 @@ def _register_local(sub: Any) -> None:
     commands.register(sub)
 
 
-def _settings() -> Settings:
+def _settings(args: argparse.Namespace | None = None) -> Settings:
+    app = getattr(args, "app", None)
+    if app and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a team's package, as `python -m` would find it
     try:
-        settings = load_settings()
+        settings = load_settings(**({"app": app} if app else {}))
     except ValidationError as exc:
         raise UsageError(f"bad configuration: {describe(exc)}") from None
     local = settings.project_id == "relayflow-local"
@@ -269,13 +282,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from relayflow.cli.demo import run_demo
 
-    return run_demo(_settings(), flows=args.flows, timeout_s=args.timeout_s)
+    return run_demo(_settings(args), flows=args.flows, timeout_s=args.timeout_s)
 
 
-def cmd_sweep(_: argparse.Namespace) -> int:
+def cmd_sweep(args: argparse.Namespace) -> int:
     from relayflow.runtime import build_runtime
 
-    settings = _settings()
+    settings = _settings(args)
     report = build_runtime(settings).engine.sweep(grace_s=settings.sweep_grace_s)
     print(json.dumps(report.__dict__))
     return 0
@@ -296,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = COMMANDS.get(args.command) or args.handler
     try:
         code: int = handler(args)
-    except UsageError as exc:
+    except (UsageError, ConfigError) as exc:
         print(f"relayflow: {exc}", file=sys.stderr)
         return 2
     except (GoogleAPIError, TimeoutError) as exc:

@@ -1,4 +1,4 @@
-"""The demo batch: a mix of flows that succeed, fail, time out, and messages that are refused.
+"""The demo batch: the app's mix of flows (its ``demo_batch``) and messages that are refused.
 
 It shows progress while the batch runs and ends with a summary table: flows by status, polls
 per flow, and p50/p95 flow duration.
@@ -6,49 +6,53 @@ per flow, and p50/p95 flow duration.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, cast
 
-import requests
 from google.cloud.pubsub_v1 import SubscriberClient
 
 from relayflow.cli.batch import BatchReport, Planned, ResultWatcher, percentile, run_batch
 from relayflow.core.engine import safe_id
+from relayflow.core.errors import ConfigError
 from relayflow.gcp.events import Events, build_publisher
 from relayflow.gcp.store import FlowStore, build_client
 from relayflow.settings import Settings
 from relayflow.topology import load_topology
 
-TIMEOUT_DEADLINE_S = 6.0
-MALFORMED: tuple[bytes, ...] = (b"not json at all", b'{"flow": "registration"}')
+MALFORMED: tuple[bytes, ...] = (b"not json at all", b'{"flow": "no-such-flow", "input": {}}')
+DEMO_HOOK = "demo_batch"
+
+# What an app's module defines to be run by ``relayflow demo``: the start messages of a batch
+# of ``flows`` flows for run ``run`` (each with a ``flow_id``), after configuring whatever fake
+# dependency the batch needs (e.g. which resources never activate).
+DemoBatch = Callable[[str, int, Settings], list[dict[str, Any]]]
 
 
-@dataclass(frozen=True)
-class DemoPlan:
-    planned: list[Planned]
-    slow_resources: list[str]
+def load_demo(target: str) -> DemoBatch:
+    """The ``demo_batch`` function of the module an app target names."""
+    module_name = target.partition(":")[0]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"RELAYFLOW_APP={target!r}: cannot import {module_name!r}: {exc}"
+        ) from exc
+    hook = getattr(module, DEMO_HOOK, None)
+    if not callable(hook):
+        raise ConfigError(
+            f"RELAYFLOW_APP={target!r}: module {module_name!r} has no {DEMO_HOOK}(run, flows, "
+            "settings) function returning the start messages of a demo batch"
+        )
+    return cast(DemoBatch, hook)
 
 
-def plan_demo(run: str, flows: int) -> DemoPlan:
-    """Mostly normal flows; every 12th is a business rejection, every 12th (offset) too slow."""
-    planned: list[Planned] = []
-    slow: list[str] = []
-    for i in range(flows):
-        flow_id = f"demo-{run}-{i:04d}"
-        body: dict[str, object] = {"flow": "registration", "flow_id": flow_id}
-        if i % 12 == 5:
-            body["input"] = {"resource": f"reject-{run}-{i}"}
-        elif i % 12 == 11:
-            resource = f"slow-{run}-{i}"
-            slow.append(resource)
-            body["input"] = {"resource": resource}
-            body["deadline_s"] = TIMEOUT_DEADLINE_S
-        else:
-            body["input"] = {"resource": f"acme-{run}-{i}"}
-        planned.append(Planned(flow_id=flow_id, body=body))
-    planned.extend(Planned(flow_id=None, body=raw) for raw in MALFORMED)
-    return DemoPlan(planned, slow)
+def plan_demo(bodies: list[dict[str, Any]]) -> list[Planned]:
+    """The batch's flows, then the malformed messages every demo sends."""
+    planned = [Planned(flow_id=str(body["flow_id"]), body=body) for body in bodies]
+    return planned + [Planned(flow_id=None, body=raw) for raw in MALFORMED]
 
 
 def progress_line(done: int, total: int, elapsed_s: float) -> None:
@@ -90,11 +94,11 @@ def _mean(values: list[int]) -> float:
 
 
 def run_demo(settings: Settings, *, flows: int, timeout_s: float) -> int:
-    """Run the demo batch against the stack ``settings`` points at; 0 if every flow ended."""
+    """Run the app's demo batch against the stack ``settings`` points at; 0 if every flow
+    ended."""
     topology = load_topology()
     run = uuid.uuid4().hex[:6]
-    plan = plan_demo(run, flows)
-    _configure_client_api(str(settings.client_api_url), plan.slow_resources)
+    planned = plan_demo(load_demo(settings.app)(run, flows, settings))
     names = topology.firestore
     store = FlowStore(
         build_client(settings), flows=names.flows_collection, rejected=names.rejected_collection
@@ -104,7 +108,7 @@ def run_demo(settings: Settings, *, flows: int, timeout_s: float) -> int:
     print(f"demo run {run}: {flows} flows + {len(MALFORMED)} malformed messages")
     try:
         report = run_batch(
-            plan.planned,
+            planned,
             events=events,
             store=store,
             watcher=watcher,
@@ -117,18 +121,11 @@ def run_demo(settings: Settings, *, flows: int, timeout_s: float) -> int:
     print()
     rejected = sum(1 for m in report.malformed_ids if store.rejected(safe_id(m)) is not None)
     print(summary(report, rejected))
-    print("inspect one:  relayflow status", plan.planned[0].flow_id)
+    print("inspect one:  relayflow status", planned[0].flow_id)
     unfinished = [r.flow_id for r in report.records if r.finished_at is None] + report.missing
     if unfinished:
         print(f"not finished within {timeout_s:.0f}s: {', '.join(unfinished[:10])}")
     return 1 if unfinished else 0
 
 
-def _configure_client_api(base_url: str, slow: list[str]) -> None:
-    """Make the demo's slow registrations never activate, so those flows time out."""
-    config = {"resource_delays": dict.fromkeys(slow)}
-    response = requests.post(f"{base_url.rstrip('/')}/admin/config", json=config, timeout=10)
-    response.raise_for_status()
-
-
-__all__ = ["plan_demo", "run_demo", "summary"]
+__all__ = ["DemoBatch", "load_demo", "plan_demo", "run_demo", "summary"]

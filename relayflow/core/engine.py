@@ -29,17 +29,16 @@ from relayflow.core.errors import (
     NotReady,
     PermanentError,
     RetryableError,
+    UnknownVersion,
 )
 from relayflow.core.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
 from relayflow.core.messages import parse_start
 from relayflow.core.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
+from relayflow.core.ports import Events, Queue, Snapshot, Store
 from relayflow.core.position import FLOW_ID_PATTERN, Position, TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL
 from relayflow.core.values import UnstorableValue, check_storable
-from relayflow.gcp.events import Events
-from relayflow.gcp.queue import TaskQueue
-from relayflow.gcp.store import FlowStore, Snapshot
 
 log = logging.getLogger("relayflow.core.engine")
 # One step's output; the whole document stays under Firestore's 1 MiB with room to spare.
@@ -88,16 +87,22 @@ class SweepReport:
 
 
 def idempotency_key(record: FlowRecord, position: Position) -> str:
-    """The key a handler sends with its external call: one effect per flow, step, generation.
+    """The key a handler sends with its external call: one effect per flow, step and effect.
 
-    It names the flow's incarnation (when its document was created) too: a flow id reused
-    after the old flow's document expired must not replay the old flow's effects.
+    It names the flow's incarnation (when its document was created), so a flow id reused
+    after the old flow's document expired never replays the old flow's effects, and the
+    step's effect number, so a retried flow replays an effect that may still be live and
+    makes a new one only once the old one was undone.
     """
     incarnation = f"{int(record.created_at.timestamp() * 1000):x}"
     suffix = ":undo" if position.kind is TaskKind.COMPENSATE else ""
-    return (
-        f"relayflow-{record.flow_id}-{incarnation}-{position.step}-g{position.generation}{suffix}"
-    )
+    effect = _effect_number(record, position.step)
+    return f"relayflow-{record.flow_id}-{incarnation}-{position.step}-e{effect}{suffix}"
+
+
+def _effect_number(record: FlowRecord, step: str) -> int:
+    live = record.live_effect(step)
+    return live.n if live is not None else sum(1 for e in record.effects if e.step == step)
 
 
 class Engine:
@@ -107,8 +112,8 @@ class Engine:
         self,
         *,
         registry: Registry,
-        store: FlowStore,
-        queue: TaskQueue,
+        store: Store,
+        queue: Queue,
         events: Events,
         clock: Clock,
         queues: QueueNames | None = None,
@@ -223,8 +228,11 @@ class Engine:
             return Ran.STALE
         # UnknownFlow propagates (5xx): in a rolling deploy this service may be older than the
         # one that started the flow, and a retry will reach a newer instance.
-        flow = self._registry.get(found.record.flow)
+        flow, gone = self._definition(found.record)
         plan = self._plan(flow)
+        if gone and payload.position.kind is not TaskKind.COMPENSATE:
+            log.error("flow version no longer registered", extra={"flow_id": payload.flow_id})
+            return self._commit(found, payload.position, None, plan, gone)
         mismatch = _definition_mismatch(flow, payload.position)
         if mismatch:
             log.error("flow definition changed", extra={"flow_id": payload.flow_id})
@@ -271,6 +279,8 @@ class Engine:
         def next_record(current: FlowRecord) -> FlowRecord | None:
             if not _is_current(current, position):
                 return None
+            if outcome is None and current.version != plan.flow.version:
+                return planner.definition_gone(plan, current, message=mismatch)
             if outcome is None:
                 return planner.abort(plan, current, code="DEFINITION_CHANGED", message=mismatch)
             planned = planner.after(plan, current, outcome).model_copy(update={"claim": None})
@@ -346,7 +356,7 @@ class Engine:
 
     def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
         record = self.get(flow_id)
-        plan = self._plan(self._registry.get(record.flow))
+        plan = self._plan(self._definition(record)[0])
         errors: list[InvalidTransition] = []
 
         def change(current: FlowRecord) -> FlowRecord | None:
@@ -407,7 +417,7 @@ class Engine:
 
     def _rescue(self, record: FlowRecord) -> int:
         stuck = record.next
-        plan = self._plan(self._registry.get(record.flow))
+        plan = self._plan(self._definition(record)[0])
         committed = self._store.change(
             record.flow_id,
             lambda current: (
@@ -421,6 +431,15 @@ class Engine:
         self._settle(committed)
         log.warning("rescued a lost task", extra={"flow_id": record.flow_id})
         return 1
+
+    def _definition(self, record: FlowRecord) -> tuple[Flow, str]:
+        """The definition to plan ``record`` with, and why it is not the flow's own version
+        ('' when it is). A version that is no longer registered is planned (compensated) with
+        the newest one; UnknownFlow if no version of the flow is registered."""
+        try:
+            return self._registry.get(record.flow, record.version), ""
+        except UnknownVersion as gone:
+            return self._registry.get(record.flow), str(gone)
 
     def _plan(self, flow: Flow) -> Plan:
         return Plan(

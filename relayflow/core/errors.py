@@ -71,6 +71,10 @@ class UnknownFlow(RelayflowError):
     """Raised when a flow name is not in the registry."""
 
 
+class UnknownVersion(UnknownFlow):
+    """Raised when a flow's name is registered but not the version asked for."""
+
+
 class FlowNotFound(RelayflowError):
     """Raised when no flow document has the given id."""
 

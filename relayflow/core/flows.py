@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from relayflow.core.backoff import Jitter, compute_delay
-from relayflow.core.errors import ConfigError, UnknownFlow
+from relayflow.core.errors import ConfigError, UnknownFlow, UnknownVersion
 from relayflow.core.position import STEP_NAME_PATTERN
 
 JSONDict = dict[str, Any]
@@ -138,16 +138,23 @@ Step = ActionStep | PollStep
 
 @dataclass(frozen=True)
 class Flow:
-    """A named, ordered list of steps, with an optional pydantic model for its input."""
+    """A named, versioned, ordered list of steps, with an optional pydantic model for its input.
+
+    A flow runs to its end on the version it started on, as long as a deployment still
+    registers that version; new starts take the newest version registered.
+    """
 
     name: str
     steps: tuple[Step, ...]
     input_model: type[BaseModel] | None = None
     description: str = ""
+    version: int = 1
 
     def __post_init__(self) -> None:
         if not _FLOW_NAME.match(self.name):
             raise ConfigError(f"flow name {self.name!r} must match {_FLOW_NAME.pattern}")
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
+            raise ConfigError(f"flow {self.name!r}: version must be an integer >= 1")
         if not self.steps:
             raise ConfigError(f"flow {self.name!r} has no steps")
         names = [s.name for s in self.steps]
@@ -157,9 +164,18 @@ class Flow:
         if len(set(names)) != len(names):
             raise ConfigError(f"flow {self.name!r} repeats a step name: {names}")
 
+    @property
+    def label(self) -> str:
+        """``name v<version>``, as logs and errors name it."""
+        return f"{self.name} v{self.version}"
+
     def step(self, index: int) -> Step:
         """The step at ``index``."""
         return self.steps[index]
+
+    def index_of(self, name: str) -> int | None:
+        """The index of the step called ``name``, or None if this flow has none."""
+        return next((i for i, s in enumerate(self.steps) if s.name == name), None)
 
     def is_last(self, index: int) -> bool:
         """Whether ``index`` is the final step."""
@@ -167,32 +183,58 @@ class Flow:
 
 
 class Registry:
-    """The flows an entry point can run, by name. Built explicitly, never a module global."""
+    """The flows an entry point can run, by name and version. Built explicitly, never a
+    module global."""
 
-    def __init__(self, flows: tuple[Flow, ...] = ()) -> None:
-        self._flows: dict[str, Flow] = {}
+    def __init__(self, flows: Iterable[Flow] = ()) -> None:
+        self._flows: dict[str, dict[int, Flow]] = {}
         for flow in flows:
             self.register(flow)
 
     def register(self, flow: Flow) -> None:
-        """Add a flow; a second flow of the same name is a configuration error."""
-        if flow.name in self._flows:
-            raise ConfigError(f"flow {flow.name!r} is registered twice")
-        self._flows[flow.name] = flow
+        """Add a flow; a second flow of the same name and version is a configuration error."""
+        if not isinstance(flow, Flow):
+            raise ConfigError(f"a registry holds Flow objects, got a {type(flow).__name__}")
+        versions = self._flows.setdefault(flow.name, {})
+        if flow.version in versions:
+            raise ConfigError(f"flow {flow.name!r} version {flow.version} is registered twice")
+        versions[flow.version] = flow
 
-    def get(self, name: str) -> Flow:
-        """The flow called ``name``; UnknownFlow lists the ones that exist."""
+    def get(self, name: str, version: int | None = None) -> Flow:
+        """The flow called ``name`` at ``version`` (default: its newest).
+
+        UnknownFlow lists the flows that exist; UnknownVersion (a kind of UnknownFlow) the
+        versions of ``name`` that do.
+        """
+        versions = self._flows.get(name)
+        if not versions:
+            known = ", ".join(self.names()) or "none"
+            raise UnknownFlow(f"unknown flow {name!r} (registered: {known})")
+        if version is None:
+            return versions[max(versions)]
         try:
-            return self._flows[name]
+            return versions[version]
         except KeyError:
-            known = ", ".join(sorted(self._flows)) or "none"
-            raise UnknownFlow(f"unknown flow {name!r} (registered: {known})") from None
+            have = ", ".join(str(v) for v in sorted(versions))
+            raise UnknownVersion(
+                f"flow {name!r} has no version {version} any more (registered: {have})"
+            ) from None
+
+    def versions(self, name: str) -> list[int]:
+        """The registered versions of ``name``, oldest first (empty if none)."""
+        return sorted(self._flows.get(name, {}))
 
     def __contains__(self, name: object) -> bool:
         return name in self._flows
 
     def __iter__(self) -> Iterator[Flow]:
-        return iter(self._flows.values())
+        """Every registered flow, each version, by name then version."""
+        for name in self.names():
+            versions = self._flows[name]
+            yield from (versions[v] for v in sorted(versions))
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._flows.values())
 
     def names(self) -> list[str]:
         """Registered flow names, sorted."""

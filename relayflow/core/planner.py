@@ -15,7 +15,15 @@ from relayflow.core.backoff import clip_to_deadline
 from relayflow.core.errors import InvalidTransition, NotReady, PermanentError, RetryableError
 from relayflow.core.flows import ActionStep, Flow, PollStep
 from relayflow.core.position import Position, TaskKind, task_id
-from relayflow.core.records import Claim, FlowRecord, HistoryEntry, NextTask, Result
+from relayflow.core.records import (
+    Claim,
+    Effect,
+    EffectState,
+    FlowRecord,
+    HistoryEntry,
+    NextTask,
+    Result,
+)
 from relayflow.core.state import TERMINAL, Status, check_transition, path_to
 
 MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
@@ -111,6 +119,7 @@ def new_record(
     record = FlowRecord(
         flow_id=flow_id,
         flow=plan.flow.name,
+        version=plan.flow.version,
         input=input,
         status=Status.PENDING,
         position=position,
@@ -131,6 +140,7 @@ def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     if isinstance(outcome, Completed):
         return _advance(plan, record, outcome.output)
     if isinstance(outcome, Failed):
+        record = _forget_first_try(record)
         return _begin_failure(plan, record, Status.FAILED, _error(record, outcome.error), "failed")
     if kind is TaskKind.POLL:
         return _poll_again(plan, record, outcome)
@@ -143,6 +153,8 @@ def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
 
 def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
     pos = record.position
+    if pos.kind is TaskKind.ACTION:
+        record = _effect_done(plan, record, pos.step)
     outputs = {**record.outputs, pos.step: output}
     entry = _entry(plan, record, "succeeded" if pos.kind is TaskKind.ACTION else "ready")
     record = _log(plan, record, entry).model_copy(update={"outputs": outputs})
@@ -233,7 +245,12 @@ def _begin_failure(
     """End the flow as ``status``, first undoing completed steps that can be compensated."""
     result = Result(status=status, code=error["code"], message=error["message"], error=error)
     record = _log(plan, record, _entry(plan, record, seen, detail=error["message"]))
-    index = _next_compensation(plan.flow, record, before=record.position.step_index)
+    return _compensate_next(plan, record, result)
+
+
+def _compensate_next(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
+    """Undo the newest effect that may be live and can be undone; end the flow when none is."""
+    index = _next_compensation(plan.flow, record)
     if index is None:
         return _finish(plan, record, result)
     return _compensate_at(plan, record, index, result)
@@ -252,12 +269,58 @@ def _compensate_at(plan: Plan, record: FlowRecord, index: int, result: Result) -
     return _with_next(moved, schedule(plan, moved, pos, 0.0))
 
 
-def _next_compensation(flow: Flow, record: FlowRecord, *, before: int) -> int | None:
-    for index in range(before - 1, -1, -1):
-        step = flow.step(index)
-        if isinstance(step, ActionStep) and step.compensate and step.name in record.outputs:
+def _next_compensation(flow: Flow, record: FlowRecord) -> int | None:
+    """The index of the step whose effect is undone next: done or unknown (its responses may
+    have been lost), newest first, and with a compensation in ``flow``."""
+    pending = [e for e in record.effects if e.state in (EffectState.UNKNOWN, EffectState.DONE)]
+    for effect in sorted(pending, key=lambda e: e.order, reverse=True):
+        index = flow.index_of(effect.step)
+        step = None if index is None else flow.step(index)
+        if isinstance(step, ActionStep) and step.compensate is not None:
             return index
     return None
+
+
+def begin_effect(plan: Plan, record: FlowRecord) -> FlowRecord:
+    """The record with the current action's effect noted as begun (unknown), before the call.
+
+    A step whose earlier effect may still be live (a retried flow) keeps that one: its call
+    carries the same idempotency key and finds it rather than making a second.
+    """
+    pos = record.position
+    if record.live_effect(pos.step) is not None:
+        return record
+    over = sum(1 for e in record.effects if e.step == pos.step)  # none is live: all are over
+    effect = Effect(step=pos.step, n=over, generation=pos.generation, at=plan.now)
+    return record.model_copy(update={"effects": [*record.effects, effect]})
+
+
+def _effect_done(plan: Plan, record: FlowRecord, step: str) -> FlowRecord:
+    if record.live_effect(step) is None:
+        record = begin_effect(plan, record)
+    return _set_effect(record, step, state=EffectState.DONE, done_at=plan.now)
+
+
+def _set_effect(record: FlowRecord, step: str, **update: Any) -> FlowRecord:
+    effects = [
+        e.model_copy(update=update) if e.step == step and e.state.live else e
+        for e in record.effects
+    ]
+    return record.model_copy(update={"effects": effects})
+
+
+def _forget_first_try(record: FlowRecord) -> FlowRecord:
+    """Mark refused the effect a permanent error ended on its first try: the call was refused,
+    and no earlier try can have made it. (It stays listed, so a retried flow calls again under
+    a fresh key rather than replaying the refusal.)"""
+    pos = record.position
+    effect = record.live_effect(pos.step)
+    first = pos.kind is TaskKind.ACTION and pos.attempt == 0 and pos.rescue == 0
+    if effect is None or not first or effect.state is not EffectState.UNKNOWN:
+        return record
+    if effect.generation != pos.generation:
+        return record  # begun by an earlier generation: it may be live
+    return _set_effect(record, pos.step, state=EffectState.REFUSED)
 
 
 def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
@@ -272,8 +335,11 @@ def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flo
         moved = _log(plan, record, entry).model_copy(update={"position": nxt})
         return _with_next(moved, schedule(plan, moved, nxt, delay))
     detail = "" if isinstance(outcome, Completed) else _describe(outcome)
-    outcome_name = "compensated" if isinstance(outcome, Completed) else "compensation failed"
+    undone = isinstance(outcome, Completed)
+    outcome_name = "compensated" if undone else "compensation failed"
     record = _log(plan, record, _entry(plan, record, outcome_name, detail=detail))
+    state = EffectState.UNDONE if undone else EffectState.UNDO_FAILED
+    record = _set_effect(record, pos.step, state=state)
     assert record.pending_result is not None
     result = record.pending_result
     if not isinstance(outcome, Completed):
@@ -281,10 +347,7 @@ def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flo
         result = result.model_copy(
             update={"error": {**(result.error or {}), "compensation_failures": failures}}
         )
-    index = _next_compensation(plan.flow, record, before=pos.step_index)
-    if index is None:
-        return _finish(plan, record, result)
-    return _compensate_at(plan, record, index, result)
+    return _compensate_next(plan, record, result)
 
 
 def _describe(outcome: Outcome) -> str:
@@ -393,10 +456,7 @@ def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
         )
     result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
     record = _log(plan, record, _entry(plan, record, "cancelled", detail=reason), a_try=False)
-    index = _next_compensation(plan.flow, record, before=record.position.step_index + 1)
-    if index is None:
-        return _finish(plan, record, result)
-    return _compensate_at(plan, record, index, result)
+    return _compensate_next(plan, record, result)
 
 
 def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
@@ -406,7 +466,7 @@ def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
     generation's compensations) and resumes at the first step without one: a step whose undo
     failed is not done again, and one that was undone is.
     """
-    in_effect = _outputs_in_effect(record)
+    in_effect = _outputs_in_effect(plan.flow, record)
     index = next(
         (i for i, step in enumerate(plan.flow.steps) if step.name not in in_effect),
         len(plan.flow.steps) - 1,
@@ -435,16 +495,18 @@ def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
     return _with_next(moved, schedule(plan, moved, position, 0.0))
 
 
-def _outputs_in_effect(record: FlowRecord) -> dict[str, Any]:
-    generation = record.position.generation  # earlier generations' undos are not this one's
-    undone = {
-        h.step
-        for h in record.history
-        if h.generation == generation
-        and h.kind is TaskKind.COMPENSATE
-        and h.outcome == "compensated"
-    }
-    return {step: out for step, out in record.outputs.items() if step not in undone}
+def _outputs_in_effect(flow: Flow, record: FlowRecord) -> dict[str, Any]:
+    """Outputs that still describe the world: an action's whose effect was not undone, and a
+    poll's (kept only while every step before it is kept)."""
+
+    def kept(step: str) -> bool:
+        index = flow.index_of(step)
+        if index is None or isinstance(flow.step(index), PollStep):
+            return index is not None
+        effect = record.live_effect(step)
+        return effect is not None and effect.state is not EffectState.UNKNOWN
+
+    return {step: out for step, out in record.outputs.items() if kept(step)}
 
 
 def published(record: FlowRecord, *, generation: int) -> FlowRecord | None:
@@ -457,9 +519,11 @@ def published(record: FlowRecord, *, generation: int) -> FlowRecord | None:
 
 
 def claim(plan: Plan, record: FlowRecord, *, lease_s: float) -> FlowRecord:
-    """The record with the current position claimed by one delivery for ``lease_s``."""
+    """The record with the current position claimed by one delivery for ``lease_s``; an
+    action's effect is noted as begun in the same write."""
     lease = Claim(position=record.position, until=plan.now + timedelta(seconds=lease_s))
-    return record.model_copy(update={"claim": lease})
+    claimed = record.model_copy(update={"claim": lease})
+    return begin_effect(plan, claimed) if record.position.kind is TaskKind.ACTION else claimed
 
 
 def is_claimed(plan: Plan, record: FlowRecord) -> bool:
@@ -477,6 +541,16 @@ def abort(plan: Plan, record: FlowRecord, *, code: str, message: str) -> FlowRec
     result = Result(status=Status.FAILED, code=code, message=message, error=error)
     entry = _entry(plan, record, "aborted", detail=message)
     return _finish(plan, _log(plan, record, entry, a_try=False), result)
+
+
+def definition_gone(plan: Plan, record: FlowRecord, *, message: str) -> FlowRecord:
+    """End a flow whose version is no longer registered FAILED (DEFINITION_CHANGED), undoing
+    what it did with the compensations of ``plan.flow`` (the newest version), by step name."""
+    pos = record.position
+    error = {"code": "DEFINITION_CHANGED", "message": message, "step": pos.step}
+    result = Result(status=Status.FAILED, code="DEFINITION_CHANGED", message=message, error=error)
+    entry = _entry(plan, record, "definition changed", detail=message)
+    return _compensate_next(plan, _log(plan, record, entry, a_try=False), result)
 
 
 def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:

@@ -7,6 +7,7 @@ to make progress (``next``), step outputs, a bounded history, and the result onc
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -64,11 +65,51 @@ class Claim(_Model):
     until: datetime
 
 
+class EffectState(StrEnum):
+    """What is known of one step's side effect."""
+
+    UNKNOWN = "unknown"  # begun (claimed) and not known to have happened or not
+    DONE = "done"  # the step completed
+    UNDONE = "undone"  # its compensation completed
+    UNDO_FAILED = "undo_failed"  # its compensation failed for good: it may still be live
+    REFUSED = "refused"  # its first try was refused for good: it never happened
+
+    @property
+    def live(self) -> bool:
+        """Whether the effect may exist in the external system."""
+        return self not in (EffectState.UNDONE, EffectState.REFUSED)
+
+
+class Effect(_Model):
+    """One side effect a step may have had, for the saga (DESIGN invariant 12).
+
+    An effect is recorded when an action claims its position, before the external call, so a
+    step whose every response was lost is still undone. ``n`` counts this step's earlier
+    effects that are over (undone or refused); it names the idempotency key, so a retried flow
+    replays an effect that may be live instead of making a second one, and makes a fresh one
+    (under a fresh key) once the old one is gone.
+    """
+
+    step: str
+    n: int = 0
+    generation: int = 0
+    state: EffectState = EffectState.UNKNOWN
+    at: datetime
+    done_at: datetime | None = None
+
+    @property
+    def order(self) -> datetime:
+        """When it took effect, as far as anyone knows: compensation runs newest first."""
+        return self.done_at or self.at
+
+
 class FlowRecord(_Model):
     """The Firestore document of one flow."""
 
     flow_id: str = Field(pattern=FLOW_ID_PATTERN)
     flow: str
+    # The definition version the flow started on; it runs to its end on that version.
+    version: int = 1
     input: dict[str, Any]
     status: Status
     position: Position
@@ -95,6 +136,11 @@ class FlowRecord(_Model):
     # operator actions) joins the flow's one trace. None when tracing was off at the start.
     trace: str | None = None
     claim: Claim | None = None
+    effects: list[Effect] = Field(default_factory=list)
+
+    def live_effect(self, step: str) -> Effect | None:
+        """The effect of ``step`` that may still exist, if any (there is at most one)."""
+        return next((e for e in self.effects if e.step == step and e.state.live), None)
 
     def to_doc(self) -> dict[str, Any]:
         """The Firestore representation (datetimes stay datetimes)."""
@@ -104,3 +150,26 @@ class FlowRecord(_Model):
     def from_doc(cls, data: dict[str, Any]) -> FlowRecord:
         """Parse a Firestore document."""
         return cls.model_validate(data)
+
+
+def result_event(record: FlowRecord) -> dict[str, Any]:
+    """The body of the one event a terminal flow publishes (per generation)."""
+    assert record.result is not None
+    return {
+        "flow_id": record.flow_id,
+        "flow": record.flow,
+        "version": record.version,
+        "generation": record.position.generation,
+        **record.result.model_dump(mode="json"),
+    }
+
+
+def result_attributes(record: FlowRecord) -> dict[str, str]:
+    """The result event's Pub/Sub attributes: enough for a subscriber to filter and to dedupe
+    (one event per flow and generation) without parsing the body."""
+    return {
+        "flow_id": record.flow_id,
+        "flow": record.flow,
+        "status": str(record.status),
+        "generation": str(record.position.generation),
+    }

@@ -8,7 +8,7 @@ from typing import Any
 
 from google.cloud.pubsub_v1 import PublisherClient
 
-from relayflow.core.records import FlowRecord
+from relayflow.core.records import FlowRecord, result_attributes, result_event
 from relayflow.telemetry import Counters, pubsub_trace_attributes
 
 PUBLISH_TIMEOUT_S = 30.0
@@ -17,17 +17,6 @@ PUBLISH_TIMEOUT_S = 30.0
 def build_publisher() -> PublisherClient:
     """A publisher; the library itself honours PUBSUB_EMULATOR_HOST."""
     return PublisherClient()
-
-
-def result_event(record: FlowRecord) -> dict[str, Any]:
-    """The body of the one event a terminal flow publishes."""
-    assert record.result is not None
-    return {
-        "flow_id": record.flow_id,
-        "flow": record.flow,
-        "generation": record.position.generation,
-        **record.result.model_dump(mode="json"),
-    }
 
 
 class Events:
@@ -71,7 +60,6 @@ class Events:
         return self.publish(
             self._results,
             result_event(record),
-            flow_id=record.flow_id,
-            status=str(record.status),
+            **result_attributes(record),
             **pubsub_trace_attributes(),
         )

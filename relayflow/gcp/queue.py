@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 
 import grpc
 from google.api_core.exceptions import AlreadyExists, NotFound
@@ -16,17 +15,11 @@ from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import NextTask
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters, trace_headers
-
-
-class Enqueued(StrEnum):
-    """What an enqueue did."""
-
-    CREATED = "created"
-    ALREADY_ENQUEUED = "already enqueued"
 
 
 def build_client(settings: Settings) -> tasks_v2.CloudTasksClient:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +13,7 @@ from google.cloud import firestore
 from pydantic import ValidationError
 
 from relayflow.core import planner
+from relayflow.core.ports import Change, Snapshot
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, Status
 from relayflow.settings import Settings
@@ -21,9 +21,6 @@ from relayflow.telemetry import Counters
 
 log = logging.getLogger("relayflow.gcp.store")
 
-# Called with the current record; returns the record to write, or None to write nothing
-# (the task was stale).
-Change = Callable[[FlowRecord], FlowRecord | None]
 # Each conflict means another writer succeeded; a flow sees a few at once, never dozens.
 CHANGE_ATTEMPTS = 32
 # Every call is bounded: a handler must answer well inside its Cloud Tasks dispatch deadline
@@ -34,14 +31,6 @@ RPC_TIMEOUT_S = 15.0
 def build_client(settings: Settings) -> firestore.Client:
     """A Firestore client; the library itself honours FIRESTORE_EMULATOR_HOST."""
     return firestore.Client(project=settings.project_id)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A flow as read, with the document's update time (the version a conditional write names)."""
-
-    record: FlowRecord
-    version: datetime
 
 
 class FlowStore:

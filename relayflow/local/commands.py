@@ -13,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from relayflow.core.errors import ConfigError
 from relayflow.local.components import ALL, GROUPS
 from relayflow.local.ports import DEFAULT_BASE_PORT, Ports
 from relayflow.local.stack import DEFAULT_STATE_DIR, ComponentStatus, Stack, StackError
 
 BASE_PORT_ENV = "RELAYFLOW_BASE_PORT"
+APP_ENV = "RELAYFLOW_APP"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"comma-separated components or groups ({', '.join([*GROUPS, *ALL])})",
     )
     up.add_argument(
+        "--app",
+        default=None,
+        help="the flows the services run, as package.module:attribute (default $RELAYFLOW_APP, "
+        "else the reference app); the current directory is on the services' PYTHONPATH",
+    )
+    up.add_argument(
         "--duplicate-rate",
         type=float,
         default=0.0,
@@ -61,7 +69,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         stack = _stack(args, os.environ)
         handler = {"up": _up, "down": _down, "status": _status}[args.local_action]
         return handler(stack, out)
-    except (StackError, ValueError) as error:
+    except (StackError, ValueError, ConfigError) as error:
         print(f"relayflow local {args.local_action}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -75,15 +83,32 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
     only = getattr(args, "only", "all")
     components = [name.strip() for name in only.split(",") if name.strip()]
     duplicate_rate = getattr(args, "duplicate_rate", 0.0)
+    app = getattr(args, "app", None) or environ.get(APP_ENV) or None
     return Stack(
         ports=Ports(base),
         state_dir=args.state_dir,
         components=components,
         duplicate_rate=duplicate_rate,
+        app=app,
+        app_path=Path.cwd() if app else None,
     )
 
 
+def check_app(target: str, app_path: Path) -> str:
+    """Load ``target`` here first, so a bad app fails in a second, before anything starts;
+    the flows it registers, for the start-up message."""
+    from relayflow.app import load_registry
+    from relayflow.settings import load_settings
+
+    if str(app_path) not in sys.path:
+        sys.path.insert(0, str(app_path))
+    registry = load_registry(target, load_settings())
+    return ", ".join(flow.label for flow in registry)
+
+
 def _up(stack: Stack, out: TextIO) -> int:
+    if stack.app and stack.app_path:
+        print(f"app {stack.app}: {check_app(stack.app, stack.app_path)}", file=out)
     result = stack.up()
     names = ", ".join(record.name for record in result.state.processes)
     if not result.started:

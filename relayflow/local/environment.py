@@ -5,6 +5,7 @@ Built as dicts and handed to subprocesses; the current process's ``os.environ`` 
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,9 +17,14 @@ PROJECT_ID = "relayflow-local"
 _NO_PROXY = "127.0.0.1,localhost"
 
 
-def relayflow_env(ports: Ports) -> dict[str, str]:
-    """Variables a relayflow process or a client of the local stack reads (see settings.py)."""
+def relayflow_env(ports: Ports, app: str | None = None) -> dict[str, str]:
+    """Variables a relayflow process or a client of the local stack reads (see settings.py).
+
+    ``app`` (a ``RELAYFLOW_APP`` target) is set only when given: unset, every process runs the
+    default app.
+    """
     return {
+        **({"RELAYFLOW_APP": app} if app else {}),
         "PUBSUB_EMULATOR_HOST": f"{HOST}:{ports.pubsub}",
         "FIRESTORE_EMULATOR_HOST": f"{HOST}:{ports.firestore}",
         "CLOUD_TASKS_EMULATOR_HOST": f"{HOST}:{ports.cloud_tasks_grpc}",
@@ -42,12 +48,26 @@ def gcloud_env(ports: Ports) -> dict[str, str]:
     }
 
 
-def child_env(base: Mapping[str, str], ports: Ports) -> dict[str, str]:
-    """A component's environment: the caller's, overridden by the stack's own variables."""
+def child_env(
+    base: Mapping[str, str],
+    ports: Ports,
+    *,
+    app: str | None = None,
+    app_path: Path | None = None,
+) -> dict[str, str]:
+    """A component's environment: the caller's, overridden by the stack's own variables.
+
+    ``app_path`` (the directory ``relayflow local up`` ran in) goes first on PYTHONPATH, so a
+    team's package is importable by the services without being installed, as ``python -m``
+    and Celery's ``-A`` find it.
+    """
     no_proxy = ",".join(v for v in (base.get("NO_PROXY"), _NO_PROXY) if v)
+    python_path = [str(app_path)] if app_path else []
+    python_path += [p for p in (base.get("PYTHONPATH") or "").split(os.pathsep) if p]
     return {
         **base,
-        **relayflow_env(ports),
+        **relayflow_env(ports, app),
+        **({"PYTHONPATH": os.pathsep.join(python_path)} if python_path else {}),
         "NO_PROXY": no_proxy,
         "no_proxy": no_proxy,
         "PYTHONUNBUFFERED": "1",  # logs reach the log file as they happen

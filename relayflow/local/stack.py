@@ -75,6 +75,8 @@ class Stack:
         base_env: Mapping[str, str] | None = None,
         health_timeout_s: float = HEALTH_TIMEOUT_S,
         duplicate_rate: float = 0.0,
+        app: str | None = None,
+        app_path: Path | None = None,
     ) -> None:
         if not 0.0 <= duplicate_rate <= 1.0:
             raise ValueError(f"duplicate_rate must be in [0, 1], got {duplicate_rate}")
@@ -85,6 +87,9 @@ class Stack:
         self.repo_root = repo_root or Path(__file__).resolve().parents[2]
         self.tools = tools or Toolchain.current()
         self.health_timeout_s = health_timeout_s
+        # The flows the services run (RELAYFLOW_APP), importable from ``app_path``.
+        self.app = app
+        self.app_path = app_path.absolute() if app_path else None
         self._base_env = dict(os.environ if base_env is None else base_env)
         all_components = build(
             self.ports, self.state_dir, self.tools, duplicate_rate=duplicate_rate
@@ -110,7 +115,7 @@ class Stack:
 
     def env(self) -> dict[str, str]:
         """What a client of this stack needs (emulator hosts, project, service URLs)."""
-        return relayflow_env(self.ports)
+        return relayflow_env(self.ports, self.app)
 
     def shell_env(self) -> dict[str, str]:
         """``env()`` plus the variables that point the gcloud CLI at the emulators."""
@@ -214,7 +219,7 @@ class Stack:
         statefile.save(self.state_file, self._state)
 
     def _child_env(self) -> dict[str, str]:
-        return child_env(self._base_env, self.ports)
+        return child_env(self._base_env, self.ports, app=self.app, app_path=self.app_path)
 
     def _wait_healthy(self, components: Sequence[Component]) -> None:
         pending = {component.name: component for component in components}

@@ -6,14 +6,11 @@ itself and returns at once.
 
 from __future__ import annotations
 
-from relayflow.runtime import POLL_PATH, build_runtime, task_verifier
-from relayflow.settings import load_settings
-from relayflow.telemetry import configure_logging, configure_tracing
+from relayflow.runtime import POLL_PATH, boot, task_verifier
 from relayflow.web.services import task_app
 
-settings = load_settings()
-configure_logging(project_id=settings.project_id)
-runtime = build_runtime(settings, tracer=configure_tracing(settings, service="relayflow-poller"))
+runtime = boot("relayflow-poller")
+settings = runtime.settings
 app = task_app(
     runtime,
     route=POLL_PATH,

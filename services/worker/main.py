@@ -6,14 +6,11 @@ calls /sweep.
 
 from __future__ import annotations
 
-from relayflow.runtime import STEP_PATH, build_runtime, task_verifier
-from relayflow.settings import load_settings
-from relayflow.telemetry import configure_logging, configure_tracing
+from relayflow.runtime import STEP_PATH, boot, task_verifier
 from relayflow.web.services import task_app
 
-settings = load_settings()
-configure_logging(project_id=settings.project_id)
-runtime = build_runtime(settings, tracer=configure_tracing(settings, service="relayflow-worker"))
+runtime = boot("relayflow-worker")
+settings = runtime.settings
 app = task_app(
     runtime,
     route=STEP_PATH,

@@ -11,10 +11,11 @@ import pytest
 import requests
 from google.api_core.exceptions import NotFound
 
+from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskKind
 from relayflow.core.records import NextTask
 from relayflow.core.state import Status
-from relayflow.gcp.queue import Enqueued, TaskQueue
+from relayflow.gcp.queue import TaskQueue
 from relayflow.local.clients import tasks_client
 from relayflow.local.polling import poll_until
 from relayflow.local.ports import HOST

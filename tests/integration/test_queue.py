@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 from google.cloud import tasks_v2
 
+from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskPayload
-from relayflow.gcp.queue import Enqueued, TaskQueue
+from relayflow.gcp.queue import TaskQueue
 from relayflow.settings import Settings
 from relayflow.topology import Topology
 

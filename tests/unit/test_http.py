@@ -19,7 +19,7 @@ from requests.adapters import BaseAdapter, HTTPAdapter
 from urllib3 import HTTPResponse
 
 from relayflow.core.errors import PermanentError, RetryableError
-from relayflow.http import call, raise_for, retry_after_s
+from relayflow.http import call_json, raise_for_response, retry_after_s
 
 URL = "http://client-api.test/registrations"
 
@@ -78,20 +78,20 @@ def test_a_success_returns_the_json_body_and_passes_the_timeout() -> None:
     adapter = StubAdapter(lambda _: raw(201, {"id": "reg-1"}))
     session = requests.Session()
     session.mount("http://", adapter)
-    body = call(session, "POST", URL, timeout_s=2.5, json={"resource": "acme-1"})
+    body = call_json(session, "POST", URL, timeout_s=2.5, json={"resource": "acme-1"})
     assert body == {"id": "reg-1"}
     sent, timeout = adapter.sent[0]
     assert (sent.method, timeout, sent.body) == ("POST", 2.5, b'{"resource": "acme-1"}')
 
 
 def test_raise_for_lets_a_2xx_through() -> None:
-    raise_for(response(204))
+    raise_for_response(response(204))
 
 
 @pytest.mark.parametrize("status", [503, 429])
 def test_retry_after_in_seconds_is_carried_on_the_retryable_error(status: int) -> None:
     with pytest.raises(RetryableError) as info:
-        raise_for(response(status, {"error": {"code": "BUSY"}}, {"Retry-After": "17"}))
+        raise_for_response(response(status, {"error": {"code": "BUSY"}}, {"Retry-After": "17"}))
     assert info.value.retry_after_s == 17.0
     assert info.value.code == "BUSY"
     assert f"POST {URL} -> {status} BUSY" == info.value.message
@@ -102,21 +102,21 @@ def test_retry_after_as_an_http_date_becomes_seconds_from_now(status: int) -> No
     when = datetime.now(UTC) + timedelta(seconds=120)
     header = format_datetime(when, usegmt=True)
     with pytest.raises(RetryableError) as info:
-        raise_for(response(status, headers={"Retry-After": header}))
+        raise_for_response(response(status, headers={"Retry-After": header}))
     assert info.value.retry_after_s is not None
     assert 110.0 <= info.value.retry_after_s <= 120.0
 
 
 def test_a_retryable_response_without_retry_after_has_none() -> None:
     with pytest.raises(RetryableError) as info:
-        raise_for(response(503))
+        raise_for_response(response(503))
     assert info.value.retry_after_s is None
 
 
 @pytest.mark.parametrize("status", [500, 502, 504, 408])
 def test_server_errors_and_request_timeout_are_retryable(status: int) -> None:
     with pytest.raises(RetryableError) as info:
-        raise_for(response(status, b"<html>oops</html>"))
+        raise_for_response(response(status, b"<html>oops</html>"))
     assert info.value.code == f"HTTP_{status}"
 
 
@@ -126,7 +126,7 @@ def test_server_errors_and_request_timeout_are_retryable(status: int) -> None:
 )
 def test_client_errors_are_permanent_with_the_json_error_code(status: int, code: str) -> None:
     with pytest.raises(PermanentError) as info:
-        raise_for(response(status, {"error": {"code": code, "message": "no"}}))
+        raise_for_response(response(status, {"error": {"code": code, "message": "no"}}))
     assert not isinstance(info.value, RetryableError)
     assert info.value.code == code
 
@@ -136,7 +136,7 @@ def test_client_errors_are_permanent_with_the_json_error_code(status: int, code:
 )
 def test_a_client_error_without_a_json_error_code_falls_back_to_the_status(body: Any) -> None:
     with pytest.raises(PermanentError) as info:
-        raise_for(response(400, body))
+        raise_for_response(response(400, body))
     assert info.value.code == "HTTP_400"
 
 
@@ -150,7 +150,7 @@ def test_a_client_error_without_a_json_error_code_falls_back_to_the_status(body:
 )
 def test_timeouts_and_connection_errors_are_retryable(exc: Exception) -> None:
     with pytest.raises(RetryableError) as info:
-        call(raising(exc), "GET", URL, timeout_s=1.0)
+        call_json(raising(exc), "GET", URL, timeout_s=1.0)
     assert info.value.code == "UNAVAILABLE"
     assert type(exc).__name__ in info.value.message
 
@@ -158,14 +158,14 @@ def test_timeouts_and_connection_errors_are_retryable(exc: Exception) -> None:
 def test_a_2xx_that_is_not_json_is_retryable() -> None:
     session = session_answering(lambda _: raw(200, b"<html>proxy page</html>"))
     with pytest.raises(RetryableError) as info:
-        call(session, "GET", URL, timeout_s=1.0)
+        call_json(session, "GET", URL, timeout_s=1.0)
     assert info.value.code == "BAD_RESPONSE"
 
 
 def test_call_classifies_an_error_response() -> None:
     session = session_answering(lambda _: raw(409, {"error": {"code": "ALREADY_ACTIVE"}}))
     with pytest.raises(PermanentError) as info:
-        call(session, "DELETE", URL, timeout_s=1.0)
+        call_json(session, "DELETE", URL, timeout_s=1.0)
     assert info.value.code == "ALREADY_ACTIVE"
 
 
@@ -197,10 +197,10 @@ def test_retry_after_that_is_not_a_finite_number_is_ignored(value: str) -> None:
 @pytest.mark.parametrize("status", [204, 200])
 def test_a_success_without_a_body_is_an_empty_result(status: int) -> None:
     session = session_answering(lambda _: raw(status, b""))
-    assert call(session, "DELETE", URL, timeout_s=1) == {}
+    assert call_json(session, "DELETE", URL, timeout_s=1) == {}
 
 
 @pytest.mark.parametrize("status", [423, 425])
 def test_locked_and_too_early_are_retryable(status: int) -> None:
     with pytest.raises(RetryableError):
-        raise_for(response(status, {}))
+        raise_for_response(response(status, {}))

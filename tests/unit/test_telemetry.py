@@ -24,11 +24,12 @@ from relayflow.core.clock import FakeClock
 from relayflow.core.engine import Ran, Started
 from relayflow.core.errors import NotReady, RetryableError
 from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy
+from relayflow.core.ports import Enqueued
 from relayflow.core.position import Position, TaskKind
 from relayflow.core.records import FlowRecord, NextTask, Result
 from relayflow.core.state import Status
 from relayflow.gcp.events import Events
-from relayflow.gcp.queue import Enqueued, Target, TaskQueue
+from relayflow.gcp.queue import Target, TaskQueue
 from relayflow.runtime import Runtime
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters, JsonFormatter
@@ -289,7 +290,9 @@ def test_the_result_event_carries_the_current_span_as_googclient_traceparent(
     (attributes,) = publisher.attributes
     assert attributes == {
         "flow_id": "1001",
+        "flow": "demo",
         "status": "SUCCEEDED",
+        "generation": "0",
         "googclient_traceparent": finished.trace,
     }
 

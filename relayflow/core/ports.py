@@ -1,0 +1,104 @@
+"""What the engine needs from the outside world, as protocols.
+
+The Google adapters (``relayflow.gcp``) are one implementation; ``relayflow.testing``'s
+in-memory ones are another. The engine depends only on these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from relayflow.core.records import FlowRecord, NextTask
+from relayflow.core.state import Status
+
+# Called with the current record; returns the record to write, or None to write nothing.
+Change = Callable[[FlowRecord], FlowRecord | None]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A flow as read, with the document's version (what a conditional write names)."""
+
+    record: FlowRecord
+    version: datetime
+
+
+class Enqueued(StrEnum):
+    """What an enqueue did."""
+
+    CREATED = "created"
+    ALREADY_ENQUEUED = "already enqueued"
+
+
+class Store(Protocol):
+    """Flow documents, changed only by compare-and-set, and the ``rejected`` records."""
+
+    def create(self, record: FlowRecord) -> bool:
+        """Create the flow document; False if one with that id exists already."""
+        ...
+
+    def read(self, flow_id: str) -> Snapshot | None:
+        """The flow and its version, or None."""
+        ...
+
+    def get(self, flow_id: str) -> FlowRecord | None:
+        """The flow, or None."""
+        ...
+
+    def change(
+        self, flow_id: str, change: Change, *, start: Snapshot | None = None
+    ) -> FlowRecord | None:
+        """Apply ``change`` atomically; the new record, or None if nothing was written."""
+        ...
+
+    def change_versioned(
+        self, flow_id: str, change: Change, *, start: Snapshot | None = None
+    ) -> Snapshot | None:
+        """Apply ``change`` atomically; the new record and its version."""
+        ...
+
+    def mark_published(
+        self, flow_id: str, generation: int, *, start: Snapshot | None = None
+    ) -> bool:
+        """Remember that ``generation``'s result event went out."""
+        ...
+
+    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
+        """Active flows whose next task should have run before ``cutoff``, most overdue first."""
+        ...
+
+    def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
+        """Flows that ended before ``cutoff`` whose result event never went out."""
+        ...
+
+    def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
+        """Flows, newest update first, optionally of one status."""
+        ...
+
+    def reject(self, doc_id: str, record: dict[str, Any]) -> None:
+        """Record a refused message under its id (idempotent for a redelivery)."""
+        ...
+
+
+class Queue(Protocol):
+    """Tasks under deterministic names; a name once used is never accepted again."""
+
+    def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
+        """Create the task for ``nxt`` unless it exists (or existed) under its name."""
+        ...
+
+    def exists(self, nxt: NextTask) -> bool:
+        """Whether the task is still in its queue (waiting or being retried)."""
+        ...
+
+
+class Events(Protocol):
+    """Where a terminal flow announces its result."""
+
+    def publish_result(self, record: FlowRecord) -> str:
+        """Publish the flow's result event; the message id."""
+        ...

@@ -1,0 +1,30 @@
+"""Test flows in milliseconds, without an emulator: the real planner and engine over in-memory
+ports, with a virtual clock that jumps to the next due task.
+
+    from relayflow.testing import Harness, scripted
+
+    def test_charge_retries_after_429():
+        h = Harness(build_registry(Settings()))
+        h.script("charge", RetryableError("429", retry_after_s=30), {"charge_id": "c-1"})
+        flow_id = h.start("orders", {"sku": "A-1", "amount_cents": 1200})
+        assert h.run(flow_id).status == "SUCCEEDED"
+        assert len(h.calls_of("charge")) == 2
+
+``MemoryStore``, ``MemoryQueue`` and ``MemoryEvents`` are the in-memory ports, for tests that
+build an Engine themselves.
+"""
+
+from relayflow.testing.harness import START, Call, Harness, Scripted, scripted
+from relayflow.testing.memory import MemoryEvents, MemoryQueue, MemoryStore, QueuedTask
+
+__all__ = [
+    "START",
+    "Call",
+    "Harness",
+    "MemoryEvents",
+    "MemoryQueue",
+    "MemoryStore",
+    "QueuedTask",
+    "Scripted",
+    "scripted",
+]

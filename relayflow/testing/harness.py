@@ -1,0 +1,323 @@
+"""Run flows through the real planner and engine, in memory, with time that skips ahead.
+
+A ``Harness`` holds an engine over MemoryStore, MemoryQueue and MemoryEvents and a virtual
+clock. ``run`` delivers queued tasks in the order they are due and jumps the clock to each
+one's ``run_at`` (as Temporal's time-skipping test environment does), so a flow that polls
+for ten minutes runs in milliseconds. Handlers are the flow's own, or scripted per step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from relayflow.core.clock import FakeClock
+from relayflow.core.engine import Engine, Ran, StartResult, SweepReport
+from relayflow.core.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
+from relayflow.core.planner import QueueNames
+from relayflow.core.position import TaskKind, TaskPayload
+from relayflow.core.records import FlowRecord, HistoryEntry
+from relayflow.core.state import TERMINAL
+from relayflow.testing.memory import MemoryEvents, MemoryQueue, MemoryStore
+
+START = datetime(2030, 1, 1, tzinfo=UTC)
+# How long Cloud Tasks waits before delivering again a task that answered 409 or 5xx.
+REDELIVERY_S = 10.0
+
+Entry = dict[str, Any] | None | BaseException
+
+
+@dataclass
+class Scripted:
+    """A handler that plays ``entries`` in turn, one per call, repeating the last one.
+
+    An exception is raised, a dict (or None) is returned. ``calls`` keeps each context.
+    """
+
+    entries: tuple[Entry, ...]
+    calls: list[StepContext] = field(default_factory=list)
+
+    def __call__(self, ctx: StepContext) -> dict[str, Any] | None:
+        self.calls.append(ctx)
+        entry = self.entries[min(len(self.calls), len(self.entries)) - 1]
+        if isinstance(entry, BaseException):
+            raise entry
+        return entry
+
+
+def scripted(*entries: Entry) -> Scripted:
+    """A handler that returns or raises each entry in turn: ``scripted(NotReady(), {...})``."""
+    if not entries:
+        raise ValueError("scripted() needs at least one entry")
+    return Scripted(entries)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One handler call the harness saw: which step, forward or undo, with what context."""
+
+    step: str
+    kind: TaskKind
+    context: StepContext
+
+
+class Harness:
+    """Flows from ``registry`` on in-memory ports and a virtual clock.
+
+    >>> h = Harness(registry)
+    >>> flow_id = h.start("orders", {"sku": "A-1"})
+    >>> h.run(flow_id).status
+    <Status.SUCCEEDED: 'SUCCEEDED'>
+    """
+
+    def __init__(
+        self,
+        registry: Registry | Flow | Iterable[Flow],
+        *,
+        start: datetime = START,
+        duplicate_deliveries: bool = False,
+        history_limit: int = 200,
+        claim_lease_s: float = 150.0,
+    ) -> None:
+        self.clock = FakeClock(start)
+        self.store = MemoryStore()
+        self.queue = MemoryQueue()
+        self.events = MemoryEvents()
+        self.calls: list[Call] = []
+        self.duplicate_deliveries = duplicate_deliveries
+        self._history_limit = history_limit
+        self._claim_lease_s = claim_lease_s
+        self._registry = _as_registry(registry)
+        self._messages = 0
+        self.engine = self._build()
+
+    # -- what a test does ----------------------------------------------------------------
+
+    @property
+    def now(self) -> datetime:
+        """The virtual time."""
+        return self.clock.now()
+
+    def start(
+        self,
+        flow: str,
+        input: dict[str, Any] | None = None,
+        *,
+        flow_id: str | None = None,
+        deadline_s: float | None = None,
+    ) -> str:
+        """Publish a start message; the flow id. AssertionError if the message is rejected."""
+        result = self.publish(_message(flow, input or {}, flow_id, deadline_s))
+        if result.flow_id is None or result.reason:
+            raise AssertionError(f"start rejected: {result.reason}")
+        return result.flow_id
+
+    def publish(
+        self, body: dict[str, Any] | bytes, *, message_id: str | None = None
+    ) -> StartResult:
+        """Deliver a start message as Pub/Sub would; what the engine did with it."""
+        self._messages += 1
+        data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+        return self.engine.start(data, message_id=message_id or f"m{self._messages}", attributes={})
+
+    def run(self, flow_id: str | None = None, *, max_tasks: int = 10_000) -> FlowRecord | None:
+        """Deliver due tasks, skipping time ahead, until ``flow_id`` ends (or, without one,
+        until no task is left); the flow's record, if one was named."""
+        for _ in range(max_tasks):
+            if flow_id is not None and self.flow(flow_id).status in TERMINAL:
+                return self.flow(flow_id)
+            if self.deliver_next() is None:
+                break
+        else:
+            raise AssertionError(f"still running after {max_tasks} tasks")
+        return self.flow(flow_id) if flow_id is not None else None
+
+    def run_until(self, at: datetime, *, max_tasks: int = 10_000) -> None:
+        """Deliver the tasks due up to ``at``, then move the clock to ``at``."""
+        for _ in range(max_tasks):
+            task = self.queue.due_first()
+            if task is None or task.next.run_at > at:
+                break
+            self.deliver_next()
+        self.advance_to(at)
+
+    def deliver_next(self, flow_id: str | None = None) -> Ran | None:
+        """Deliver the task due first (of ``flow_id``), moving the clock to when it is due;
+        what the engine did, or None when no task is queued."""
+        task = self.queue.due_first(flow_id)
+        if task is None:
+            return None
+        self.advance_to(task.next.run_at)
+        payload = self.queue.take(task.next.task_id)
+        ran = self.deliver(payload)
+        if self.duplicate_deliveries:
+            self.deliver(payload)  # the copy Cloud Tasks sometimes sends: must be a no-op
+        return ran
+
+    def deliver(self, payload: TaskPayload) -> Ran:
+        """Deliver one task payload (again, if you like); a 409 is delivered again later."""
+        ran = self.engine.run_task(payload)
+        if ran is Ran.BUSY:
+            self._redeliver(payload)
+        return ran
+
+    def advance(self, seconds: float) -> None:
+        """Move the virtual clock forward without delivering anything."""
+        self.clock.advance(seconds)
+
+    def advance_to(self, at: datetime) -> None:
+        """Move the virtual clock to ``at`` (never backwards)."""
+        if at > self.clock.now():
+            self.clock.advance((at - self.clock.now()).total_seconds())
+
+    def cancel(self, flow_id: str, reason: str = "cancelled in a test") -> FlowRecord:
+        """Cancel as an operator would."""
+        return self.engine.cancel(flow_id, reason)
+
+    def retry(self, flow_id: str) -> FlowRecord:
+        """Retry an ended flow as an operator would (a new generation)."""
+        return self.engine.retry(flow_id)
+
+    def sweep(self, grace_s: float = 120.0) -> SweepReport:
+        """Run the sweeper once."""
+        return self.engine.sweep(grace_s=grace_s)
+
+    def script(self, step: str, *entries: Entry, flow: str | None = None) -> Scripted:
+        """Replace ``step``'s handler (a poll's check) with a script; returns it."""
+        handler = scripted(*entries)
+        self._replace(flow, step, "run", handler)
+        return handler
+
+    def script_undo(self, step: str, *entries: Entry, flow: str | None = None) -> Scripted:
+        """Replace ``step``'s compensation with a script; returns it."""
+        handler = scripted(*entries)
+        self._replace(flow, step, "compensate", handler)
+        return handler
+
+    # -- what a test asserts -------------------------------------------------------------
+
+    def flow(self, flow_id: str) -> FlowRecord:
+        """The flow's document as stored."""
+        record = self.store.get(flow_id)
+        if record is None:
+            raise AssertionError(f"no flow {flow_id!r}")
+        return record
+
+    def calls_of(self, step: str, *, undo: bool = False) -> list[StepContext]:
+        """The contexts ``step``'s handler (or, with ``undo``, its compensation) was called
+        with, in order."""
+        kinds = {TaskKind.COMPENSATE} if undo else {TaskKind.ACTION, TaskKind.POLL}
+        return [c.context for c in self.calls if c.step == step and c.kind in kinds]
+
+    def path(self, flow_id: str) -> list[str]:
+        """The flow's history as short lines: ``'register action #0: succeeded'``."""
+        return [_line(entry) for entry in self.flow(flow_id).history]
+
+    def results(self, flow_id: str | None = None) -> list[dict[str, Any]]:
+        """The result events published (for ``flow_id``), in order."""
+        return [e for e in self.events.published if flow_id in (None, e["flow_id"])]
+
+    # -- wiring --------------------------------------------------------------------------
+
+    def _build(self) -> Engine:
+        return Engine(
+            registry=_recorded(self._registry, self.calls),
+            store=self.store,
+            queue=self.queue,
+            events=self.events,
+            clock=self.clock,
+            queues=QueueNames(),
+            history_limit=self._history_limit,
+            claim_lease_s=self._claim_lease_s,
+        )
+
+    def _redeliver(self, payload: TaskPayload) -> None:
+        record = self.store.get(payload.flow_id)
+        if record is None or record.next is None:
+            return
+        later = record.next.model_copy(
+            update={
+                "task_id": f"{record.next.task_id}-again{len(self.queue.spent)}",
+                "run_at": self.now + timedelta(seconds=REDELIVERY_S),
+                "position": payload.position,
+            }
+        )
+        self.queue.ensure(payload.flow_id, later)
+
+    def _replace(self, flow: str | None, step: str, role: str, handler: Handler) -> None:
+        flows = [f for f in self._registry if flow in (None, f.name)]
+        hits = [f for f in flows if f.index_of(step) is not None]
+        if not hits:
+            raise AssertionError(f"no step {step!r} in {flow or 'any flow'}")
+        self._registry = Registry(
+            _with_handler(f, step, role, handler) if f in hits else f for f in self._registry
+        )
+        self.engine = self._build()
+
+
+def _as_registry(registry: Registry | Flow | Iterable[Flow]) -> Registry:
+    if isinstance(registry, Registry):
+        return registry
+    if isinstance(registry, Flow):
+        return Registry((registry,))
+    return Registry(registry)
+
+
+def _message(
+    flow: str, input: dict[str, Any], flow_id: str | None, deadline_s: float | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"flow": flow, "input": input}
+    if flow_id is not None:
+        body["flow_id"] = flow_id
+    if deadline_s is not None:
+        body["deadline_s"] = deadline_s
+    return body
+
+
+def _with_handler(flow: Flow, step: str, role: str, handler: Handler) -> Flow:
+    steps = list(flow.steps)
+    index = flow.index_of(step)
+    assert index is not None
+    current = steps[index]
+    if isinstance(current, PollStep):
+        if role != "run":
+            raise AssertionError(f"poll step {step!r} has no compensation to script")
+        steps[index] = replace(current, check=handler)
+    elif role == "run":
+        steps[index] = replace(current, run=handler)
+    else:
+        steps[index] = replace(current, compensate=handler)
+    return replace(flow, steps=tuple(steps))
+
+
+def _recorded(registry: Registry, calls: list[Call]) -> Registry:
+    """The registry with every handler wrapped to note its call in ``calls``."""
+
+    def wrap(step: str, kind: TaskKind, handler: Handler) -> Handler:
+        def recorded(ctx: StepContext) -> dict[str, Any] | None:
+            calls.append(Call(step, kind, ctx))
+            return handler(ctx)
+
+        return recorded
+
+    def wrap_step(step: ActionStep | PollStep) -> ActionStep | PollStep:
+        if isinstance(step, PollStep):
+            return replace(step, check=wrap(step.name, TaskKind.POLL, step.check))
+        undo = step.compensate
+        return replace(
+            step,
+            run=wrap(step.name, TaskKind.ACTION, step.run),
+            compensate=None if undo is None else wrap(step.name, TaskKind.COMPENSATE, undo),
+        )
+
+    return Registry(replace(f, steps=tuple(wrap_step(s) for s in f.steps)) for f in registry)
+
+
+def _line(entry: HistoryEntry) -> str:
+    which = (
+        f"poll {entry.poll}" if entry.kind is TaskKind.POLL else f"{entry.kind} #{entry.attempt}"
+    )
+    return f"{entry.step} {which}: {entry.outcome}"

@@ -1,0 +1,178 @@
+"""In-memory implementations of the engine's ports (Store, Queue, Events).
+
+They behave like the real services in the ways the engine relies on: a flow document is
+written whole and goes through its Firestore form on every write; a conditional write against
+a stale version is re-read; a task name, once used, is never accepted again (Cloud Tasks
+answers ALREADY_EXISTS for it); the sweeper's overdue query is sorted by ``next_run_at`` as
+Firestore sorts it. What they were asked is kept in plain lists and dicts a test can read.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from relayflow.core import planner
+from relayflow.core.ports import Change, Enqueued, Snapshot
+from relayflow.core.position import TaskPayload
+from relayflow.core.records import FlowRecord, NextTask, result_event
+from relayflow.core.state import ACTIVE, Status
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+class MemoryStore:
+    """Flow documents and rejected-message records in dicts, changed whole like Firestore."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.rejected: dict[str, dict[str, Any]] = {}
+        self.versions: dict[str, datetime] = {}
+        self.writes = 0
+
+    def create(self, record: FlowRecord) -> bool:
+        if record.flow_id in self.docs:
+            return False
+        self._write(record)
+        return True
+
+    def read(self, flow_id: str) -> Snapshot | None:
+        doc = self.docs.get(flow_id)
+        if doc is None:
+            return None
+        return Snapshot(FlowRecord.from_doc(doc), self._version(flow_id))
+
+    def get(self, flow_id: str) -> FlowRecord | None:
+        found = self.read(flow_id)
+        return None if found is None else found.record
+
+    def change(
+        self, flow_id: str, change: Change, *, start: Snapshot | None = None
+    ) -> FlowRecord | None:
+        written = self.change_versioned(flow_id, change, start=start)
+        return written.record if written else None
+
+    def change_versioned(
+        self, flow_id: str, change: Change, *, start: Snapshot | None = None
+    ) -> Snapshot | None:
+        # Like the conditional write: a snapshot that is no longer current is read afresh.
+        stale = start is None or start.version != self._version(flow_id)
+        current = self.read(flow_id) if stale else start
+        if current is None:
+            return None
+        updated = change(current.record)
+        if updated is None:
+            return None
+        self._write(updated)
+        return Snapshot(updated, self.versions[flow_id])
+
+    def mark_published(
+        self, flow_id: str, generation: int, *, start: Snapshot | None = None
+    ) -> bool:
+        mark = functools.partial(planner.published, generation=generation)
+        return self.change(flow_id, mark, start=start) is not None
+
+    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
+        due = [
+            r
+            for r in self._records()
+            if r.status in ACTIVE and r.next_run_at is not None and r.next_run_at < cutoff
+        ]
+        return sorted(due, key=lambda r: r.next_run_at or cutoff)[:limit]
+
+    def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
+        ended = [
+            r
+            for r in self._records()
+            if not r.result_published and r.finished_at is not None and r.finished_at < cutoff
+        ]
+        return sorted(ended, key=lambda r: r.finished_at or cutoff)[:limit]
+
+    def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
+        chosen = [r for r in self._records() if status is None or r.status is status]
+        return sorted(chosen, key=lambda r: r.updated_at, reverse=True)[:limit]
+
+    def reject(self, doc_id: str, record: dict[str, Any]) -> None:
+        self.rejected[doc_id] = dict(record)
+
+    def _records(self) -> list[FlowRecord]:
+        return [FlowRecord.from_doc(doc) for doc in self.docs.values()]
+
+    def _write(self, record: FlowRecord) -> None:
+        self.writes += 1
+        self.docs[record.flow_id] = record.to_doc()
+        self.versions[record.flow_id] = self._version(record.flow_id) + timedelta(microseconds=1)
+
+    def _version(self, flow_id: str) -> datetime:
+        return self.versions.get(flow_id, EPOCH)
+
+
+@dataclass
+class QueuedTask:
+    """A task waiting in a MemoryQueue."""
+
+    flow_id: str
+    next: NextTask
+    seq: int = 0
+
+    def payload(self) -> TaskPayload:
+        return TaskPayload(flow_id=self.flow_id, position=self.next.position)
+
+
+class MemoryQueue:
+    """Tasks by name; a name that was ever created stays taken, as in Cloud Tasks."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, QueuedTask] = {}
+        self.spent: set[str] = set()
+        self.ensured: list[tuple[str, NextTask, Enqueued]] = []
+        self._seq = 0
+
+    def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
+        if nxt.task_id in self.spent:
+            outcome = Enqueued.ALREADY_ENQUEUED
+        else:
+            self._seq += 1
+            self.spent.add(nxt.task_id)
+            self.tasks[nxt.task_id] = QueuedTask(flow_id, nxt, self._seq)
+            outcome = Enqueued.CREATED
+        self.ensured.append((flow_id, nxt, outcome))
+        return outcome
+
+    def exists(self, nxt: NextTask) -> bool:
+        return nxt.task_id in self.tasks
+
+    def lose(self, task_id: str) -> None:
+        """The task vanishes (deleted by hand, purged, or never created): its name stays spent."""
+        del self.tasks[task_id]
+
+    def take(self, task_id: str) -> TaskPayload:
+        """Dispatch one task: it leaves the queue and its payload is what the handler gets."""
+        return self.tasks.pop(task_id).payload()
+
+    def due_first(self, flow_id: str | None = None) -> QueuedTask | None:
+        """The task due soonest (of ``flow_id``), oldest first among equals; None if none."""
+        waiting = [t for t in self.tasks.values() if flow_id in (None, t.flow_id)]
+        return min(waiting, key=lambda t: (t.next.run_at, t.seq), default=None)
+
+    def only(self, flow_id: str | None = None) -> QueuedTask:
+        """The single queued task (of ``flow_id``); fails unless there is exactly one."""
+        (task,) = [t for t in self.tasks.values() if flow_id in (None, t.flow_id)]
+        return task
+
+
+class MemoryEvents:
+    """Result events, in the order they were published."""
+
+    def __init__(self) -> None:
+        self.published: list[dict[str, Any]] = []
+        self.failures_left = 0  # how many publishes fail before they succeed again
+
+    def publish_result(self, record: FlowRecord) -> str:
+        if self.failures_left:
+            self.failures_left -= 1
+            raise ConnectionError("pubsub unavailable")
+        self.published.append(result_event(record))
+        return str(len(self.published))
