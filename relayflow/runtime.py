@@ -56,6 +56,7 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
 
     ``tracer`` is what ``telemetry.configure_tracing`` returned (None: tracing off).
     """
+    registry = load_registry(settings.app, settings)  # first: a bad app fails before any client
     topology = load_topology()
     counters = Counters()
     flow_store = store.FlowStore(
@@ -79,7 +80,7 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
         counters=counters,
     )
     engine = Engine(
-        registry=load_registry(settings.app, settings),
+        registry=registry,
         store=flow_store,
         queue=task_queue,
         events=publisher,

@@ -83,8 +83,14 @@ class RegistrationSteps:
         return {"registration_id": made["id"]}
 
     def unregister(self, ctx: Ctx) -> dict[str, Any]:
-        reg_id = str(ctx.outputs["register"]["registration_id"])
-        return self._api.cancel(reg_id, key=ctx.idempotency_key)
+        done = ctx.outputs.get("register")
+        if done is None:
+            # Every response of `register` was lost, so its effect is unknown: replaying it
+            # under the action's key returns the registration it made (or makes one, which is
+            # cancelled at once), so nothing is left behind either way.
+            made = self._api.register(str(ctx.input["resource"]), key=ctx.action_key)
+            done = {"registration_id": made["id"]}
+        return self._api.cancel(str(done["registration_id"]), key=ctx.idempotency_key)
 
     def await_active(self, ctx: Ctx) -> dict[str, Any]:
         reg_id = str(ctx.outputs["register"]["registration_id"])

@@ -73,6 +73,18 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _flow_name(text: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a flow name ([a-z][a-z0-9_-]{{0,62}})")
+    return text
+
+
+def _version(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a version (an integer >= 1)")
+    return int(text)
+
+
 def _status(text: str) -> Status:
     try:
         return Status(text.upper())
@@ -104,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list flows, newest first")
     ls.add_argument("--status", type=_status)
+    ls.add_argument("--flow", type=_flow_name, help="only flows of this name")
+    ls.add_argument("--version", type=_version, help="only flows started on this version")
     ls.add_argument("--limit", type=_count, default=20)
 
     app = argparse.ArgumentParser(add_help=False)
@@ -204,7 +218,8 @@ def format_entry(entry: HistoryEntry) -> str:
 
 def format_record(record: FlowRecord) -> str:
     lines = [
-        f"flow {record.flow_id} ({record.flow}, generation {record.position.generation})",
+        f"flow {record.flow_id} ({record.flow} v{record.version}, "
+        f"generation {record.position.generation})",
         f"  status    {record.status}",
         f"  position  {record.position.label()}",
         f"  polls     {record.polls}   attempts {record.attempts}",
@@ -267,11 +282,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    records = _store(_settings()).recent(status=args.status, limit=args.limit)
-    print(f"{'FLOW ID':<40} {'FLOW':<14} {'STATUS':<13} {'POSITION':<32} UPDATED")
+    records = _store(_settings()).recent(
+        status=args.status, flow=args.flow, version=args.version, limit=args.limit
+    )
+    print(f"{'FLOW ID':<40} {'FLOW':<18} {'STATUS':<13} {'POSITION':<32} UPDATED")
     for r in records:
+        name = f"{r.flow} v{r.version}"
         print(
-            f"{r.flow_id:<40} {r.flow:<14} {r.status:<13} {r.position.label():<32} "
+            f"{r.flow_id:<40} {name:<18} {r.status:<13} {r.position.label():<32} "
             f"{r.updated_at.isoformat(timespec='seconds')}"
         )
     if not records:

@@ -308,6 +308,9 @@ class Engine:
             idempotency_key=idempotency_key(record, pos),
             attempt=pos.attempt,
             poll=pos.poll,
+            version=record.version,
+            generation=pos.generation,
+            action_key=idempotency_key(record, pos.model_copy(update={"kind": TaskKind.ACTION})),
         )
         name = f"{pos.kind.value} {pos.step}"
         with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:

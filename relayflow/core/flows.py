@@ -26,7 +26,13 @@ _FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
 @dataclass(frozen=True)
 class StepContext:
-    """What a handler knows: whose flow, its input, what earlier steps produced, which try."""
+    """What a handler knows: whose flow, its input, what earlier steps produced, which try.
+
+    ``idempotency_key`` goes with the external call: every retry of this step's effect sends
+    the same key. In a compensation, ``action_key`` is the key the action itself sent, so an
+    undo whose action's responses were all lost (``outputs`` has nothing for the step) can
+    find the effect: replay the action under ``action_key`` to learn its id, then undo it.
+    """
 
     flow_id: str
     flow: str
@@ -36,6 +42,9 @@ class StepContext:
     idempotency_key: str
     attempt: int = 0
     poll: int = 0
+    version: int = 1
+    generation: int = 0
+    action_key: str = ""
 
 
 Handler = Callable[[StepContext], JSONDict | None]

@@ -272,8 +272,13 @@ def _compensate_at(plan: Plan, record: FlowRecord, index: int, result: Result) -
 def _next_compensation(flow: Flow, record: FlowRecord) -> int | None:
     """The index of the step whose effect is undone next: done or unknown (its responses may
     have been lost), newest first, and with a compensation in ``flow``."""
-    pending = [e for e in record.effects if e.state in (EffectState.UNKNOWN, EffectState.DONE)]
-    for effect in sorted(pending, key=lambda e: e.order, reverse=True):
+    pending = [
+        (effect.order, i, effect)
+        for i, effect in enumerate(record.effects)
+        if effect.state in (EffectState.UNKNOWN, EffectState.DONE)
+    ]
+    # Newest first; effects of one instant in the reverse of the order they were recorded.
+    for _, _, effect in sorted(pending, key=lambda t: (t[0], t[1]), reverse=True):
         index = flow.index_of(effect.step)
         step = None if index is None else flow.step(index)
         if isinstance(step, ActionStep) and step.compensate is not None:

@@ -75,8 +75,15 @@ class Store(Protocol):
         """Flows that ended before ``cutoff`` whose result event never went out."""
         ...
 
-    def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
-        """Flows, newest update first, optionally of one status."""
+    def recent(
+        self,
+        *,
+        status: Status | None = None,
+        flow: str | None = None,
+        version: int | None = None,
+        limit: int = 50,
+    ) -> list[FlowRecord]:
+        """Flows, newest update first, optionally of one status, flow and version."""
         ...
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:

@@ -119,11 +119,20 @@ class FlowStore:
         mark = functools.partial(planner.published, generation=generation)
         return self.change(flow_id, mark, start=start) is not None
 
-    def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
-        """Flows, newest update first, optionally of one status."""
+    def recent(
+        self,
+        *,
+        status: Status | None = None,
+        flow: str | None = None,
+        version: int | None = None,
+        limit: int = 50,
+    ) -> list[FlowRecord]:
+        """Flows, newest update first, optionally of one status, flow and version."""
         query: Any = self._flows
-        if status is not None:
-            query = query.where(filter=firestore.FieldFilter("status", "==", status.value))
+        for field, value in (("status", status), ("flow", flow), ("version", version)):
+            if value is not None:
+                plain = value.value if isinstance(value, Status) else value
+                query = query.where(filter=firestore.FieldFilter(field, "==", plain))
         query = query.order_by("updated_at", direction=firestore.Query.DESCENDING).limit(limit)
         records = [
             FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream(timeout=RPC_TIMEOUT_S)

@@ -185,6 +185,12 @@ class Harness:
         """Run the sweeper once."""
         return self.engine.sweep(grace_s=grace_s)
 
+    def deploy(self, registry: Registry | Flow | Iterable[Flow]) -> None:
+        """Serve ``registry`` from now on, as a new deployment would: flows in flight keep
+        their documents and queued tasks (a rolling upgrade, or removing an old version)."""
+        self._registry = _as_registry(registry)
+        self.engine = self._build()
+
     def script(self, step: str, *entries: Entry, flow: str | None = None) -> Scripted:
         """Replace ``step``'s handler (a poll's check) with a script; returns it."""
         handler = scripted(*entries)

@@ -90,8 +90,21 @@ class MemoryStore:
         ]
         return sorted(ended, key=lambda r: r.finished_at or cutoff)[:limit]
 
-    def recent(self, *, status: Status | None = None, limit: int = 50) -> list[FlowRecord]:
-        chosen = [r for r in self._records() if status is None or r.status is status]
+    def recent(
+        self,
+        *,
+        status: Status | None = None,
+        flow: str | None = None,
+        version: int | None = None,
+        limit: int = 50,
+    ) -> list[FlowRecord]:
+        chosen = [
+            r
+            for r in self._records()
+            if status in (None, r.status)
+            and flow in (None, r.flow)
+            and version in (None, r.version)
+        ]
         return sorted(chosen, key=lambda r: r.updated_at, reverse=True)[:limit]
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:

@@ -125,6 +125,22 @@ def test_recent_filters_by_status_newest_update_first(flow_store: FlowStore) -> 
     assert flow_store.recent(status=Status.FAILED) == []
 
 
+def test_recent_filters_by_flow_and_version(flow_store: FlowStore) -> None:
+    for flow_id, flow, version, minutes in [
+        ("o1-a", "orders", 1, 1),
+        ("o2-a", "orders", 2, 2),
+        ("o1-b", "orders", 1, 3),
+        ("reg", "registration", 1, 4),
+    ]:
+        updated_at = T0 + timedelta(minutes=minutes)
+        record = make_record(flow_id, flow=flow, version=version, updated_at=updated_at)
+        flow_store.create(record)
+
+    assert [r.flow_id for r in flow_store.recent(flow="orders", version=1)] == ["o1-b", "o1-a"]
+    assert [r.flow_id for r in flow_store.recent(flow="orders")] == ["o1-b", "o2-a", "o1-a"]
+    assert [r.flow_id for r in flow_store.recent(version=2)] == ["o2-a"]
+
+
 def test_overdue_finds_only_active_flows_due_before_the_cutoff(flow_store: FlowStore) -> None:
     cutoff = T0
     early, late = T0 - timedelta(minutes=5), T0 + timedelta(minutes=5)

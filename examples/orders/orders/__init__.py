@@ -1,0 +1,1 @@
+"""An example team app: order fulfilment on relayflow, written only against its public API."""
