@@ -322,6 +322,11 @@ def test_the_last_step_ends_the_flow_and_publishes_the_result_once(
         "activate": {"active": True, "registration": "reg-acme"},
     }
     [event] = pull(subscriber, results_subscription, count=1)
-    assert dict(event.message.attributes) == {"flow_id": flow_id, "status": "SUCCEEDED"}
+    assert dict(event.message.attributes) == {
+        "flow_id": flow_id,
+        "flow": "it-two-steps",
+        "status": "SUCCEEDED",
+        "generation": "0",
+    }
     assert json.loads(event.message.data)["data"] == done.result.data
     assert pull(subscriber, results_subscription, count=1, timeout_s=1.0) == []

@@ -28,10 +28,16 @@ def test_a_success_is_published_with_its_data(
 
     [received] = pull(subscriber, results_subscription, count=1)
     assert received.message.message_id == message_id
-    assert dict(received.message.attributes) == {"flow_id": "flow-ok", "status": "SUCCEEDED"}
+    assert dict(received.message.attributes) == {
+        "flow_id": "flow-ok",
+        "flow": "it-flow",
+        "status": "SUCCEEDED",
+        "generation": "0",
+    }
     assert json.loads(received.message.data) == {
         "flow_id": "flow-ok",
         "flow": "it-flow",
+        "version": 1,
         "generation": 0,
         "status": "SUCCEEDED",
         "code": "OK",
@@ -53,10 +59,16 @@ def test_a_failure_is_published_with_its_error(
     publisher.publish_result(record)
 
     [received] = pull(subscriber, results_subscription, count=1)
-    assert dict(received.message.attributes) == {"flow_id": "flow-bad", "status": "FAILED"}
+    assert dict(received.message.attributes) == {
+        "flow_id": "flow-bad",
+        "flow": "it-flow",
+        "status": "FAILED",
+        "generation": "0",
+    }
     assert json.loads(received.message.data) == {
         "flow_id": "flow-bad",
         "flow": "it-flow",
+        "version": 1,
         "generation": 0,
         "status": "FAILED",
         "code": "REJECTED",
