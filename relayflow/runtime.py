@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from relayflow.app import AppError, load_registry
 from relayflow.core.clock import SystemClock
-from relayflow.core.engine import Engine
+from relayflow.core.engine import Engine, Limits
 from relayflow.core.errors import ConfigError
 from relayflow.core.messages import describe
 from relayflow.core.planner import QueueNames
@@ -21,6 +21,8 @@ from relayflow.telemetry import Counters, configure_logging, configure_tracing
 from relayflow.topology import Topology, load_topology
 
 STEP_PATH = "/tasks/step"
+# What a handler leaves of its queue's dispatch deadline for reading and committing.
+COMMIT_MARGIN_S = 20.0
 POLL_PATH = "/tasks/poll"
 
 
@@ -86,12 +88,24 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
         events=publisher,
         clock=SystemClock(),
         queues=QueueNames(steps=topology.queues.steps.name, polls=topology.queues.polls.name),
-        history_limit=settings.history_limit,
-        retention_s=settings.retention_days * 24 * 3600.0,
-        claim_lease_s=topology.queues.steps.dispatch_deadline_s + 30.0,
+        limits=limits(settings, topology),
         tracer=tracer,
     )
     return Runtime(settings, topology, engine, flow_store, counters, tracer)
+
+
+def limits(settings: Settings, topology: Topology) -> Limits:
+    """The engine's bounds, from settings and the queues' dispatch deadlines: a claim outlives
+    the longest a step may run; a handler's budget leaves its commit time before the deadline."""
+    steps, polls = topology.queues.steps, topology.queues.polls
+    return Limits(
+        history_limit=settings.history_limit,
+        retention_s=settings.retention_days * 24 * 3600.0,
+        claim_lease_s=steps.dispatch_deadline_s + 30.0,
+        action_budget_s=steps.dispatch_deadline_s - COMMIT_MARGIN_S,
+        poll_budget_s=polls.dispatch_deadline_s - COMMIT_MARGIN_S,
+        unknown_flow_grace_s=settings.unknown_flow_grace_s,
+    )
 
 
 def boot(service: str) -> Runtime:

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     retention_days: float = Field(default=30.0, gt=0, le=3650)
     # A non-terminal flow whose next run is this late is re-enqueued by the sweeper.
     sweep_grace_s: float = Field(default=120.0, gt=0)
+    # A task of a flow type no deployed version runs is answered 5xx this long after it was
+    # due (a rolling deploy); then the flow ends FAILED (UNKNOWN_FLOW).
+    unknown_flow_grace_s: float = Field(default=900.0, ge=0)
 
     # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
     trace_exporter: Literal["none", "gcp", "console"] = "none"

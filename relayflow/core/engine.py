@@ -12,6 +12,7 @@ import base64
 import hashlib
 import logging
 import re
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -29,13 +30,29 @@ from relayflow.core.errors import (
     NotReady,
     PermanentError,
     RetryableError,
+    UnknownFlow,
     UnknownVersion,
 )
 from relayflow.core.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
-from relayflow.core.messages import parse_start
+from relayflow.core.messages import bounded, parse_start
 from relayflow.core.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
-from relayflow.core.ports import Events, Queue, Snapshot, Store
-from relayflow.core.position import FLOW_ID_PATTERN, Position, TaskKind, TaskPayload
+from relayflow.core.ports import (
+    Change,
+    Events,
+    Queue,
+    Snapshot,
+    Store,
+    Unreadable,
+    UnreadableFlow,
+    UnstorableChange,
+)
+from relayflow.core.position import (
+    FLOW_ID_PATTERN,
+    Position,
+    TaskKind,
+    TaskPayload,
+    is_document_id,
+)
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL
 from relayflow.core.values import UnstorableValue, check_storable
@@ -80,6 +97,7 @@ class SweepReport:
 
     overdue: int = 0
     rescued: int = 0
+    ended: int = 0  # could never be settled: ended with a code that says why
     still_queued: int = 0
     unpublished: int = 0
     republished: int = 0
@@ -105,6 +123,30 @@ def _effect_number(record: FlowRecord, step: str) -> int:
     return live.n if live is not None else sum(1 for e in record.effects if e.step == step)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The bounds the engine keeps (DESIGN invariant 11), with defaults that fit the topology.
+
+    ``claim_lease_s`` outlives the longest a delivery may run (the steps queue's dispatch
+    deadline, 120 s); after that Cloud Tasks counts the attempt as failed and may retry it.
+    A handler's time budget is its queue's dispatch deadline less what the commit needs.
+    """
+
+    history_limit: int = 200
+    retention_s: float = 30 * 24 * 3600.0
+    claim_lease_s: float = 150.0
+    action_budget_s: float = 100.0
+    poll_budget_s: float = 45.0
+    # A task of a flow type this deployment does not know is answered 5xx this long after it
+    # was due (a rolling deploy may reach a newer instance); then the flow ends UNKNOWN_FLOW.
+    unknown_flow_grace_s: float = 900.0
+    # A lost task is re-enqueued at most this many times for one try of one step.
+    max_rescues: int = 5
+    # A flow the sweeper could not settle is not looked at again for this long, so a few bad
+    # flows never keep it from the rest.
+    sweep_backoff_s: float = 600.0
+
+
 class Engine:
     """Runs flows from a registry against a store, a task queue and an event publisher."""
 
@@ -117,9 +159,7 @@ class Engine:
         events: Events,
         clock: Clock,
         queues: QueueNames | None = None,
-        history_limit: int = 200,
-        retention_s: float = 30 * 24 * 3600.0,
-        claim_lease_s: float = 150.0,
+        limits: Limits | None = None,
         tracer: Tracer | None = None,
     ) -> None:
         self._registry = registry
@@ -128,11 +168,7 @@ class Engine:
         self._events = events
         self._clock = clock
         self._queues = queues or QueueNames()
-        self._history_limit = history_limit
-        self._retention_s = retention_s
-        # A claim outlives the longest a delivery may run (the steps queue's dispatch
-        # deadline); after that Cloud Tasks counts the attempt as failed and may retry it.
-        self._claim_lease_s = claim_lease_s
+        self._limits = limits or Limits()
         self._tracer = tracer  # None: tracing is off
 
     # -- start ---------------------------------------------------------------------------
@@ -201,6 +237,7 @@ class Engine:
     def _reject(
         self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
     ) -> None:
+        reason = bounded(reason)
         log.warning("start message rejected", extra={"message_id": message_id, "reason": reason})
         self._store.reject(
             safe_id(message_id),
@@ -211,7 +248,7 @@ class Engine:
                 "data_truncated": len(data) > 16384,
                 "attributes": attributes,
                 "rejected_at": self._clock.now(),
-                "expire_at": self._clock.now() + timedelta(seconds=self._retention_s),
+                "expire_at": self._clock.now() + timedelta(seconds=self._limits.retention_s),
             },
         )
 
@@ -219,40 +256,60 @@ class Engine:
 
     def run_task(self, payload: TaskPayload) -> Ran:
         """Run the task at ``payload.position`` if it is the flow's current position."""
-        found = self._store.read(payload.flow_id)
+        found = self._read(payload.flow_id)
         if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
         if not _is_current(found.record, payload.position):
             self._settle(found.record)
             return Ran.STALE
-        # UnknownFlow propagates (5xx): in a rolling deploy this service may be older than the
-        # one that started the flow, and a retry will reach a newer instance.
-        flow, gone = self._definition(found.record)
-        plan = self._plan(flow)
+        try:
+            flow, gone = self._definition(found.record)
+        except UnknownFlow:
+            return self._unknown_type(found, payload.position)
         if gone and payload.position.kind is not TaskKind.COMPENSATE:
             log.error("flow version no longer registered", extra={"flow_id": payload.flow_id})
-            return self._commit(found, payload.position, None, plan, gone)
+            return self._end(found, payload.position, self._plan(flow), gone)
         mismatch = _definition_mismatch(flow, payload.position)
         if mismatch:
             log.error("flow definition changed", extra={"flow_id": payload.flow_id})
-            return self._commit(found, payload.position, None, plan, mismatch)
-        if payload.position.kind is not TaskKind.POLL:
-            claimed = self._claim(found, plan)
-            if not isinstance(claimed, Snapshot):
-                return claimed
-            found = claimed
-        outcome = self._execute(flow, found.record)
-        return self._commit(found, payload.position, outcome, plan, "")
+            return self._end(found, payload.position, self._plan(flow), mismatch)
+        if payload.position.kind is TaskKind.POLL:
+            return self._commit(found, payload.position, flow, self._execute(flow, found.record))
+        return self._run_claimed(found, flow)
 
-    def _claim(self, found: Snapshot, plan: Plan) -> Snapshot | Ran:
-        """Lease the current position to this delivery before a side effect (invariant 4)."""
+    def _run_claimed(self, found: Snapshot, flow: Flow) -> Ran:
+        """An action or compensation: claim the position for this delivery, run the handler,
+        commit only if the claim is still ours (invariant 4)."""
+        holder = uuid.uuid4().hex
+        claimed = self._claim(found, flow, holder)
+        if not isinstance(claimed, Snapshot):
+            return claimed
+        if not planner.holds(claimed.record, holder):  # out of tries: the claim ended the step
+            self._settle(claimed.record, version=claimed)
+            return Ran.ADVANCED
+        outcome = self._execute(flow, claimed.record)
+        try:
+            return self._commit(claimed, found.record.position, flow, outcome, holder=holder)
+        except Exception:
+            self._release(found.record.flow_id, holder)
+            raise
+
+    def _claim(self, found: Snapshot, flow: Flow, holder: str) -> Snapshot | Ran:
+        """Lease the current position to ``holder`` before a side effect (invariant 4); a step
+        that has been delivered as often as its retries allow is ended instead."""
         position = found.record.position
+        plan = self._plan(flow)
 
         def take(current: FlowRecord) -> FlowRecord | None:
             if not _is_current(current, position) or planner.is_claimed(plan, current):
                 return None
-            return planner.claim(plan, current, lease_s=self._claim_lease_s)
+            claimed = planner.claim(
+                plan, current, lease_s=self._limits.claim_lease_s, holder=holder
+            )
+            if planner.exhausted(plan, claimed):
+                return planner.crashed(plan, claimed)
+            return claimed
 
         taken = self._store.change_versioned(found.record.flow_id, take, start=found)
         if taken is not None:
@@ -266,27 +323,78 @@ class Engine:
         self._settle(latest.record)
         return Ran.STALE
 
+    def _release(self, flow_id: str, holder: str) -> None:
+        """Give up a claim whose commit failed, so the retry need not wait out the lease.
+        Best effort: if the store is down, the lease runs out instead."""
+        try:
+            self._store.change(flow_id, lambda current: planner.release(current, holder))
+        except Exception:
+            log.warning("could not release a claim", extra={"flow_id": flow_id}, exc_info=True)
+
     def _commit(
         self,
         found: Snapshot,
         position: Position,
-        outcome: Outcome | None,
-        plan: Plan,
-        mismatch: str,
+        flow: Flow,
+        outcome: Outcome,
+        *,
+        holder: str | None = None,
     ) -> Ran:
-        """Commit what follows ``outcome`` if ``position`` is still current; then settle."""
+        """Commit what follows ``outcome`` if ``position`` is still current (and, for a claimed
+        step, the claim is still ``holder``'s); then settle. The plan is made after the handler
+        ran, so the history and the next deadline count from when it finished."""
+        plan = self._plan(flow)
 
         def next_record(current: FlowRecord) -> FlowRecord | None:
             if not _is_current(current, position):
                 return None
-            if outcome is None and current.version != plan.flow.version:
-                return planner.definition_gone(plan, current, message=mismatch)
-            if outcome is None:
-                return planner.abort(plan, current, code="DEFINITION_CHANGED", message=mismatch)
-            planned = planner.after(plan, current, outcome).model_copy(update={"claim": None})
-            return _fitting(plan, current, planned)
+            if holder is not None and not planner.holds(current, holder):
+                return None  # our lease ran out and another delivery took the step over
+            return _fitting(plan, current, planner.after(plan, current, outcome))
 
-        committed = self._store.change_versioned(found.record.flow_id, next_record, start=found)
+        return self._write(found, next_record)
+
+    def _end(self, found: Snapshot, position: Position, plan: Plan, why: str) -> Ran:
+        """End a flow whose definition no longer fits it: DEFINITION_CHANGED, undone with the
+        newest version's compensations if its own version is gone."""
+
+        def ended(current: FlowRecord) -> FlowRecord | None:
+            if not _is_current(current, position):
+                return None
+            if current.version != plan.flow.version:
+                return planner.definition_gone(plan, current, message=why)
+            return planner.abort(plan, current, code="DEFINITION_CHANGED", message=why)
+
+        return self._write(found, ended)
+
+    def _unknown_type(self, found: Snapshot, position: Position) -> Ran:
+        """A flow whose type no deployed version knows: 5xx for a grace period (a rolling
+        deploy may still reach an instance that knows it), then FAILED (UNKNOWN_FLOW)."""
+        record = found.record
+        due = record.next_run_at or record.updated_at
+        waited_s = (self._clock.now() - due).total_seconds()
+        if waited_s < self._limits.unknown_flow_grace_s:
+            raise UnknownFlow(
+                f"flow {record.flow_id} is a {record.flow!r} flow, which this deployment does "
+                f"not run; retried for {self._limits.unknown_flow_grace_s:.0f}s after it was due"
+            )
+        log.error("flow type not deployed", extra={"flow_id": record.flow_id})
+        plan = self._plan(None)
+        message = f"no deployed version runs {record.flow!r} flows"
+
+        def ended(current: FlowRecord) -> FlowRecord | None:
+            if not _is_current(current, position):
+                return None
+            return planner.unknown_flow(plan, current, message=message)
+
+        return self._write(found, ended)
+
+    def _write(self, found: Snapshot, change: Change) -> Ran:
+        """Write ``change`` starting from ``found``; settle what follows it."""
+        try:
+            committed = self._store.change_versioned(found.record.flow_id, change, start=found)
+        except UnstorableChange as refused:
+            return self._refused(found, refused)
         if committed is None:
             latest = self._store.get(found.record.flow_id)
             if latest is not None:
@@ -294,6 +402,35 @@ class Engine:
             return Ran.STALE
         self._settle(committed.record, version=committed)
         return Ran.ADVANCED
+
+    def _refused(self, found: Snapshot, refused: UnstorableChange) -> Ran:
+        """The store refused the write for good (too large, too many index entries, invalid):
+        retrying it would fail for ever, so the flow ends FAILED (COMMIT_REFUSED), recording
+        only that — a small write that the store takes."""
+        log.error("commit refused", extra={"flow_id": found.record.flow_id, "error": str(refused)})
+        plan = self._plan(None)
+        position = found.record.position
+        message = f"the store refused the flow's next state: {refused}"[:1000]
+
+        def ended(current: FlowRecord) -> FlowRecord | None:
+            if not _is_current(current, position):
+                return None
+            return planner.abort(plan, current, code="COMMIT_REFUSED", message=message)
+
+        committed = self._store.change_versioned(found.record.flow_id, ended)
+        if committed is not None:
+            self._settle(committed.record, version=committed)
+        return Ran.ADVANCED
+
+    def _read(self, flow_id: str) -> Snapshot | None:
+        """The flow as stored; a document that no longer parses is ended FAILED (UNREADABLE)
+        and its task dropped, since no task could ever run it."""
+        try:
+            return self._store.read(flow_id)
+        except UnreadableFlow as unreadable:
+            log.error("unreadable flow", extra={"flow_id": flow_id, "error": str(unreadable)})
+            self._store.fail_unreadable(flow_id, reason=str(unreadable), now=self._clock.now())
+            return None
 
     def _execute(self, flow: Flow, record: FlowRecord) -> Outcome:
         pos = record.position
@@ -311,12 +448,18 @@ class Engine:
             version=record.version,
             generation=pos.generation,
             action_key=idempotency_key(record, pos.model_copy(update={"kind": TaskKind.ACTION})),
+            deadline=self._clock.now() + timedelta(seconds=self._budget_s(pos.kind)),
+            clock=self._clock.now,
         )
         name = f"{pos.kind.value} {pos.step}"
         with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:
             outcome = _call(handler, context, extra={"flow_id": record.flow_id, "at": pos.label()})
             _trace_outcome(span, outcome)
         return outcome
+
+    def _budget_s(self, kind: TaskKind) -> float:
+        limits = self._limits
+        return limits.poll_budget_s if kind is TaskKind.POLL else limits.action_budget_s
 
     def _settle(self, record: FlowRecord, *, version: Snapshot | None = None) -> None:
         """Make sure what must follow a committed record has happened (safe to repeat).
@@ -350,16 +493,29 @@ class Engine:
         return record
 
     def cancel(self, flow_id: str, reason: str = "cancelled by an operator") -> FlowRecord:
-        """Cancel an active flow; InvalidTransition if it has already ended."""
+        """Cancel an active flow; InvalidTransition if it has already ended. A flow whose type
+        is not deployed is cancelled without undoing anything (there are no handlers to undo
+        with); its result names the effects left behind."""
         return self._operate(flow_id, lambda plan, r: planner.cancel(plan, r, reason))
 
     def retry(self, flow_id: str) -> FlowRecord:
-        """Run a failed, timed-out or cancelled flow again as a new generation."""
+        """Run a failed, timed-out or cancelled flow again as a new generation.
+
+        The ended generation's result event goes out first if it has not yet, so a retry
+        never swallows it.
+        """
+        ended = self.get(flow_id)
+        if ended.status in TERMINAL and not ended.result_published:
+            self._settle(ended)
         return self._operate(flow_id, planner.restart)
 
     def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
         record = self.get(flow_id)
-        plan = self._plan(self._definition(record)[0])
+        try:
+            definition: Flow | None = self._definition(record)[0]
+        except UnknownFlow:
+            definition = None
+        plan = self._plan(definition)
         errors: list[InvalidTransition] = []
 
         def change(current: FlowRecord) -> FlowRecord | None:
@@ -367,6 +523,9 @@ class Engine:
                 updated: FlowRecord = op(plan, current)
             except InvalidTransition as exc:
                 errors.append(exc)
+                return None
+            except UnknownFlow:
+                errors.append(InvalidTransition(f"no deployed version runs {current.flow!r} flows"))
                 return None
             return updated
 
@@ -381,13 +540,18 @@ class Engine:
     def sweep(self, *, grace_s: float, limit: int = 100) -> SweepReport:
         """Settle what a crash or an outage left behind (invariant 5): active flows whose next
         task is overdue and gone get a fresh one; ended flows whose result event never went
-        out publish it. One flow that fails to settle is logged and does not stop the rest.
+        out publish it. What cannot be settled is ended (a type no longer deployed, a task
+        lost too often, a document that no longer parses) or set aside for a while, so the
+        sweep always reaches the flows behind it (invariant 11).
         """
         cutoff = self._clock.now() - timedelta(seconds=grace_s)
         report = SweepReport()
-        for record in self._store.overdue(cutoff=cutoff, limit=limit):
+        for found in self._store.overdue(cutoff=cutoff, limit=limit):
             report.overdue += 1
-            self._guarded(record, report, self._recover)
+            if isinstance(found, Unreadable):
+                self._fail_unreadable(found, report)
+            else:
+                self._guarded(found, report, self._recover)
         for record in self._store.unpublished(cutoff=cutoff, limit=limit):
             report.unpublished += 1
             self._guarded(record, report, self._republish)
@@ -405,30 +569,82 @@ class Engine:
         except Exception:  # one bad flow must not starve the others
             report.errors += 1
             log.exception("sweep could not settle a flow", extra={"flow_id": record.flow_id})
+            self._set_aside(record)
+
+    def _set_aside(self, record: FlowRecord) -> None:
+        """Move a flow the sweep cannot settle out of the head of the overdue query for a
+        while (best effort)."""
+        until = self._clock.now() + timedelta(seconds=self._limits.sweep_backoff_s)
+        stuck = record.next
+        try:
+            self._store.change(
+                record.flow_id,
+                lambda current: (
+                    planner.set_aside(current, until) if current.next == stuck else None
+                ),
+            )
+        except Exception:
+            log.warning("could not set a flow aside", extra={"flow_id": record.flow_id})
 
     def _recover(self, record: FlowRecord, report: SweepReport) -> None:
         if record.next is None:
             return
+        try:
+            flow = self._definition(record)[0]
+        except UnknownFlow:
+            self._recover_unknown_type(record, report)
+            return
         if self._queue.exists(record.next):
             report.still_queued += 1  # late (a backlog or a paused queue), not lost
+            self._set_aside(record)
             return
-        report.rescued += self._rescue(record)
+        report.rescued += self._rescue(record, flow)
+
+    def _recover_unknown_type(self, record: FlowRecord, report: SweepReport) -> None:
+        due = record.next_run_at or record.updated_at
+        if (self._clock.now() - due).total_seconds() < self._limits.unknown_flow_grace_s:
+            self._set_aside(record)  # a rolling deploy may bring the type back
+            return
+        plan = self._plan(None)
+        stuck = record.next
+        message = f"no deployed version runs {record.flow!r} flows"
+        committed = self._store.change(
+            record.flow_id,
+            lambda current: (
+                planner.unknown_flow(plan, current, message=message)
+                if current.status in ACTIVE and current.next == stuck
+                else None
+            ),
+        )
+        if committed is not None:
+            report.ended += 1
+            self._settle(committed)
+
+    def _fail_unreadable(self, found: Unreadable, report: SweepReport) -> None:
+        try:
+            self._store.fail_unreadable(found.flow_id, reason=found.reason, now=self._clock.now())
+            report.ended += 1
+        except Exception:
+            report.errors += 1
+            log.exception("could not end an unreadable flow", extra={"flow_id": found.flow_id})
 
     def _republish(self, record: FlowRecord, report: SweepReport) -> None:
         self._settle(record)
         report.republished += 1
 
-    def _rescue(self, record: FlowRecord) -> int:
+    def _rescue(self, record: FlowRecord, flow: Flow) -> int:
         stuck = record.next
-        plan = self._plan(self._definition(record)[0])
-        committed = self._store.change(
-            record.flow_id,
-            lambda current: (
-                planner.rescue(plan, current)
-                if current.status in ACTIVE and current.next == stuck
-                else None
-            ),
-        )
+        plan = self._plan(flow)
+        limit = self._limits.max_rescues
+
+        def rescued(current: FlowRecord) -> FlowRecord | None:
+            if current.status not in ACTIVE or current.next != stuck:
+                return None
+            if current.position.rescue >= limit:
+                return planner.lost(plan, current, rescues=limit)
+            return planner.rescue(plan, current)
+
+        committed = self._store.change(record.flow_id, rescued)
         if committed is None:
             return 0
         self._settle(committed)
@@ -444,13 +660,13 @@ class Engine:
         except UnknownVersion as gone:
             return self._registry.get(record.flow), str(gone)
 
-    def _plan(self, flow: Flow) -> Plan:
+    def _plan(self, flow: Flow | None) -> Plan:
         return Plan(
-            flow=flow,
+            definition=flow,
             queues=self._queues,
             now=self._clock.now(),
-            history_limit=self._history_limit,
-            retention_s=self._retention_s,
+            history_limit=self._limits.history_limit,
+            retention_s=self._limits.retention_s,
         )
 
 
@@ -545,7 +761,7 @@ def _completed(output: object, *, where: str) -> Outcome:
 
 def safe_id(message_id: str) -> str:
     """A document id for a Pub/Sub message id: itself when it is a legal flow id, else hashed."""
-    if re.fullmatch(FLOW_ID_PATTERN[1:-1], message_id):
+    if re.fullmatch(FLOW_ID_PATTERN[1:-1], message_id) and is_document_id(message_id):
         return message_id
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in message_id)[:60]
     return f"{safe}-{hashlib.sha256(message_id.encode()).hexdigest()[:12]}"

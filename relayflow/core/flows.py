@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,6 +23,10 @@ from relayflow.core.position import STEP_NAME_PATTERN
 JSONDict = dict[str, Any]
 _STEP_NAME = re.compile(STEP_NAME_PATTERN)
 _FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,20 @@ class StepContext:
     version: int = 1
     generation: int = 0
     action_key: str = ""
+    # When the handler's time is up (its queue's dispatch deadline less the commit's share):
+    # long calls must end before it. See ``time_left_s``.
+    deadline: datetime | None = None
+    clock: Callable[[], datetime] = field(default=_utcnow, repr=False, compare=False)
+
+    def time_left_s(self, *, cap_s: float | None = None, floor_s: float = 0.5) -> float:
+        """Seconds left of the handler's budget (at most ``cap_s``, at least ``floor_s``), to
+        bound an external call: ``call_json(..., timeout_s=ctx.time_left_s(cap_s=10))``."""
+        left = math.inf
+        if self.deadline is not None:
+            left = (self.deadline - self.clock()).total_seconds()
+        if cap_s is not None:
+            left = min(left, cap_s)
+        return max(left, floor_s)
 
 
 Handler = Callable[[StepContext], JSONDict | None]
@@ -131,15 +150,17 @@ class ActionStep:
 
 @dataclass(frozen=True)
 class PollStep:
-    """A step that checks an external operation until it is done; ``check`` raises NotReady."""
+    """A step that checks an external operation until it is done; ``check`` raises NotReady.
+
+    Retryable errors while checking (5xx, timeouts, 429 with Retry-After) are polled through
+    with the poll backoff (or as long as Retry-After says) and do not use up ``max_polls``: they
+    are bounded by the deadline. A check still failing at the deadline ends the flow FAILED
+    (``POLL_ERRORS``): a broken endpoint is not a slow operation.
+    """
 
     name: str
     check: Handler
     policy: PollPolicy = field(default_factory=PollPolicy)
-    # Retryable errors while checking (5xx, timeouts) are polled through with the poll
-    # backoff, but only this many in a row: a check that always errors FAILS, it does not
-    # masquerade as a slow operation and end TIMED_OUT.
-    errors: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 Step = ActionStep | PollStep

@@ -11,11 +11,11 @@ import binascii
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from relayflow.core.errors import InvalidMessage, UnknownFlow
 from relayflow.core.flows import Flow, Registry
-from relayflow.core.position import FLOW_ID_PATTERN
+from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
 from relayflow.core.values import UnstorableValue, check_storable
 
 MAX_INPUT_BYTES = 64 * 1024
@@ -32,14 +32,43 @@ class StartMessage(BaseModel):
     flow_id: str | None = Field(default=None, pattern=FLOW_ID_PATTERN)
     deadline_s: float | None = Field(default=None, gt=0, le=MAX_DEADLINE_S)
 
+    @field_validator("flow_id")
+    @classmethod
+    def _document_id(cls, value: str | None) -> str | None:
+        if value is not None and not is_document_id(value):
+            raise ValueError("Firestore reserves ids that start and end with '__'")
+        return value
+
+
+MAX_REASON_CHARS = 1000
+_SHOWN_ERRORS = 5
+
 
 def describe(error: ValidationError, prefix: str = "") -> str:
-    """A pydantic error as one line: ``field: problem; field: problem``."""
-    parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "message"
-        parts.append(f"{prefix}{where}: {item['msg']}")
-    return "; ".join(parts)
+    """A pydantic error as one bounded line: ``field: problem; field: problem; and N more``.
+
+    Bounded (at most ~1 KiB): a message with 50,000 unknown keys must not produce a reason
+    too large to store or to log.
+    """
+    items = error.errors(include_url=False, include_input=False)
+    parts = [
+        f"{prefix}{_where(item['loc'])}: {item['msg'][:150]}" for item in items[:_SHOWN_ERRORS]
+    ]
+    more = len(items) - len(parts)
+    return bounded("; ".join(parts) + (f"; and {more} more errors" if more else ""))
+
+
+def bounded(reason: str) -> str:
+    """``reason`` cut to MAX_REASON_CHARS, saying that it was."""
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return reason[: MAX_REASON_CHARS - 14] + " … (truncated)"
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    # ascii(): a key with a lone surrogate or a control character is still named, escaped.
+    parts = [p if isinstance(p, int) or p.isprintable() else ascii(p) for p in loc]
+    return ".".join(str(p)[:80] for p in parts) or "message"
 
 
 def decode_json(data: bytes) -> dict[str, Any]:
@@ -70,11 +99,11 @@ def parse_start(data: bytes, registry: Registry) -> tuple[StartMessage, Flow]:
     try:
         flow = registry.get(message.flow)
     except UnknownFlow as exc:
-        raise InvalidMessage(str(exc)) from None
+        raise InvalidMessage(bounded(str(exc))) from None
     try:
         check_storable(message.input, where="input", max_bytes=MAX_INPUT_BYTES)
     except UnstorableValue as exc:
-        raise InvalidMessage(str(exc)) from None
+        raise InvalidMessage(bounded(str(exc))) from None
     if flow.input_model is not None:
         try:
             flow.input_model.model_validate(message.input)

@@ -12,7 +12,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from relayflow.core.backoff import clip_to_deadline
-from relayflow.core.errors import InvalidTransition, NotReady, PermanentError, RetryableError
+from relayflow.core.errors import (
+    InvalidTransition,
+    NotReady,
+    PermanentError,
+    RetryableError,
+    UnknownFlow,
+)
 from relayflow.core.flows import ActionStep, Flow, PollStep
 from relayflow.core.position import Position, TaskKind, task_id
 from relayflow.core.records import (
@@ -75,14 +81,25 @@ Outcome = Completed | Retry | Failed | Waiting
 
 @dataclass(frozen=True)
 class Plan:
-    """Inputs every planning function shares."""
+    """Inputs every planning function shares.
 
-    flow: Flow
+    ``definition`` is None when the flow's type is not deployed at all: then only what needs
+    no definition can be planned (ending the flow, cancelling it without undoing anything).
+    """
+
+    definition: Flow | None
     queues: QueueNames
     now: datetime
     history_limit: int = 200
     # How long a finished flow's document is kept (Firestore TTL on expire_at deletes it).
     retention_s: float = 30 * 24 * 3600.0
+
+    @property
+    def flow(self) -> Flow:
+        """The definition; UnknownFlow if the flow's type is not deployed."""
+        if self.definition is None:
+            raise UnknownFlow("the flow's type is not deployed")
+        return self.definition
 
 
 def kind_of(flow: Flow, index: int) -> TaskKind:
@@ -134,6 +151,11 @@ def new_record(
 
 def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     """The record once ``outcome`` of the task at ``record.position`` is taken into account."""
+    planned = _after(plan, record, outcome).model_copy(update={"claim": None})
+    return _new_step_counts(record, planned)
+
+
+def _after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     kind = record.position.kind
     if kind is TaskKind.COMPENSATE:
         return _after_compensation(plan, record, outcome)
@@ -151,6 +173,15 @@ def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     return _begin_failure(plan, record, Status.FAILED, _error(record, misuse), "failed")
 
 
+def _new_step_counts(before: FlowRecord, planned: FlowRecord) -> FlowRecord:
+    """Per-step counters start again when the flow moves to another step (or kind of task)."""
+    old, new = before.position, planned.position
+    same = (old.generation, old.step, old.kind) == (new.generation, new.step, new.kind)
+    if same:
+        return planned
+    return planned.model_copy(update={"uncommitted": 0, "poll_errors": 0})
+
+
 def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
     pos = record.position
     if pos.kind is TaskKind.ACTION:
@@ -162,6 +193,11 @@ def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowReco
         # The last step's output is the flow's product; every step's output stays in outputs.
         result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=output)
         return _finish(plan, record, result)
+    if _past_deadline(plan, record, plan.now):
+        err = _timeout(
+            record, "DEADLINE_EXCEEDED", "the flow's deadline passed before its next step"
+        )
+        return _begin_failure(plan, record, Status.TIMED_OUT, err, "deadline passed")
     index = pos.step_index + 1
     nxt = Position(
         generation=pos.generation,
@@ -179,18 +215,29 @@ def _retry_action(plan: Plan, record: FlowRecord, error: RetryableError) -> Flow
     pos = record.position
     step = plan.flow.step(pos.step_index)
     assert isinstance(step, ActionStep)
-    if pos.attempt + 1 >= step.retry.max_attempts:
+    tries = pos.attempt + 1 + record.uncommitted  # crashed deliveries count too
+    if tries >= step.retry.max_attempts:
         err = _error(record, error, code="RETRIES_EXHAUSTED")
-        err["message"] = f"{step.retry.max_attempts} attempts failed; last: {error.message}"
+        err["message"] = f"{tries} attempts failed; last: {error.message}"
         return _begin_failure(plan, record, Status.FAILED, err, "retries exhausted")
     delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:retry")
     delay = max(delay, min(error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
+    if _past_deadline(plan, record, plan.now + timedelta(seconds=delay)):
+        err = _timeout(
+            record, "DEADLINE_EXCEEDED", f"the flow's deadline passes before retry {tries}"
+        )
+        return _begin_failure(plan, record, Status.TIMED_OUT, err, "retryable error")
     entry = _entry(plan, record, "retryable error", detail=error.message, delay_s=delay)
     nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
     moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
         update={"position": nxt}
     )
     return _with_next(moved, schedule(plan, moved, nxt, delay))
+
+
+def _past_deadline(plan: Plan, record: FlowRecord, when: datetime) -> bool:
+    """Whether ``when`` is past the flow's own deadline (the start message's ``deadline_s``)."""
+    return record.deadline_at is not None and when > record.deadline_at
 
 
 def poll_deadline(plan: Plan, record: FlowRecord) -> datetime:
@@ -206,29 +253,41 @@ def _poll_again(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     step = plan.flow.step(pos.step_index)
     assert isinstance(step, PollStep)
     seen, hint = _seen(outcome)
-    errors_in_a_row = pos.attempt + 1 if isinstance(outcome, Retry) else 0
-    if errors_in_a_row >= step.errors.max_attempts:
-        assert isinstance(outcome, Retry)
-        err = _error(record, outcome.error, code="RETRIES_EXHAUSTED")
-        err["message"] = f"{errors_in_a_row} polls failed in a row; last: {outcome.error.message}"
-        return _begin_failure(plan, record, Status.FAILED, err, seen)
-    if pos.poll + 1 >= step.policy.max_polls:
+    failing = isinstance(outcome, Retry)
+    poll_errors = record.poll_errors + (1 if failing else 0)
+    # Retryable errors (a 429 asking to slow down, above all) are bounded by the deadline, not
+    # by a count: only not-ready answers use up max_polls.
+    if not failing and pos.poll + 1 - poll_errors >= step.policy.max_polls:
         err = _timeout(
             record, "MAX_POLLS_EXCEEDED", f"not ready after {step.policy.max_polls} polls"
         )
         return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
-    wanted = max(step.policy.delay_s(n=pos.poll, key=f"{record.flow_id}:{pos.step}"), hint or 0)
+    curve = step.policy.delay_s(n=pos.poll, key=f"{record.flow_id}:{pos.step}")
+    wanted = max(curve, min(hint or 0.0, MAX_RETRY_AFTER_S))
     remaining = (poll_deadline(plan, record) - plan.now).total_seconds()
     delay = clip_to_deadline(wanted, remaining_s=remaining)  # the last wait lands on it
     if delay is None:
-        err = _timeout(record, "DEADLINE_EXCEEDED", f"not ready by the deadline ({seen})")
-        return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
+        return _poll_deadline_reached(plan, record, outcome, seen)
     entry = _entry(plan, record, seen, delay_s=delay)
+    errors_in_a_row = pos.attempt + 1 if failing else 0
     nxt = pos.model_copy(update={"poll": pos.poll + 1, "attempt": errors_in_a_row})
     moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
-        update={"position": nxt}
+        update={"position": nxt, "poll_errors": poll_errors}
     )
     return _with_next(moved, schedule(plan, moved, nxt, delay))
+
+
+def _poll_deadline_reached(
+    plan: Plan, record: FlowRecord, outcome: Outcome, seen: str
+) -> FlowRecord:
+    """TIMED_OUT if the operation was simply not ready; FAILED if the check itself kept
+    failing (a broken endpoint is not a slow operation)."""
+    if isinstance(outcome, Retry):
+        err = _error(record, outcome.error, code="POLL_ERRORS")
+        err["message"] = f"the check still failed at the deadline; last: {outcome.error.message}"
+        return _begin_failure(plan, record, Status.FAILED, err, seen)
+    err = _timeout(record, "DEADLINE_EXCEEDED", f"not ready by the deadline ({seen})")
+    return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
 
 
 def _seen(outcome: Outcome) -> tuple[str, float | None]:
@@ -250,10 +309,19 @@ def _begin_failure(
 
 def _compensate_next(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
     """Undo the newest effect that may be live and can be undone; end the flow when none is."""
-    index = _next_compensation(plan.flow, record)
+    if plan.definition is None:  # no handlers to undo with: say what stays behind
+        return _finish(plan, record, _with_left_behind(record, result))
+    index = _next_compensation(plan.definition, record)
     if index is None:
         return _finish(plan, record, result)
     return _compensate_at(plan, record, index, result)
+
+
+def _with_left_behind(record: FlowRecord, result: Result) -> Result:
+    live = [e.step for e in record.effects if e.state in (EffectState.UNKNOWN, EffectState.DONE)]
+    if not live:
+        return result
+    return result.model_copy(update={"error": {**(result.error or {}), "not_undone": live}})
 
 
 def _compensate_at(plan: Plan, record: FlowRecord, index: int, result: Result) -> FlowRecord:
@@ -320,7 +388,7 @@ def _forget_first_try(record: FlowRecord) -> FlowRecord:
     a fresh key rather than replaying the refusal.)"""
     pos = record.position
     effect = record.live_effect(pos.step)
-    first = pos.kind is TaskKind.ACTION and pos.attempt == 0 and pos.rescue == 0
+    first = pos.kind is TaskKind.ACTION and pos.attempt == 0 and record.uncommitted == 0
     if effect is None or not first or effect.state is not EffectState.UNKNOWN:
         return record
     if effect.generation != pos.generation:
@@ -332,7 +400,8 @@ def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flo
     pos = record.position
     step = plan.flow.step(pos.step_index)
     assert isinstance(step, ActionStep)
-    if isinstance(outcome, Retry) and pos.attempt + 1 < step.retry.max_attempts:
+    tries = pos.attempt + 1 + record.uncommitted
+    if isinstance(outcome, Retry) and tries < step.retry.max_attempts:
         delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:undo")
         delay = max(delay, min(outcome.error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
         entry = _entry(plan, record, "retryable error", detail=outcome.error.message, delay_s=delay)
@@ -523,18 +592,67 @@ def published(record: FlowRecord, *, generation: int) -> FlowRecord | None:
     return record.model_copy(update={"result_published": True})
 
 
-def claim(plan: Plan, record: FlowRecord, *, lease_s: float) -> FlowRecord:
-    """The record with the current position claimed by one delivery for ``lease_s``; an
-    action's effect is noted as begun in the same write."""
-    lease = Claim(position=record.position, until=plan.now + timedelta(seconds=lease_s))
-    claimed = record.model_copy(update={"claim": lease})
-    return begin_effect(plan, claimed) if record.position.kind is TaskKind.ACTION else claimed
+def claim(plan: Plan, record: FlowRecord, *, lease_s: float, holder: str) -> FlowRecord:
+    """The record with the current position claimed by ``holder`` (one delivery) for
+    ``lease_s``; an action's effect is noted as begun in the same write.
+
+    A claim left on this try by an earlier delivery means that delivery never committed (it
+    crashed, timed out, or its commit failed): it counts toward the step's attempts.
+    """
+    pos = record.position
+    held = record.claim
+    uncommitted = record.uncommitted + (
+        1 if held is not None and held.position.same_try(pos) else 0
+    )
+    lease = Claim(position=pos, until=plan.now + timedelta(seconds=lease_s), holder=holder)
+    claimed = record.model_copy(update={"claim": lease, "uncommitted": uncommitted})
+    return begin_effect(plan, claimed) if pos.kind is TaskKind.ACTION else claimed
 
 
 def is_claimed(plan: Plan, record: FlowRecord) -> bool:
-    """Whether another delivery holds a live claim on the current position."""
+    """Whether a delivery holds a live claim on the current position."""
     held = record.claim
-    return held is not None and held.position == record.position and held.until > plan.now
+    return (
+        held is not None
+        and held.position.same_try(record.position)
+        and not held.released
+        and held.until > plan.now
+    )
+
+
+def holds(record: FlowRecord, holder: str) -> bool:
+    """Whether ``holder``'s claim is the one on the record (only its commit may land)."""
+    return record.claim is not None and record.claim.holder == holder
+
+
+def release(record: FlowRecord, holder: str) -> FlowRecord | None:
+    """The record with ``holder``'s claim given up (its commit failed), or None if it holds none."""
+    if record.claim is None or record.claim.holder != holder or record.claim.released:
+        return None
+    return record.model_copy(update={"claim": record.claim.model_copy(update={"released": True})})
+
+
+def exhausted(plan: Plan, record: FlowRecord) -> bool:
+    """Whether the current action or compensation has been delivered as often as its retry
+    policy allows (committed retries and deliveries that never committed alike)."""
+    pos = record.position
+    step = plan.flow.step(pos.step_index)
+    if not isinstance(step, ActionStep) or pos.kind is TaskKind.POLL:
+        return False
+    return pos.attempt + record.uncommitted >= step.retry.max_attempts
+
+
+def crashed(plan: Plan, record: FlowRecord) -> FlowRecord:
+    """Give up on a step whose deliveries kept ending without an outcome: an action fails
+    (HANDLER_CRASHED) and is undone with the rest; a compensation is recorded as failed."""
+    pos = record.position
+    tries = pos.attempt + record.uncommitted
+    message = (
+        f"{tries} deliveries of {pos.step!r} ended without an outcome "
+        "(the handler crashed, ran past its deadline, or could not commit)"
+    )
+    error = PermanentError(message, code="HANDLER_CRASHED")
+    return after(plan, record, Failed(error))
 
 
 def abort(plan: Plan, record: FlowRecord, *, code: str, message: str) -> FlowRecord:
@@ -556,6 +674,33 @@ def definition_gone(plan: Plan, record: FlowRecord, *, message: str) -> FlowReco
     result = Result(status=Status.FAILED, code="DEFINITION_CHANGED", message=message, error=error)
     entry = _entry(plan, record, "definition changed", detail=message)
     return _compensate_next(plan, _log(plan, record, entry, a_try=False), result)
+
+
+def unknown_flow(plan: Plan, record: FlowRecord, *, message: str) -> FlowRecord:
+    """End a flow whose type no deployed version runs: FAILED (UNKNOWN_FLOW), undoing nothing
+    (there are no handlers to undo with); the result names the effects left behind."""
+    pos = record.position
+    error = {"code": "UNKNOWN_FLOW", "message": message, "step": pos.step}
+    result = Result(status=Status.FAILED, code="UNKNOWN_FLOW", message=message, error=error)
+    entry = _entry(plan, record, "unknown flow", detail=message)
+    return _finish(plan, _log(plan, record, entry, a_try=False), _with_left_behind(record, result))
+
+
+def lost(plan: Plan, record: FlowRecord, *, rescues: int) -> FlowRecord:
+    """End a flow whose task for one try was lost ``rescues`` times: FAILED (TASK_LOST), undone
+    like any failure. (A task that keeps vanishing is a bug or a misconfigured queue; it must
+    not be re-created for ever.)"""
+    pos = record.position
+    message = f"the task for {pos.label()} was lost {rescues + 1} times"
+    error = {"code": "TASK_LOST", "message": message, "step": pos.step, "attempt": pos.attempt}
+    return _begin_failure(plan, record, Status.FAILED, error, "task lost")
+
+
+def set_aside(record: FlowRecord, until: datetime) -> FlowRecord:
+    """The record with the sweeper's view of when it is due moved to ``until``: a flow the
+    sweep could not settle (or found still queued) stops heading the overdue query. Its task
+    (``next``) is unchanged."""
+    return record.model_copy(update={"next_run_at": until})
 
 
 def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:

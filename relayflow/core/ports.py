@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from relayflow.core.errors import RelayflowError
 from relayflow.core.records import FlowRecord, NextTask
 from relayflow.core.state import Status
 
@@ -25,6 +26,23 @@ class Snapshot:
 
     record: FlowRecord
     version: datetime
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A flow document a query found that no longer parses as a flow."""
+
+    flow_id: str
+    reason: str
+
+
+class UnreadableFlow(RelayflowError):
+    """Raised when a flow document exists but no longer parses as a flow."""
+
+
+class UnstorableChange(RelayflowError):
+    """Raised when the store refuses a write for good (too large, too many index entries,
+    an invalid value): the same write would fail on every retry."""
 
 
 class Enqueued(StrEnum):
@@ -67,8 +85,13 @@ class Store(Protocol):
         """Remember that ``generation``'s result event went out."""
         ...
 
-    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
-        """Active flows whose next task should have run before ``cutoff``, most overdue first."""
+    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord | Unreadable]:
+        """Active flows whose next task should have run before ``cutoff``, most overdue first
+        (and any document there that no longer parses)."""
+        ...
+
+    def fail_unreadable(self, flow_id: str, *, reason: str, now: datetime) -> None:
+        """End a document that no longer parses FAILED (UNREADABLE), field by field."""
         ...
 
     def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:

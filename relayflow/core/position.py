@@ -19,6 +19,12 @@ MAX_TASK_ID = 500
 _TASK_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
 
 
+def is_document_id(text: str) -> bool:
+    """Whether Firestore takes ``text`` as a document id (it refuses ``__.*__``; ``.`` and
+    ``..`` cannot match FLOW_ID_PATTERN)."""
+    return not (len(text) >= 4 and text.startswith("__") and text.endswith("__"))
+
+
 class TaskKind(StrEnum):
     """What a task does at its position."""
 
@@ -43,6 +49,11 @@ class Position(BaseModel):
     attempt: int = Field(default=0, ge=0)
     poll: int = Field(default=0, ge=0)
     rescue: int = Field(default=0, ge=0)
+
+    def same_try(self, other: Position) -> bool:
+        """Whether ``other`` is this try of this step, whatever its rescue number (the sweeper
+        re-enqueues a lost task under a new name, not as a new try)."""
+        return self.model_copy(update={"rescue": 0}) == other.model_copy(update={"rescue": 0})
 
     def label(self) -> str:
         """A short human-readable form, e.g. ``await_registration poll 3``."""

@@ -58,11 +58,16 @@ class Claim(_Model):
 
     Cloud Tasks may deliver a task twice at once, or again when a handler outlives its
     dispatch deadline; the claim makes the second delivery wait (a 409, retried later)
-    instead of calling the external API a second time.
+    instead of calling the external API a second time. It names its ``holder``: only the
+    holder's commit lands, so a delivery that outlived its lease cannot overwrite the work of
+    the one that took over. A holder whose commit failed ``released`` it, so the next delivery
+    need not wait out the lease.
     """
 
     position: Position
     until: datetime
+    holder: str = ""
+    released: bool = False
 
 
 class EffectState(StrEnum):
@@ -137,6 +142,11 @@ class FlowRecord(_Model):
     trace: str | None = None
     claim: Claim | None = None
     effects: list[Effect] = Field(default_factory=list)
+    # Deliveries of the current step that began (claimed) and never committed: crashed, timed
+    # out, or their commit failed. They count toward the step's attempts (invariant 11).
+    uncommitted: int = 0
+    # Polls of the current step that ended in a retryable error: they do not use up max_polls.
+    poll_errors: int = 0
 
     def live_effect(self, step: str) -> Effect | None:
         """The effect of ``step`` that may still exist, if any (there is at most one)."""

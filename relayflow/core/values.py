@@ -48,7 +48,7 @@ def _check_key(key: object, where: str) -> None:
         raise UnstorableValue(f"{where} has a key that is not a non-empty string: {key!r}")
     if _RESERVED_KEY.match(key):
         raise UnstorableValue(f"{where} has a reserved key {key!r} (Firestore refuses __*__)")
-    _check_text(key, f"{where} key")
+    _check_text(key, f"{where} key {ascii(key)[:80]}")
 
 
 def _check_scalar(value: Any, where: str) -> None:

@@ -8,12 +8,18 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from google.api_core.exceptions import Aborted, AlreadyExists, FailedPrecondition, NotFound
+from google.api_core.exceptions import (
+    Aborted,
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
 from google.cloud import firestore
 from pydantic import ValidationError
 
 from relayflow.core import planner
-from relayflow.core.ports import Change, Snapshot
+from relayflow.core.ports import Change, Snapshot, Unreadable, UnreadableFlow, UnstorableChange
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, Status
 from relayflow.settings import Settings
@@ -64,7 +70,11 @@ class FlowStore:
         snap = self._flows.document(flow_id).get(timeout=RPC_TIMEOUT_S)
         if not snap.exists:
             return None
-        return Snapshot(FlowRecord.from_doc(snap.to_dict() or {}), snap.update_time)
+        try:
+            record = FlowRecord.from_doc(snap.to_dict() or {})
+        except ValidationError as exc:
+            raise UnreadableFlow(f"flow {flow_id} no longer parses: {_first_error(exc)}") from exc
+        return Snapshot(record, snap.update_time)
 
     def get(self, flow_id: str) -> FlowRecord | None:
         """The flow, or None."""
@@ -105,6 +115,8 @@ class FlowStore:
                 result = ref.update(updated.to_doc(), option=unchanged, timeout=RPC_TIMEOUT_S)
             except (FailedPrecondition, NotFound):
                 continue  # somebody changed (or removed) it since the read: read again
+            except InvalidArgument as exc:  # too large, too many index entries: for good
+                raise UnstorableChange(str(exc.message)[:500]) from exc
             return Snapshot(updated, result.update_time)
         message = f"flow {flow_id}: {CHANGE_ATTEMPTS} conflicting changes in a row"
         raise Aborted(message)  # type: ignore[no-untyped-call]
@@ -140,9 +152,10 @@ class FlowStore:
         self._counters.add("firestore_reads", max(1, len(records)))
         return records
 
-    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
-        """Active flows whose next task should have run before ``cutoff``, most overdue first."""
-        found: list[FlowRecord] = []
+    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord | Unreadable]:
+        """Active flows whose next task should have run before ``cutoff``, most overdue first
+        (and any document there that no longer parses, so the sweeper can end it)."""
+        found: list[tuple[datetime, FlowRecord | Unreadable]] = []
         for status in sorted(ACTIVE):
             query = (
                 self._flows.where(filter=firestore.FieldFilter("status", "==", status.value))
@@ -150,10 +163,29 @@ class FlowStore:
                 .order_by("next_run_at")
                 .limit(limit)
             )
-            found.extend(self._parse(query.stream(timeout=RPC_TIMEOUT_S)))
+            for snap in query.stream(timeout=RPC_TIMEOUT_S):
+                due = (snap.to_dict() or {}).get("next_run_at") or cutoff
+                found.append((due, self._parse_one(snap)))
         self._counters.add("firestore_reads", max(1, len(found)))
-        found.sort(key=lambda r: r.next_run_at or cutoff)
-        return found[:limit]
+        found.sort(key=lambda pair: pair[0])
+        return [flow for _, flow in found[:limit]]
+
+    def fail_unreadable(self, flow_id: str, *, reason: str, now: datetime) -> None:
+        """End a document that no longer parses FAILED (UNREADABLE) with field updates that
+        need no parsing: no task can run it, and left active it would be swept for ever."""
+        error = {"code": "UNREADABLE", "message": reason[:1000]}
+        fields = {
+            "status": Status.FAILED.value,
+            "result": {"status": Status.FAILED.value, **error, "data": None, "error": error},
+            "next": None,
+            "next_run_at": None,
+            "claim": None,
+            "finished_at": now,
+            "updated_at": now,
+            "result_published": True,  # nothing can be said on flow-results about it
+        }
+        self._counters.add("firestore_writes")
+        self._flows.document(flow_id).update(fields, timeout=RPC_TIMEOUT_S)
 
     def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
         """Flows that ended before ``cutoff`` whose result event never went out."""
@@ -169,12 +201,18 @@ class FlowStore:
 
     def _parse(self, snapshots: Iterable[Any]) -> Iterator[FlowRecord]:
         """Records from query results; one that no longer parses is logged and skipped, so a
-        single bad document cannot stop a sweep."""
+        single bad document cannot stop a listing."""
         for snap in snapshots:
-            try:
-                yield FlowRecord.from_doc(snap.to_dict() or {})
-            except ValidationError as exc:
-                log.error("unreadable flow document", extra={"doc": snap.id, "error": str(exc)})
+            parsed = self._parse_one(snap)
+            if isinstance(parsed, FlowRecord):
+                yield parsed
+
+    def _parse_one(self, snap: Any) -> FlowRecord | Unreadable:
+        try:
+            return FlowRecord.from_doc(snap.to_dict() or {})
+        except ValidationError as exc:
+            log.error("unreadable flow document", extra={"doc": snap.id, "error": str(exc)})
+            return Unreadable(flow_id=snap.id, reason=f"no longer parses: {_first_error(exc)}")
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:
         """Record a refused message under its id (idempotent for a redelivery)."""
@@ -186,3 +224,9 @@ class FlowStore:
         self._counters.add("firestore_reads")
         snap = self._rejected.document(doc_id).get(timeout=RPC_TIMEOUT_S)
         return snap.to_dict() if snap.exists else None
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "document"
+    return f"{where}: {first['msg']} ({error.error_count()} errors)"

@@ -14,12 +14,13 @@ ports, with a virtual clock that jumps to the next due task.
 build an Engine themselves.
 """
 
-from relayflow.testing.harness import START, Call, Harness, Scripted, scripted
+from relayflow.testing.harness import START, Call, Crash, Harness, Scripted, scripted
 from relayflow.testing.memory import MemoryEvents, MemoryQueue, MemoryStore, QueuedTask
 
 __all__ = [
     "START",
     "Call",
+    "Crash",
     "Harness",
     "MemoryEvents",
     "MemoryQueue",

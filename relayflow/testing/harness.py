@@ -9,17 +9,18 @@ for ten minutes runs in milliseconds. Handlers are the flow's own, or scripted p
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from relayflow.core.clock import FakeClock
-from relayflow.core.engine import Engine, Ran, StartResult, SweepReport
+from relayflow.core.engine import Engine, Limits, Ran, StartResult, SweepReport
+from relayflow.core.errors import RelayflowError
 from relayflow.core.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
 from relayflow.core.planner import QueueNames
 from relayflow.core.position import TaskKind, TaskPayload
-from relayflow.core.records import FlowRecord, HistoryEntry
+from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.state import TERMINAL
 from relayflow.testing.memory import MemoryEvents, MemoryQueue, MemoryStore
 
@@ -27,14 +28,20 @@ START = datetime(2030, 1, 1, tzinfo=UTC)
 # How long Cloud Tasks waits before delivering again a task that answered 409 or 5xx.
 REDELIVERY_S = 10.0
 
-Entry = dict[str, Any] | None | BaseException
+Entry = dict[str, Any] | None | BaseException | Callable[[StepContext], dict[str, Any] | None]
+
+
+class Crash(BaseException):
+    """Raise it from a handler (or script it) to play a process that dies mid-call: nothing
+    is committed, the claim stays, and Cloud Tasks delivers the task again later."""
 
 
 @dataclass
 class Scripted:
     """A handler that plays ``entries`` in turn, one per call, repeating the last one.
 
-    An exception is raised, a dict (or None) is returned. ``calls`` keeps each context.
+    An exception is raised, a dict (or None) is returned, a function is called with the
+    context (and its result returned). ``calls`` keeps each context.
     """
 
     entries: tuple[Entry, ...]
@@ -45,6 +52,8 @@ class Scripted:
         entry = self.entries[min(len(self.calls), len(self.entries)) - 1]
         if isinstance(entry, BaseException):
             raise entry
+        if callable(entry):
+            return entry(ctx)
         return entry
 
 
@@ -79,17 +88,17 @@ class Harness:
         *,
         start: datetime = START,
         duplicate_deliveries: bool = False,
-        history_limit: int = 200,
-        claim_lease_s: float = 150.0,
+        limits: Limits | None = None,
     ) -> None:
         self.clock = FakeClock(start)
         self.store = MemoryStore()
         self.queue = MemoryQueue()
         self.events = MemoryEvents()
         self.calls: list[Call] = []
+        # Deliveries that crashed or were answered 5xx, with why; each is delivered again.
+        self.failed_deliveries: list[tuple[TaskPayload, BaseException]] = []
         self.duplicate_deliveries = duplicate_deliveries
-        self._history_limit = history_limit
-        self._claim_lease_s = claim_lease_s
+        self.limits = limits or Limits()
         self._registry = _as_registry(registry)
         self._messages = 0
         self.engine = self._build()
@@ -129,8 +138,9 @@ class Harness:
         for _ in range(max_tasks):
             if flow_id is not None and self.flow(flow_id).status in TERMINAL:
                 return self.flow(flow_id)
-            if self.deliver_next() is None:
+            if self.queue.due_first() is None:
                 break
+            self.deliver_next()
         else:
             raise AssertionError(f"still running after {max_tasks} tasks")
         return self.flow(flow_id) if flow_id is not None else None
@@ -146,7 +156,7 @@ class Harness:
 
     def deliver_next(self, flow_id: str | None = None) -> Ran | None:
         """Deliver the task due first (of ``flow_id``), moving the clock to when it is due;
-        what the engine did, or None when no task is queued."""
+        what the engine did, or None when no task is queued (or the delivery failed)."""
         task = self.queue.due_first(flow_id)
         if task is None:
             return None
@@ -157,9 +167,16 @@ class Harness:
             self.deliver(payload)  # the copy Cloud Tasks sometimes sends: must be a no-op
         return ran
 
-    def deliver(self, payload: TaskPayload) -> Ran:
-        """Deliver one task payload (again, if you like); a 409 is delivered again later."""
-        ran = self.engine.run_task(payload)
+    def deliver(self, payload: TaskPayload) -> Ran | None:
+        """Deliver one task payload (again, if you like), as Cloud Tasks would: a 409, a 5xx
+        (a relayflow error escaping the engine, e.g. an unknown flow type within its grace) or
+        a crash is delivered again later; None when the delivery failed so."""
+        try:
+            ran = self.engine.run_task(payload)
+        except (Crash, RelayflowError, ConnectionError) as failed:
+            self.failed_deliveries.append((payload, failed))
+            self._redeliver(payload)
+            return None
         if ran is Ran.BUSY:
             self._redeliver(payload)
         return ran
@@ -236,22 +253,17 @@ class Harness:
             events=self.events,
             clock=self.clock,
             queues=QueueNames(),
-            history_limit=self._history_limit,
-            claim_lease_s=self._claim_lease_s,
+            limits=self.limits,
         )
 
     def _redeliver(self, payload: TaskPayload) -> None:
-        record = self.store.get(payload.flow_id)
-        if record is None or record.next is None:
-            return
-        later = record.next.model_copy(
-            update={
-                "task_id": f"{record.next.task_id}-again{len(self.queue.spent)}",
-                "run_at": self.now + timedelta(seconds=REDELIVERY_S),
-                "position": payload.position,
-            }
+        again = NextTask(
+            queue="redelivery",
+            task_id=f"{payload.flow_id}-again-{len(self.queue.spent)}",
+            run_at=self.now + timedelta(seconds=REDELIVERY_S),
+            position=payload.position,
         )
-        self.queue.ensure(payload.flow_id, later)
+        self.queue.ensure(payload.flow_id, again)
 
     def _replace(self, flow: str | None, step: str, role: str, handler: Handler) -> None:
         flows = [f for f in self._registry if flow in (None, f.name)]

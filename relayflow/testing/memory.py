@@ -10,12 +10,22 @@ Firestore sorts it. What they were asked is kept in plain lists and dicts a test
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from relayflow.core import planner
-from relayflow.core.ports import Change, Enqueued, Snapshot
+from relayflow.core.ports import (
+    Change,
+    Enqueued,
+    Snapshot,
+    Unreadable,
+    UnreadableFlow,
+    UnstorableChange,
+)
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord, NextTask, result_event
 from relayflow.core.state import ACTIVE, Status
@@ -31,6 +41,11 @@ class MemoryStore:
         self.rejected: dict[str, dict[str, Any]] = {}
         self.versions: dict[str, datetime] = {}
         self.writes = 0
+        # Fault injection: the next N writes fail as an outage would (ConnectionError) ...
+        self.failing_writes = 0
+        # ... and a document this says is unstorable is refused for good, as Firestore
+        # refuses one over its size or index-entry limits (return why, or None to accept).
+        self.refuse: Callable[[dict[str, Any]], str | None] = lambda doc: None
 
     def create(self, record: FlowRecord) -> bool:
         if record.flow_id in self.docs:
@@ -42,7 +57,12 @@ class MemoryStore:
         doc = self.docs.get(flow_id)
         if doc is None:
             return None
-        return Snapshot(FlowRecord.from_doc(doc), self._version(flow_id))
+        try:
+            record = FlowRecord.from_doc(doc)
+        except ValidationError as exc:
+            reason = f"flow {flow_id} no longer parses: {exc.error_count()} errors"
+            raise UnreadableFlow(reason) from exc
+        return Snapshot(record, self._version(flow_id))
 
     def get(self, flow_id: str) -> FlowRecord | None:
         found = self.read(flow_id)
@@ -74,13 +94,21 @@ class MemoryStore:
         mark = functools.partial(planner.published, generation=generation)
         return self.change(flow_id, mark, start=start) is not None
 
-    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
-        due = [
+    def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord | Unreadable]:
+        due: list[FlowRecord | Unreadable] = [
             r
-            for r in self._records()
-            if r.status in ACTIVE and r.next_run_at is not None and r.next_run_at < cutoff
+            for r in self._parsed()
+            if isinstance(r, Unreadable)
+            or (r.status in ACTIVE and r.next_run_at is not None and r.next_run_at < cutoff)
         ]
-        return sorted(due, key=lambda r: r.next_run_at or cutoff)[:limit]
+        return sorted(due, key=_due(cutoff))[:limit]
+
+    def fail_unreadable(self, flow_id: str, *, reason: str, now: datetime) -> None:
+        doc = self.docs[flow_id]
+        error = {"code": "UNREADABLE", "message": reason}
+        result = {"status": Status.FAILED.value, **error, "data": None, "error": error}
+        doc.update(status=Status.FAILED.value, result=result, next=None, next_run_at=None)
+        doc.update(finished_at=now, updated_at=now, claim=None, result_published=True)
 
     def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
         ended = [
@@ -111,15 +139,38 @@ class MemoryStore:
         self.rejected[doc_id] = dict(record)
 
     def _records(self) -> list[FlowRecord]:
-        return [FlowRecord.from_doc(doc) for doc in self.docs.values()]
+        return [r for r in self._parsed() if isinstance(r, FlowRecord)]
+
+    def _parsed(self) -> list[FlowRecord | Unreadable]:
+        parsed: list[FlowRecord | Unreadable] = []
+        for flow_id, doc in self.docs.items():
+            try:
+                parsed.append(FlowRecord.from_doc(doc))
+            except ValidationError as exc:
+                parsed.append(Unreadable(flow_id, f"no longer parses: {exc.error_count()} errors"))
+        return parsed
 
     def _write(self, record: FlowRecord) -> None:
+        if self.failing_writes:
+            self.failing_writes -= 1
+            raise ConnectionError("firestore unavailable")
+        doc = record.to_doc()
+        refused = self.refuse(doc)
+        if refused:
+            raise UnstorableChange(refused)
         self.writes += 1
-        self.docs[record.flow_id] = record.to_doc()
+        self.docs[record.flow_id] = doc
         self.versions[record.flow_id] = self._version(record.flow_id) + timedelta(microseconds=1)
 
     def _version(self, flow_id: str) -> datetime:
         return self.versions.get(flow_id, EPOCH)
+
+
+def _due(cutoff: datetime) -> Any:
+    def key(found: FlowRecord | Unreadable) -> datetime:
+        return found.next_run_at or cutoff if isinstance(found, FlowRecord) else cutoff
+
+    return key
 
 
 @dataclass

@@ -206,3 +206,37 @@ def test_a_malformed_event_is_refused_with_a_reason(event: Any, mentions: str) -
 def test_golden_payload_data_is_real_base64_of_the_canonical_message() -> None:
     data = golden("pubsub_push.json")["message"]["data"]
     assert json.loads(base64.b64decode(data)) == CANONICAL
+
+
+# -- every Firestore id rule; every reason bounded and naming what was wrong (issue 7) --------
+
+
+@pytest.mark.parametrize("flow_id", ["__x__", "__reserved__", "____"])
+def test_a_flow_id_firestore_reserves_is_refused_at_the_start(
+    registry: Registry, flow_id: str
+) -> None:
+    reason = reason_for(encode({**CANONICAL, "flow_id": flow_id}), registry)
+    assert reason.startswith("flow_id: ")
+    assert "'__'" in reason
+
+
+def test_ids_that_merely_contain_underscores_are_fine(registry: Registry) -> None:
+    message, _ = parse_start(encode({**CANONICAL, "flow_id": "__x"}), registry)
+    assert message.flow_id == "__x"
+
+
+def test_tens_of_thousands_of_unknown_keys_give_a_short_reason_that_counts_them(
+    registry: Registry,
+) -> None:
+    body = {**CANONICAL, **{f"extra_{i}": i for i in range(50_000)}}
+    reason = reason_for(encode(body), registry)
+    assert len(reason.encode("utf-8")) <= 1024
+    assert reason.startswith("extra_0: Extra inputs are not permitted")
+    assert "and 49995 more errors" in reason
+
+
+def test_a_lone_surrogate_in_a_key_is_named(registry: Registry) -> None:
+    data = b'{"flow": "registration", "input": {"resource": "acme-1", "bad\\udc80key": 1}}'
+    reason = reason_for(data, registry)
+    assert "lone surrogate" in reason
+    assert "bad\\udc80key" in reason  # named, escaped so the reason itself is valid text

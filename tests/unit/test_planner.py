@@ -50,7 +50,7 @@ FLOW = make_flow()
 
 
 def plan(at: datetime = NOW, *, flow: Flow = FLOW, history_limit: int = 200) -> Plan:
-    return Plan(flow=flow, queues=QUEUES, now=at, history_limit=history_limit)
+    return Plan(definition=flow, queues=QUEUES, now=at, history_limit=history_limit)
 
 
 def started(*, flow: Flow = FLOW, deadline_s: float | None = None, **kw: Any) -> FlowRecord:
@@ -400,21 +400,52 @@ def test_an_action_that_raises_not_ready_fails_for_good() -> None:
     assert failed.result is not None and failed.result.code == "NOT_READY_IN_ACTION"
 
 
-def test_a_poll_that_keeps_erroring_fails_instead_of_timing_out() -> None:
+def test_a_poll_that_keeps_erroring_fails_at_the_deadline_instead_of_timing_out() -> None:
     # given a poll step whose check raises a retryable error every time
     record = at_poll()
-    limit = FLOW.steps[1].errors.max_attempts  # type: ignore[union-attr]
-    for _ in range(limit - 1):
-        record = planner.after(plan(), record, Retry(RetryableError("HTTP 500")))
-        assert record.status is Status.RUNNING
-    # when the limit of errors in a row is reached, then the flow fails (after compensating)
-    record = planner.after(plan(), record, Retry(RetryableError("HTTP 500")))
+    step = FLOW.steps[1]
+    assert isinstance(step, PollStep)
+    now = NOW
+    while record.status is Status.RUNNING:
+        assert record.next is not None
+        now = record.next.run_at
+        record = planner.after(plan(now), record, Retry(RetryableError("HTTP 500")))
+    # then it kept polling until the deadline (errors do not end it by a count) and then
+    # failed (after compensating), because the check itself was failing
+    assert now == NOW + timedelta(seconds=step.policy.deadline_s)
     assert record.status is Status.COMPENSATING
     assert record.pending_result is not None
     assert (record.pending_result.status, record.pending_result.code) == (
         Status.FAILED,
-        "RETRIES_EXHAUSTED",
+        "POLL_ERRORS",
     )
+
+
+def test_slow_down_answers_do_not_use_up_max_polls() -> None:
+    # given a poll step allowed 3 polls, whose check is told to slow down 10 times
+    flow = Flow(
+        name="demo",
+        steps=(PollStep("wait", lambda ctx: {}, policy=PollPolicy(max_polls=3, deadline_s=3600)),),
+    )
+    record = planner.new_record(
+        plan(flow=flow), flow_id=FLOW_ID, input={}, message_id="m", deadline_s=None
+    )
+    for _ in range(10):
+        assert record.next is not None
+        busy = Retry(RetryableError("429", retry_after_s=30))
+        record = planner.after(plan(record.next.run_at, flow=flow), record, busy)
+    # then it is still polling, and waited as long as each Retry-After said
+    assert record.status is Status.RUNNING
+    assert record.poll_errors == 10
+    assert [e.delay_s for e in record.history] == [30.0] * 10
+    # and only not-ready answers count toward max_polls
+    for _ in range(2):
+        assert record.next is not None
+        record = planner.after(plan(record.next.run_at, flow=flow), record, not_ready())
+    assert record.status is Status.RUNNING
+    assert record.next is not None
+    record = planner.after(plan(record.next.run_at, flow=flow), record, not_ready())
+    assert record.result is not None and record.result.code == "MAX_POLLS_EXCEEDED"
 
 
 def test_a_not_ready_poll_resets_the_count_of_errors_in_a_row() -> None:
@@ -557,7 +588,7 @@ def test_planning_on_a_terminal_record_is_refused() -> None:
 def test_a_finished_flow_expires_after_the_retention_period() -> None:
     # given a flow at its last step, and a plan that keeps finished flows for one day
     record = at_finish()
-    one_day = Plan(flow=FLOW, queues=QueueNames(), now=NOW, retention_s=86400.0)
+    one_day = Plan(definition=FLOW, queues=QueueNames(), now=NOW, retention_s=86400.0)
 
     # when the last step succeeds, then the doc carries the TTL field Terraform's policy reads
     done = planner.after(one_day, record, Completed({"ok": True}))
@@ -573,7 +604,7 @@ def test_a_huge_retry_after_is_honoured_only_up_to_an_hour() -> None:
 
 def test_cancel_waits_for_a_running_step_to_commit() -> None:
     # given a delivery holds the claim on the current step
-    claimed = planner.claim(plan(), at_poll(), lease_s=60)
+    claimed = planner.claim(plan(), at_poll(), lease_s=60, holder="delivery-1")
     # when an operator cancels, then it is refused until the step commits (or the lease ends)
     with pytest.raises(InvalidTransition, match="is running"):
         planner.cancel(plan(), claimed, "stop")
