@@ -24,7 +24,7 @@ def register_errors(app: Flask) -> None:
 
     @app.errorhandler(ApiError)
     def api_error(error: ApiError) -> ResponseReturnValue:
-        return error.body(), error.status
+        return error.body(), error.status, error.headers
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> ResponseReturnValue:
