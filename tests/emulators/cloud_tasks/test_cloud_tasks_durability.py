@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LOCATION, unique_id, wait_until
+from cloud_tasks_helpers import LOCATION, unique_id, wait_until
 from google.api_core import exceptions
 
 from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget, Reply

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-from conftest import seconds
+from cloud_tasks_helpers import seconds
 
 from emulators.cloud_tasks import protos as p
 from emulators.cloud_tasks.clock import SystemClock

@@ -8,7 +8,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from conftest import LOCATION, seconds, unique_id
+from cloud_tasks_helpers import LOCATION, seconds, unique_id
 from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import field_mask_pb2

@@ -10,7 +10,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from conftest import LOCATION, gone, seconds, wait_until
+from cloud_tasks_helpers import LOCATION, gone, seconds, wait_until
 from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import timestamp_pb2
