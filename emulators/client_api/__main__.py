@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from emulators.client_api.app import create_app
+from emulators.client_api.app import callback_dispatcher, create_app
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -27,8 +27,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     app = create_app(activation_delay_s=args.activation_delay_s)
-    # Threaded: slow-response faults must not hold up the other requests.
-    app.run(host=args.host, port=args.port, threaded=True, use_reloader=False)
+    callbacks = callback_dispatcher(app)
+    callbacks.start()
+    try:
+        # Threaded: slow-response faults must not hold up the other requests.
+        app.run(host=args.host, port=args.port, threaded=True, use_reloader=False)
+    finally:
+        callbacks.stop()
     return 0
 
 

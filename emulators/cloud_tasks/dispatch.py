@@ -6,7 +6,7 @@ import asyncio
 import email.utils
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -80,6 +80,18 @@ def retry_after_us(value: str | None, now_us: int) -> int:
     except (TypeError, ValueError):
         return 0
     return max(0, round(when.timestamp() * US_PER_S) - now_us)
+
+
+class Sender(Protocol):
+    """What the engine needs to deliver an attempt (Dispatcher, or a test's fake)."""
+
+    def authorize(self, task: Task, headers: dict[str, str]) -> None:
+        """Add the task's Authorization header, if it has one."""
+        ...
+
+    async def send(self, task: Task, headers: dict[str, str]) -> Outcome:
+        """Deliver one request and report what came of it."""
+        ...
 
 
 class Dispatcher:

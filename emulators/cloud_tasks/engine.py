@@ -13,14 +13,14 @@ import itertools
 import logging
 import random
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from emulators.cloud_tasks import validation as v
 from emulators.cloud_tasks.clock import US_PER_S, Clock
 from emulators.cloud_tasks.codec import task_to_pb, with_queue_defaults
-from emulators.cloud_tasks.dispatch import Dispatcher, Outcome, dispatch_headers, drain
+from emulators.cloud_tasks.dispatch import Outcome, Sender, dispatch_headers, drain
 from emulators.cloud_tasks.errors import AlreadyExists, InvalidArgument, NotFound
 from emulators.cloud_tasks.model import Attempt, Task
 from emulators.cloud_tasks.paging import page
@@ -28,6 +28,7 @@ from emulators.cloud_tasks.protos import (
     HTTP_POST,
     QUEUE_PAUSED,
     QUEUE_RUNNING,
+    FieldMask,
     ListQueuesResponse,
     ListTasksResponse,
     Proto,
@@ -40,10 +41,14 @@ from emulators.cloud_tasks.store import Store
 
 log = logging.getLogger(__name__)
 
+QUEUE_DESCRIPTOR = QueuePb.DESCRIPTOR
+
 _PRUNE_EVERY_S = 60.0
 # google.rpc.Code for an attempt that got no response / hit its deadline.
 _UNAVAILABLE = 14
 _DEADLINE_EXCEEDED = 4
+# A duplicate delivery starts this long after the first at most: soon enough to overlap it.
+_DUPLICATE_SPREAD_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +68,7 @@ class Engine:
         *,
         clock: Clock,
         store: Store,
-        dispatcher: Dispatcher,
+        dispatcher: Sender,
         stats: Stats,
         settings: EngineSettings,
     ) -> None:
@@ -339,7 +344,6 @@ class Engine:
             queue.bucket.take(now)
             self.stats.record_lag(now - task.schedule_time_us)
         headers = dispatch_headers(task, execution_count=task.execution_count)
-        self._dispatcher.authorize(task, headers)
         attempt = Attempt(schedule_time_us=task.schedule_time_us, dispatch_time_us=now)
         task.running = True
         task.dispatch_count += 1
@@ -347,6 +351,11 @@ class Engine:
         queue.in_flight += 1
         self.stats.dispatched += 1
         self._spawn(self._attempt(queue, task, attempt, headers))
+        rate = self._settings.duplicate_rate
+        if rate and self._rng.random() < rate:
+            self.stats.duplicated += 1
+            offset_s = self._rng.uniform(0.0, _DUPLICATE_SPREAD_S)
+            self._spawn(self._duplicate(task, headers, offset_s))
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         job = asyncio.ensure_future(coro)
@@ -356,16 +365,35 @@ class Engine:
     async def _attempt(
         self, queue: QueueRuntime, task: Task, attempt: Attempt, headers: dict[str, str]
     ) -> None:
+        """One attempt; whatever happens, it ends in _finish, which frees the concurrency slot."""
         try:
-            outcome = await self._dispatcher.send(task, headers)
+            outcome = await self._deliver(task, headers)
         except asyncio.CancelledError:
             self._finish(queue, task, attempt, Outcome(0, error="emulator stopped"))
             raise
+        except Exception as exc:
+            # A request the HTTP client cannot even send is a failed attempt like any other,
+            # retried per the queue's RetryConfig; it must never strand the task or its slot.
+            log.exception("attempt of %s could not be sent", task.name)
+            # Only the class name: the reason is echoed in the next attempt's headers.
+            outcome = Outcome(0, error=f"dispatch failed: {type(exc).__name__}")
         self._finish(queue, task, attempt, outcome)
-        if self._settings.duplicate_rate and self._rng.random() < self._settings.duplicate_rate:
-            # A second delivery of the same attempt, as the service may make: its outcome is moot.
-            self.stats.duplicated += 1
-            self._spawn(self._dispatcher.send(task, headers))
+
+    async def _duplicate(self, task: Task, headers: dict[str, str], offset_s: float) -> None:
+        """A second delivery of the same attempt, as the service may make, overlapping the
+        first (it starts within _DUPLICATE_SPREAD_S of it). Its outcome is moot, and it holds
+        no concurrency slot: it is the same task in dispatch, not another one."""
+        await asyncio.sleep(offset_s)
+        try:
+            await self._deliver(task, headers)
+        except Exception:
+            log.exception("duplicate delivery of %s could not be sent", task.name)
+
+    async def _deliver(self, task: Task, headers: dict[str, str]) -> Outcome:
+        """Send one request; each delivery gets its own copy of the headers and its own token."""
+        own_headers = dict(headers)
+        self._dispatcher.authorize(task, own_headers)
+        return await self._dispatcher.send(task, own_headers)
 
     def _finish(self, queue: QueueRuntime, task: Task, attempt: Attempt, outcome: Outcome) -> None:
         now = self._clock.now_us()
@@ -436,6 +464,7 @@ def _masked(base: Proto, request: Proto) -> Proto:
         out = QueuePb()
         out.CopyFrom(request.queue)
         return out
+    _check_mask_paths(request.update_mask.paths)
     out = QueuePb()
     out.CopyFrom(base)
     try:
@@ -443,6 +472,17 @@ def _masked(base: Proto, request: Proto) -> Proto:
     except ValueError as exc:
         raise InvalidArgument(f"Invalid update_mask: {exc}") from exc
     return out
+
+
+def _check_mask_paths(paths: Sequence[str]) -> None:
+    """Refuse paths that name no Queue field (MergeMessage raises KeyError for some, and
+    silently ignores others)."""
+    unknown = [
+        path for path in paths if not FieldMask(paths=[path]).IsValidForDescriptor(QUEUE_DESCRIPTOR)
+    ]
+    if unknown:
+        names = ", ".join(repr(p) for p in unknown)
+        raise InvalidArgument(f"Invalid update_mask: no such field of Queue: {names}")
 
 
 def _state_filter(text: str) -> int:

@@ -71,3 +71,9 @@ class Unimplemented(ApiError):
     """Raised for API methods the emulator does not provide (IAM, CMEK)."""
 
     code = StatusCode.UNIMPLEMENTED
+
+
+class Internal(ApiError):
+    """Raised in place of any unexpected exception, so a client sees INTERNAL, not UNKNOWN."""
+
+    code = StatusCode.INTERNAL

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
-from grpc import aio
+from grpc import StatusCode, aio
 
 from emulators.cloud_tasks import protos as p
 from emulators.cloud_tasks.engine import Engine
 from emulators.cloud_tasks.errors import ApiError
+
+log = logging.getLogger(__name__)
 
 SERVICE = "google.cloud.tasks.v2.CloudTasks"
 
@@ -25,6 +28,10 @@ def _unary(fn: Callable[[p.Proto], p.Proto | None], request_cls: Any, response_c
             result = fn(request)
         except ApiError as exc:
             await context.abort(exc.code, exc.message)
+        except Exception:
+            # A bug answers INTERNAL (what the service answers for its own faults), not UNKNOWN.
+            log.exception("gRPC call failed")
+            await context.abort(StatusCode.INTERNAL, "internal error in the Cloud Tasks emulator")
         return p.Empty() if result is None else result
 
     return grpc.unary_unary_rpc_method_handler(

@@ -11,10 +11,17 @@ from typing import Any
 
 from aiohttp import web
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 
 from emulators.cloud_tasks import protos as p
 from emulators.cloud_tasks.engine import Engine
-from emulators.cloud_tasks.errors import ApiError, InvalidArgument, NotFound, Unimplemented
+from emulators.cloud_tasks.errors import (
+    ApiError,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    Unimplemented,
+)
 from emulators.cloud_tasks.oidc import TokenIssuer
 
 log = logging.getLogger(__name__)
@@ -110,6 +117,11 @@ class RestApi:
             result = await self._call(request)
         except ApiError as exc:
             return web.json_response(exc.to_json(), status=exc.http_status)
+        except Exception:
+            # A bug must still answer Google's JSON shape, not aiohttp's plain-text 500.
+            log.exception("REST %s %s failed", request.method, request.path)
+            error = Internal("internal error in the Cloud Tasks emulator; see its log")
+            return web.json_response(error.to_json(), status=error.http_status)
         body = json_format.MessageToDict(result, use_integers_for_enums=int_enums)
         return web.json_response(body)
 
@@ -133,7 +145,10 @@ async def _request_message(route: Route, resource: str, request: web.Request) ->
         text = await request.text()
         if text.strip():
             target = message if route.body_field == "*" else getattr(message, route.body_field)
-            _parse(_loads(text), target)
+            fields = _loads(text)
+            prefix = "" if route.body_field == "*" else route.body_field
+            check_base64_fields(fields, target.DESCRIPTOR, prefix)
+            _parse(fields, target)
     _set_path(message, route.path_field, resource)
     return message
 
@@ -168,6 +183,47 @@ def _loads(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"Invalid JSON payload received. {exc}") from exc
+
+
+_BASE64_RE = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
+
+
+def check_base64_fields(fields: Any, descriptor: Any, path: str = "") -> None:
+    """Refuse a bytes field whose JSON value is not base64, as Google's JSON front end does.
+
+    json_format decodes leniently (it drops characters outside the alphabet), which would
+    store a mangled body instead of refusing the request.
+    """
+    if not isinstance(fields, dict):
+        return
+    for key, value in fields.items():
+        field = descriptor.fields_by_camelcase_name.get(key) or descriptor.fields_by_name.get(key)
+        if field is None or (field.message_type and field.message_type.GetOptions().map_entry):
+            continue  # unknown names are json_format's to refuse; map keys are not fields
+        where = f"{path}.{field.name}" if path else field.name
+        for item in value if field.is_repeated and isinstance(value, list) else [value]:
+            _check_field_value(field, item, where)
+
+
+def _check_field_value(field: Any, value: Any, where: str) -> None:
+    if field.type == FieldDescriptor.TYPE_BYTES and isinstance(value, str):
+        if not _is_base64(value):
+            raise InvalidArgument(
+                f"Invalid value at '{where}' (TYPE_BYTES), Base64 decoding failed for "
+                f"{value[:64]!r}"
+            )
+    elif field.message_type is not None:
+        check_base64_fields(value, field.message_type, where)
+
+
+def _is_base64(text: str) -> bool:
+    """Standard or URL-safe alphabet, padding optional (as Google accepts)."""
+    if not _BASE64_RE.match(text):
+        return False
+    core = text.rstrip("=")
+    if len(core) % 4 == 1:
+        return False
+    return core == text or len(text) % 4 == 0
 
 
 def _parse(fields: dict[str, Any], message: p.Proto) -> None:

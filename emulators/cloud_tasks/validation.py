@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from emulators.cloud_tasks.clock import US_PER_S
@@ -12,6 +13,10 @@ from emulators.cloud_tasks.protos import METHODS_WITH_BODY, Proto
 LOCATION_RE = re.compile(r"^projects/([A-Za-z0-9.:_-]{1,100})/locations/([A-Za-z0-9-]{1,63})$")
 QUEUE_ID_RE = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
+# RFC 9110 field names are tokens; values may hold any visible character, space and HTAB but no
+# other control character: a CR or LF would split the request (header injection).
+HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+HEADER_VALUE_BAD_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 MAX_SCHEDULE_AHEAD_US = 30 * 24 * 3600 * US_PER_S
 MIN_DEADLINE_US = 15 * US_PER_S
@@ -115,7 +120,20 @@ def check_http_request(http: Proto) -> None:
         raise InvalidArgument(
             "HttpRequest.body may be set only for the POST, PUT and PATCH methods"
         )
-    header_bytes = sum(len(k) + len(v) for k, v in http.headers.items())
+    _check_headers(http.headers)
+
+
+def _check_headers(headers: Mapping[str, str]) -> None:
+    """Refuse headers no HTTP request can carry, as the service does at CreateTask."""
+    for name, value in headers.items():
+        if not HEADER_NAME_RE.match(name):
+            raise InvalidArgument(f"HttpRequest.headers: invalid header name {name!r}")
+        if HEADER_VALUE_BAD_RE.search(value):
+            raise InvalidArgument(
+                f"HttpRequest.headers: the value of {name!r} contains a control character "
+                "(CR, LF and other control characters are not allowed)"
+            )
+    header_bytes = sum(len(k) + len(v) for k, v in headers.items())
     if header_bytes > MAX_HEADER_BYTES:
         raise InvalidArgument(f"HttpRequest.headers are {header_bytes} bytes, the limit is 80 KB")
 

@@ -1,8 +1,10 @@
-"""Fakes for the client API tests: a clock and a sleep that move only when told to."""
+"""Fakes for the client API tests: a clock and a sleep that move only when told to, and a
+callback sender that records instead of sending."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 START_EPOCH_S = 1_750_000_000.0
 
@@ -28,3 +30,18 @@ class FakeSleep:
 
     def __call__(self, seconds: float) -> None:
         self.calls.append(seconds)
+
+
+@dataclass
+class FakePost:
+    """Records callback POSTs and answers from a script (statuses, or exceptions to raise)."""
+
+    answers: list[int | Exception] = field(default_factory=list)
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def __call__(self, url: str, body: dict[str, Any], timeout_s: float) -> int:
+        self.calls.append((url, body))
+        answer = self.answers.pop(0) if self.answers else 200
+        if isinstance(answer, Exception):
+            raise answer
+        return answer

@@ -138,7 +138,13 @@ def test_config_merges_resource_delays(client: FlaskClient) -> None:
 
     config = client.post("/admin/config", json={"resource_delays": {"b": None}}).get_json()
 
-    assert config == {"activation_delay_s": 2.0, "resource_delays": {"a": 1, "b": None}}
+    assert config == {
+        "activation_delay_s": 2.0,
+        "resource_delays": {"a": 1, "b": None},
+        "callback_default_mode": "on_time",
+        "callback_modes": {},
+        "callback_late_s": 5.0,
+    }
 
 
 def test_reset_clears_state_faults_config_and_stats(client: FlaskClient) -> None:
@@ -162,10 +168,15 @@ def test_stats_shape(client: FlaskClient) -> None:
             "registrations_created": 1,
             "entities_created": 0,
             "registrations_cancelled": 0,
+            "entities_deleted": 0,
         },
         "requests": 1,
         "idempotent_replays": 0,
         "faults_injected": 0,
+        "callbacks_sent": 0,
+        "callbacks_failed": 0,
+        "callbacks_pending": 0,
+        "live": {"registrations": 1, "entities": 0},
     }
 
 

@@ -101,3 +101,37 @@ def test_entity_without_key_is_refused(client: FlaskClient) -> None:
     response = client.post("/entities", json={"registration_id": "r", "name": "n"})
 
     assert response.status_code == 400
+
+
+def test_delete_entity_is_an_idempotent_compensation(client: FlaskClient, clock: FakeClock) -> None:
+    entity_id = create_entity(client, active_registration(client, clock)).get_json()["id"]
+
+    first = client.delete(f"/entities/{entity_id}")
+    second = client.delete(f"/entities/{entity_id}")
+
+    assert first.status_code == second.status_code == 200
+    assert second.get_json()["deleted"] is True
+    assert client.get(f"/entities/{entity_id}").get_json()["deleted"] is True
+    side_effects = client.get("/stats").get_json()["side_effects"]
+    assert (side_effects["entities_created"], side_effects["entities_deleted"]) == (1, 1)
+
+
+def test_a_deleted_entity_is_replayed_not_recreated_under_its_key(
+    client: FlaskClient, clock: FakeClock
+) -> None:
+    registration_id = active_registration(client, clock)
+    entity_id = create_entity(client, registration_id).get_json()["id"]
+    client.delete(f"/entities/{entity_id}")
+
+    again = create_entity(client, registration_id)
+
+    assert again.status_code == 200
+    assert (again.get_json()["id"], again.get_json()["deleted"]) == (entity_id, True)
+    assert client.get("/stats").get_json()["side_effects"]["entities_created"] == 1
+
+
+def test_delete_unknown_entity_is_not_found(client: FlaskClient) -> None:
+    response = client.delete("/entities/ent_nope")
+
+    assert response.status_code == 404
+    assert client.get("/stats").get_json()["side_effects"]["entities_deleted"] == 0

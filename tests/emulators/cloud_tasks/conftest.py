@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.api_core import exceptions
 from google.cloud import tasks_v2
-from google.protobuf import duration_pb2
 
 
 def _see_the_real_emulators_package() -> None:
@@ -30,13 +26,13 @@ def _see_the_real_emulators_package() -> None:
 
 _see_the_real_emulators_package()
 
+from cloud_tasks_helpers import LOCATION, unique_id  # noqa: E402
+
 from emulators.cloud_tasks.testing import (  # noqa: E402 - needs the path fix above
     EmulatorProcess,
     RecordingTarget,
     recording_target,
 )
-
-LOCATION = "projects/test-project/locations/us-central1"
 
 
 @pytest.fixture(scope="session")
@@ -71,16 +67,6 @@ def target() -> Iterator[RecordingTarget]:
         yield target
 
 
-def unique_id(prefix: str = "q") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-def seconds(value: float) -> duration_pb2.Duration:
-    duration = duration_pb2.Duration()
-    duration.FromMicroseconds(round(value * 1_000_000))
-    return duration
-
-
 @pytest.fixture
 def make_queue(grpc_client: Any) -> Iterator[Callable[..., tasks_v2.Queue]]:
     """Create a uniquely named queue (deleted after the test) with the given settings."""
@@ -97,36 +83,3 @@ def make_queue(grpc_client: Any) -> Iterator[Callable[..., tasks_v2.Queue]]:
         # A test may have deleted its queue already.
         with contextlib.suppress(Exception):
             grpc_client.delete_queue(name=name)
-
-
-def fast_retry(**overrides: Any) -> dict[str, Any]:
-    """A RetryConfig scaled down to test speed."""
-    config: dict[str, Any] = {
-        "max_attempts": 5,
-        "min_backoff": seconds(0.05),
-        "max_backoff": seconds(0.2),
-        "max_doublings": 2,
-    }
-    config.update(overrides)
-    return config
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 2.0) -> None:
-    """Poll `predicate` every 10 ms until it holds; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
-
-
-def gone(client: Any, task_name: str) -> Callable[[], bool]:
-    """A predicate: the task no longer exists."""
-
-    def check() -> bool:
-        try:
-            client.get_task(name=task_name)
-        except exceptions.NotFound:
-            return True
-        return False
-
-    return check

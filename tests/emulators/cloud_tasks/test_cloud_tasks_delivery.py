@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import fast_retry, gone, seconds, wait_until
+from cloud_tasks_helpers import fast_retry, gone, seconds, wait_until
 from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import timestamp_pb2

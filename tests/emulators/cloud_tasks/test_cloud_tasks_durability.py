@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LOCATION, unique_id, wait_until
+from cloud_tasks_helpers import LOCATION, unique_id, wait_until
 from google.api_core import exceptions
 
 from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget, Reply
@@ -87,3 +90,43 @@ def test_duplicate_rate_one_delivers_every_task_twice(
     assert {h.headers["X-CloudTasks-TaskName"] for h in hits} == {task.name.rsplit("/", 1)[1]}
     assert {h.headers["X-CloudTasks-TaskRetryCount"] for h in hits} == {"0"}
     assert target.no_hit_within(0.3)
+
+
+def test_a_duplicate_is_in_flight_with_the_first_delivery(
+    duplicating: EmulatorProcess, target: RecordingTarget
+) -> None:
+    client: Any = duplicating.grpc_client()
+    # One task at a time: the duplicate rides on its task's slot and frees none of its own.
+    queue = client.create_queue(
+        parent=LOCATION,
+        queue={
+            "name": f"{LOCATION}/queues/{unique_id()}",
+            "rate_limits": {"max_concurrent_dispatches": 1},
+        },
+    )
+    target.script("/overlap", [Reply(200, delay_s=0.4)])
+    before = stats(duplicating)
+    for i in range(3):
+        task = {"name": f"{queue.name}/tasks/t{i}", "http_request": {"url": target.url("/overlap")}}
+        client.create_task(parent=queue.name, task=task)
+
+    hits = target.hits_for("/overlap", 6)
+
+    by_task: dict[str, list[float]] = {}
+    for hit in hits:
+        by_task.setdefault(hit.headers["X-CloudTasks-TaskName"], []).append(hit.at)
+    starts = sorted(by_task.items(), key=lambda item: min(item[1]))
+    # Both deliveries of a task arrive before either could have been answered (0.4 s)...
+    assert all(len(ats) == 2 and max(ats) - min(ats) < 0.2 for _, ats in starts)
+    # ...and the next task waits for its predecessor's first delivery to be answered.
+    firsts = [min(ats) for _, ats in starts]
+    assert all(b - a >= 0.4 - 0.02 for a, b in itertools.pairwise(firsts))
+    wait_until(lambda: stats(duplicating)["queued"] == before["queued"], timeout_s=5.0)
+    wait_until(lambda: stats(duplicating)["in_flight"] == 0, timeout_s=5.0)
+    assert stats(duplicating)["duplicated"] - before["duplicated"] == 3
+
+
+def stats(emulator: EmulatorProcess) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{emulator.rest_url}/stats") as response:
+        result: dict[str, Any] = json.loads(response.read())
+        return result

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import unique_id
+from cloud_tasks_helpers import unique_id
 
 from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget
 

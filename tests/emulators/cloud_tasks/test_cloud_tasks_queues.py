@@ -8,7 +8,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from conftest import LOCATION, seconds, unique_id
+from cloud_tasks_helpers import LOCATION, seconds, unique_id
 from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import field_mask_pb2
@@ -80,6 +80,40 @@ def test_update_queue_changes_only_the_masked_fields(client: Any) -> None:
     assert updated.rate_limits.max_burst_size == 2
     assert updated.retry_config.max_attempts == 7
     client.delete_queue(name=name)
+
+
+@pytest.mark.parametrize("path", ["bogus", "rate_limits.bogus", "retry_config.max_attempts.x"])
+def test_update_queue_refuses_an_unknown_mask_path(client: Any, make_queue: Any, path: str) -> None:
+    queue = make_queue(retry_config={"max_attempts": 7})
+
+    with pytest.raises(INVALID, match="update_mask"):
+        client.update_queue(
+            queue={"name": queue.name, "retry_config": {"max_attempts": 3}},
+            update_mask=field_mask_pb2.FieldMask(paths=["retry_config.max_attempts", path]),
+        )
+
+    assert client.get_queue(name=queue.name).retry_config.max_attempts == 7
+
+
+def test_update_queue_mask_error_over_rest_has_googles_json_shape(
+    emulator: EmulatorProcess, make_queue: Any
+) -> None:
+    queue = make_queue()
+    request = urllib.request.Request(
+        f"{emulator.rest_url}/v2/{queue.name}?updateMask=bogus",
+        data=json.dumps({"name": queue.name}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="PATCH",
+    )
+
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(request)
+
+    assert raised.value.code == 400
+    error = json.loads(raised.value.read())["error"]
+    assert error["code"] == 400
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert "bogus" in error["message"]
 
 
 def test_update_queue_creates_a_missing_queue(client: Any) -> None:

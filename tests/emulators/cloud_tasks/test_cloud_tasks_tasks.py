@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
+import json
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
-from conftest import LOCATION, gone, seconds, wait_until
+from cloud_tasks_helpers import LOCATION, gone, seconds, wait_until
 from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import timestamp_pb2
 
-from emulators.cloud_tasks.testing import RecordingTarget
+from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget
 
 ALREADY_EXISTS = exceptions.Conflict  # AlreadyExists over gRPC, 409 Conflict over REST
 INVALID = exceptions.BadRequest  # InvalidArgument over gRPC, 400 over REST
@@ -147,6 +151,11 @@ def test_a_task_for_a_missing_queue_is_not_found(client: Any) -> None:
         ({"http_request": {"url": "http://h/x", "body": b"x" * (1024 * 1024 + 1)}}, "1 MB"),
         ({"http_request": {"url": "http://h/x", "http_method": 2, "body": b"x"}}, "POST"),
         ({}, "http_request"),
+        # A CR or LF would split the request: the service refuses it here, at create time.
+        ({"http_request": {"url": "http://h/x", "headers": {"X-A": "1\r\nX-B: 2"}}}, "X-A"),
+        ({"http_request": {"url": "http://h/x", "headers": {"X-A": "line\nbreak"}}}, "control"),
+        ({"http_request": {"url": "http://h/x", "headers": {"X-A": "carriage\r"}}}, "control"),
+        ({"http_request": {"url": "http://h/x", "headers": {"Bad Name": "v"}}}, "header name"),
     ],
 )
 def test_invalid_tasks_are_refused_with_the_reason(
@@ -158,3 +167,52 @@ def test_invalid_tasks_are_refused_with_the_reason(
 
     with pytest.raises(INVALID, match=message):
         client.create_task(parent=queue.name, task=task)
+
+
+def test_rest_body_must_be_valid_base64(emulator: EmulatorProcess, make_queue: Any) -> None:
+    queue = make_queue()
+    url = f"{emulator.rest_url}/v2/{queue.name}/tasks"
+    later_s = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)).isoformat()
+
+    def create(body: str, task_id: str) -> tuple[int, Any]:
+        task = {
+            "name": f"{queue.name}/tasks/{task_id}",
+            "scheduleTime": later_s,
+            "httpRequest": {"url": "http://h/x", "body": body},
+        }
+        return post_json(url, {"task": task})
+
+    # URL-safe and unpadded base64 are base64 too: stored exactly.
+    good = create("-_8", "urlsafe")
+    # "aGVsbG8*" would decode leniently to b"hello" with the "*" dropped: refused instead.
+    bad = [create(body, f"bad-{i}") for i, body in enumerate(["aGVsbG8*", "aGVs bG8=", "a"])]
+
+    assert good[0] == 200
+    stored = get_json(f"{emulator.rest_url}/v2/{queue.name}/tasks/urlsafe?responseView=FULL")
+    assert base64.b64decode(stored["httpRequest"]["body"]) == b"\xfb\xff"
+    for status, body in bad:
+        assert status == 400
+        assert body["error"]["status"] == "INVALID_ARGUMENT"
+        assert "Base64" in body["error"]["message"]
+        assert "task.http_request.body" in body["error"]["message"]
+    listed = get_json(f"{emulator.rest_url}/v2/{queue.name}/tasks")["tasks"]
+    assert [t["name"].rsplit("/", 1)[1] for t in listed] == ["urlsafe"]
+
+
+def post_json(url: str, payload: Any) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url) as response:
+        return json.loads(response.read())

@@ -79,3 +79,16 @@ def test_pages_follow_tokens_to_the_end() -> None:
 def test_a_bad_page_token_is_invalid() -> None:
     with pytest.raises(InvalidArgument, match="page_token"):
         page(["a"], size=1, token="%%%")
+
+
+def test_header_values_may_not_hold_control_characters_but_may_hold_tabs() -> None:
+    def check(headers: dict[str, str]) -> None:
+        v.check_http_request(tasks_v2.HttpRequest.pb()(url="http://h/x", headers=headers))
+
+    check({"X-Tab": "a\tb", "X-Utf8": "café"})  # HTAB and non-ASCII text are fine
+    for value in ("a\rb", "a\nb", "a\x00b", "a\x7fb"):
+        with pytest.raises(InvalidArgument, match="control character"):
+            check({"X-A": value})
+    for name in ("", "Sp ace", "Co:lon", "Ta\tb"):
+        with pytest.raises(InvalidArgument, match="header name"):
+            check({name: "v"})

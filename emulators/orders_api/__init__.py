@@ -1,0 +1,1 @@
+"""Fake dependencies of the example orders app: inventory, payments, shipping, notifications."""
