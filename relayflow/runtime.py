@@ -98,12 +98,13 @@ def limits(settings: Settings, topology: Topology) -> Limits:
     """The engine's bounds, from settings and the queues' dispatch deadlines: a claim outlives
     the longest a step may run; a handler's budget leaves its commit time before the deadline."""
     steps, polls = topology.queues.steps, topology.queues.polls
+    budget = settings.handler_budget_s
     return Limits(
         history_limit=settings.history_limit,
         retention_s=settings.retention_days * 24 * 3600.0,
-        claim_lease_s=steps.dispatch_deadline_s + 30.0,
-        action_budget_s=steps.dispatch_deadline_s - COMMIT_MARGIN_S,
-        poll_budget_s=polls.dispatch_deadline_s - COMMIT_MARGIN_S,
+        claim_lease_s=settings.claim_lease_s or steps.dispatch_deadline_s + 30.0,
+        action_budget_s=budget or steps.dispatch_deadline_s - COMMIT_MARGIN_S,
+        poll_budget_s=budget or polls.dispatch_deadline_s - COMMIT_MARGIN_S,
         unknown_flow_grace_s=settings.unknown_flow_grace_s,
     )
 

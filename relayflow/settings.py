@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     # A task of a flow type no deployed version runs is answered 5xx this long after it was
     # due (a rolling deploy); then the flow ends FAILED (UNKNOWN_FLOW).
     unknown_flow_grace_s: float = Field(default=900.0, ge=0)
+    # A step's claim lease and a handler's time budget default to what the queues' dispatch
+    # deadlines allow (topology.json); set both lower to recover faster from crashed workers
+    # on a stack whose handlers are known to be quick (the chaos bench does).
+    claim_lease_s: float | None = Field(default=None, gt=0)
+    handler_budget_s: float | None = Field(default=None, gt=0)
 
     # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
     trace_exporter: Literal["none", "gcp", "console"] = "none"

@@ -65,7 +65,9 @@ def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The whole local stack: emulators, fake client API, start function and the services."""
     state_dir = tmp_path_factory.mktemp("local-stack")
-    yield from _run(Stack(ports=Ports(LOCAL_STACK_BASE_PORT), state_dir=state_dir))
+    yield from _run(
+        Stack(ports=Ports(LOCAL_STACK_BASE_PORT), state_dir=state_dir, sweep_interval_s=0)
+    )
 
 
 def _stack_in_use(request: pytest.FixtureRequest) -> Stack:

@@ -4,7 +4,7 @@ and loaded through ``RELAYFLOW_APP`` like any team's app (it is the default,
 
     register            POST /registrations      (action; compensated by DELETE on failure)
     await_registration  GET /registrations/{id}  (poll until ACTIVE)
-    create_entity       POST /entities           (action)
+    create_entity       POST /entities           (action; compensated by DELETE /entities/{id})
 
 Each external call carries the step's idempotency key, so a duplicate task never registers
 twice.
@@ -71,30 +71,49 @@ class ClientApi:
         body = {"registration_id": registration_id, "name": name}
         return dict(self._call("POST", "/entities", key, json=body))
 
+    def delete_entity(self, entity_id: str) -> dict[str, Any]:
+        return dict(self._call("DELETE", f"/entities/{entity_id}"))
+
+    def within(self, ctx: Ctx) -> ClientApi:
+        """This client with its timeout cut to what is left of the handler's time budget, so
+        a slow API cannot keep a handler past its dispatch deadline."""
+        timeout_s = ctx.time_left_s(cap_s=self._timeout_s)
+        return ClientApi(self._base, timeout_s=timeout_s, session=self._session)
+
 
 class RegistrationSteps:
-    """The handlers of the registration flow, bound to one ClientApi."""
+    """The handlers of the registration flow, bound to one ClientApi.
+
+    A compensation whose action's responses were all lost (``ctx.outputs`` has nothing for
+    it) replays the action under ``ctx.action_key``: the API answers with the effect it made
+    (or makes it now, to be undone at once), so nothing is left behind either way.
+    """
 
     def __init__(self, api: ClientApi) -> None:
         self._api = api
 
     def register(self, ctx: Ctx) -> dict[str, Any]:
-        made = self._api.register(str(ctx.input["resource"]), key=ctx.idempotency_key)
+        made = self._api.within(ctx).register(str(ctx.input["resource"]), key=ctx.idempotency_key)
         return {"registration_id": made["id"]}
 
     def unregister(self, ctx: Ctx) -> dict[str, Any]:
+        api = self._api.within(ctx)
         done = ctx.outputs.get("register")
         if done is None:
-            # Every response of `register` was lost, so its effect is unknown: replaying it
-            # under the action's key returns the registration it made (or makes one, which is
-            # cancelled at once), so nothing is left behind either way.
-            made = self._api.register(str(ctx.input["resource"]), key=ctx.action_key)
+            made = api.register(str(ctx.input["resource"]), key=ctx.action_key)
             done = {"registration_id": made["id"]}
-        return self._api.cancel(str(done["registration_id"]), key=ctx.idempotency_key)
+        return api.cancel(str(done["registration_id"]), key=ctx.idempotency_key)
+
+    def delete_entity(self, ctx: Ctx) -> dict[str, Any]:
+        api = self._api.within(ctx)
+        done = ctx.outputs.get("create_entity")
+        if done is None:
+            done = self._create(api, ctx, key=ctx.action_key)
+        return api.delete_entity(str(done["entity_id"]))
 
     def await_active(self, ctx: Ctx) -> dict[str, Any]:
         reg_id = str(ctx.outputs["register"]["registration_id"])
-        status = str(self._api.registration(reg_id)["status"])
+        status = str(self._api.within(ctx).registration(reg_id)["status"])
         if status == "ACTIVE":
             return {"registration_id": reg_id, "status": status}
         if status == "PENDING":
@@ -102,9 +121,13 @@ class RegistrationSteps:
         raise PermanentError(f"registration {reg_id} is {status}", code=f"REGISTRATION_{status}")
 
     def create_entity(self, ctx: Ctx) -> dict[str, Any]:
+        return self._create(self._api.within(ctx), ctx, key=ctx.idempotency_key)
+
+    @staticmethod
+    def _create(api: ClientApi, ctx: Ctx, *, key: str) -> dict[str, Any]:
         reg_id = str(ctx.outputs["register"]["registration_id"])
         name = str(ctx.input.get("entity_name") or f"{ctx.input['resource']}-entity")
-        made = self._api.create_entity(reg_id, name, key=ctx.idempotency_key)
+        made = api.create_entity(reg_id, name, key=key)
         return {"entity_id": made["id"], "registration_id": reg_id, "name": name}
 
 
@@ -118,7 +141,9 @@ def registration_flow(api: ClientApi, *, poll: PollPolicy, retry: RetryPolicy) -
         steps=(
             ActionStep("register", steps.register, retry=retry, compensate=steps.unregister),
             PollStep("await_registration", steps.await_active, policy=poll),
-            ActionStep("create_entity", steps.create_entity, retry=retry),
+            ActionStep(
+                "create_entity", steps.create_entity, retry=retry, compensate=steps.delete_entity
+            ),
         ),
     )
 

@@ -52,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "else the reference app); the current directory is on the services' PYTHONPATH",
     )
     up.add_argument(
+        "--sweep-interval-s",
+        type=float,
+        default=60.0,
+        help="how often the sweeper runs, as Cloud Scheduler does in the cloud (0: no sweeper)",
+    )
+    up.add_argument(
         "--duplicate-rate",
         type=float,
         default=0.0,
@@ -83,12 +89,14 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
     only = getattr(args, "only", "all")
     components = [name.strip() for name in only.split(",") if name.strip()]
     duplicate_rate = getattr(args, "duplicate_rate", 0.0)
+    sweep_interval_s = getattr(args, "sweep_interval_s", 60.0)
     app = getattr(args, "app", None) or environ.get(APP_ENV) or None
     return Stack(
         ports=Ports(base),
         state_dir=args.state_dir,
         components=components,
         duplicate_rate=duplicate_rate,
+        sweep_interval_s=sweep_interval_s,
         app=app,
         app_path=Path.cwd() if app else None,
     )
@@ -111,6 +119,9 @@ def _up(stack: Stack, out: TextIO) -> int:
         print(f"app {stack.app}: {check_app(stack.app, stack.app_path)}", file=out)
     result = stack.up()
     names = ", ".join(record.name for record in result.state.processes)
+    if not result.started and result.restarted:
+        print(f"restarted what was dead: {', '.join(result.restarted)}", file=out)
+        return 0
     if not result.started:
         print(
             f"already running: the local stack in {stack.state_dir} (base port "

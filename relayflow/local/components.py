@@ -15,8 +15,9 @@ from relayflow.local.health import Probe
 from relayflow.local.ports import HOST, Ports
 
 EMULATORS = ("pubsub", "firestore", "cloud_tasks")
-SERVICES = ("start_function", "worker", "poller", "api")
-ALL = (*EMULATORS, "client_api", *SERVICES)
+FAKES = ("client_api", "orders_api")
+SERVICES = ("start_function", "worker", "poller", "api", "sweeper")
+ALL = (*EMULATORS, *FAKES, *SERVICES)
 GROUPS = {"emulators": EMULATORS, "services": SERVICES, "all": ALL}
 
 
@@ -66,22 +67,30 @@ def resolve(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def build(
-    ports: Ports, state_dir: Path, tools: Toolchain, *, duplicate_rate: float = 0.0
+    ports: Ports,
+    state_dir: Path,
+    tools: Toolchain,
+    *,
+    duplicate_rate: float = 0.0,
+    sweep_interval_s: float = 60.0,
 ) -> dict[str, Component]:
     """Every component of the stack on ``ports``, keyed by name.
 
     ``duplicate_rate`` makes the Cloud Tasks emulator deliver that share of tasks twice, as
     the real service occasionally does, so a stack can prove its handlers idempotent.
+    ``sweep_interval_s`` is how often the sweeper runs (Cloud Scheduler's every minute).
     """
     components = (
         _pubsub(ports, state_dir, tools),
         _firestore(ports, tools),
         _cloud_tasks(ports, state_dir, tools, duplicate_rate),
-        _client_api(ports, tools),
+        _fake("client_api", ports.client_api, tools),
+        _fake("orders_api", ports.orders_api, tools),
         _start_function(ports, tools),
         _gunicorn("worker", ports.worker, "services.worker.main:app", tools),
         _gunicorn("poller", ports.poller, "services.poller.main:app", tools),
         _gunicorn("api", ports.api, "services.api.main:app", tools),
+        _sweeper(tools, sweep_interval_s),
     )
     return {component.name: component for component in components}
 
@@ -151,11 +160,16 @@ def _cloud_tasks(
     )
 
 
-def _client_api(ports: Ports, tools: Toolchain) -> Component:
-    port = ports.client_api
-    argv = (tools.python, "-m", "emulators.client_api", "--host", HOST, "--port", str(port))
+def _fake(name: str, port: int, tools: Toolchain) -> Component:
+    """A fake external dependency (``emulators/<name>``), with a /healthz route."""
+    argv = (tools.python, "-m", f"emulators.{name}", "--host", HOST, "--port", str(port))
     url = _url(port, "/healthz")
-    return Component("client_api", Phase.BACKING, (port,), argv, url, Probe.HTTP_2XX)
+    return Component(name, Phase.BACKING, (port,), argv, url, Probe.HTTP_2XX)
+
+
+def _sweeper(tools: Toolchain, interval_s: float) -> Component:
+    argv = (tools.python, "-m", "relayflow.local.sweeper", "--interval-s", f"{interval_s:g}")
+    return Component("sweeper", Phase.SERVICE, (), argv, "", Probe.ALIVE)
 
 
 def _start_function(ports: Ports, tools: Toolchain) -> Component:

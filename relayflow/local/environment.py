@@ -33,6 +33,8 @@ def relayflow_env(ports: Ports, app: str | None = None) -> dict[str, str]:
         "RELAYFLOW_WORKER_URL": f"http://{HOST}:{ports.worker}",
         "RELAYFLOW_POLLER_URL": f"http://{HOST}:{ports.poller}",
         "RELAYFLOW_CLIENT_API_URL": f"http://{HOST}:{ports.client_api}",
+        # The example app's own setting (examples/orders), pointed at its fake dependencies.
+        "ORDERS_API_URL": f"http://{HOST}:{ports.orders_api}",
         "RELAYFLOW_OIDC_CERTS_URL": f"http://{HOST}:{ports.cloud_tasks_rest}/oauth2/v1/certs",
         "RELAYFLOW_VERIFY_TOKENS": "true",
     }

@@ -13,10 +13,14 @@ class Probe(StrEnum):
     OK_BODY = "ok-body"  # the gcloud emulators: GET / answers "Ok"
     HTTP_2XX = "http-2xx"  # our emulators and services: GET /healthz answers 2xx
     ANY_HTTP = "any-http"  # functions-framework has no health route: any answer will do
+    ALIVE = "alive"  # no port (the sweeper): healthy while its process lives
 
 
 def is_healthy(url: str, probe: Probe, *, timeout_s: float = 1.0) -> bool:
-    """One probe; connection errors and timeouts mean "not (yet) healthy"."""
+    """One probe; connection errors and timeouts mean "not (yet) healthy". (An ALIVE component
+    is healthy here; whether its process lives is the caller's check.)"""
+    if probe is Probe.ALIVE:
+        return True
     # trust_env=False: a developer's HTTP(S)_PROXY must not swallow requests to 127.0.0.1.
     with requests.Session() as session:
         session.trust_env = False

@@ -1,4 +1,4 @@
-"""Fixed local ports, as offsets from a base (default 8120).
+"""Fixed local ports, as offsets from a base (default 8120): base + 1 .. base + 10.
 
 Moving the base moves the whole block, so a test stack can run beside a demo.
 """
@@ -52,3 +52,8 @@ class Ports:
     @property
     def api(self) -> int:
         return self.base + 9
+
+    @property
+    def orders_api(self) -> int:
+        """The example app's fake dependencies (examples/orders)."""
+        return self.base + 10

@@ -35,6 +35,8 @@ from relayflow.local.statefile import ProcessRecord, StackState
 from relayflow.topology import load_topology
 
 DEFAULT_STATE_DIR = Path(".relayflow/local")
+# Cloud Scheduler calls the sweep every minute in the cloud; the local sweeper does the same.
+DEFAULT_SWEEP_INTERVAL_S = 60.0
 # The gcloud emulators start a JVM: allow for a slow, busy machine.
 HEALTH_TIMEOUT_S = 120.0
 _LOG_TAIL_LINES = 15
@@ -59,6 +61,7 @@ class UpResult:
     started: bool  # False: a stack recorded in this state dir was already running
     state: StackState
     cleaned_stale: bool = False
+    restarted: tuple[str, ...] = ()  # components of a running stack that were dead, restarted
 
 
 class Stack:
@@ -77,13 +80,19 @@ class Stack:
         duplicate_rate: float = 0.0,
         app: str | None = None,
         app_path: Path | None = None,
+        sweep_interval_s: float = DEFAULT_SWEEP_INTERVAL_S,
     ) -> None:
         if not 0.0 <= duplicate_rate <= 1.0:
             raise ValueError(f"duplicate_rate must be in [0, 1], got {duplicate_rate}")
+        if sweep_interval_s < 0:
+            raise ValueError(
+                f"sweep_interval_s must be >= 0 (0: no sweeper), got {sweep_interval_s}"
+            )
         self.ports = ports or Ports()
         # Absolute: components run from the repo root, not from the caller's directory.
         self.state_dir = Path(state_dir).absolute()
-        self.names = resolve(components)
+        # No sweeper when its interval is 0 (tests that sweep by hand want no competition).
+        self.names = tuple(n for n in resolve(components) if n != "sweeper" or sweep_interval_s > 0)
         self.repo_root = repo_root or Path(__file__).resolve().parents[2]
         self.tools = tools or Toolchain.current()
         self.health_timeout_s = health_timeout_s
@@ -92,7 +101,11 @@ class Stack:
         self.app_path = app_path.absolute() if app_path else None
         self._base_env = dict(os.environ if base_env is None else base_env)
         all_components = build(
-            self.ports, self.state_dir, self.tools, duplicate_rate=duplicate_rate
+            self.ports,
+            self.state_dir,
+            self.tools,
+            duplicate_rate=duplicate_rate,
+            sweep_interval_s=sweep_interval_s or DEFAULT_SWEEP_INTERVAL_S,
         )
         self._components = [all_components[name] for name in self.names]
         self._state = StackState(base_port=self.ports.base)
@@ -133,10 +146,11 @@ class Stack:
         return state
 
     def up(self) -> UpResult:
-        """Start every component, provision, write the env file; a no-op if already running."""
+        """Start every component, provision, write the env file. On a stack that is already
+        running, restart only what is dead or unhealthy and leave the rest."""
         running = self.running()
         if running is not None:
-            return UpResult(started=False, state=running)
+            return self._heal(running)
         cleaned_stale = self._clean_stale()
         self._check_ports_free()
         try:
@@ -149,6 +163,31 @@ class Stack:
             raise
         write_env_file(self.env_file, self.shell_env(), path_prepend=self.tools.bin_dir)
         return UpResult(started=True, state=self._state, cleaned_stale=cleaned_stale)
+
+    def _heal(self, state: StackState) -> UpResult:
+        """Restart the components of a running stack that died (or stopped answering)."""
+        self._state = state
+        records = {record.name: record for record in state.processes}
+        dead = [
+            c
+            for c in self._components
+            if c.name not in records or not _status(records[c.name]).healthy
+        ]
+        for component in dead:
+            if component.name in records and _owned(records[component.name]):
+                processes.stop_groups([records[component.name].pid], reap=self._reap)
+            self._state = self._state.without(component.name)
+        try:
+            for phase in (Phase.BACKING, Phase.SERVICE):
+                started = [c for c in dead if c.phase is phase]
+                for component in started:
+                    self._start(component, fresh=False)
+                self._wait_healthy(started)
+                if phase is Phase.BACKING and started:
+                    self._provision()  # idempotent: what exists already is left as it is
+        finally:
+            statefile.save(self.state_file, self._state)
+        return UpResult(started=False, state=self._state, restarted=tuple(c.name for c in dead))
 
     def down(self) -> list[str]:
         """Stop exactly the recorded processes (by process group); the names that were running."""
@@ -190,13 +229,15 @@ class Stack:
             self._start(component)
         self._wait_healthy(started)
 
-    def _start(self, component: Component) -> None:
+    def _start(self, component: Component, *, fresh: bool = True) -> None:
         log = self.log_path(component.name)
-        if component.data_dir is not None:
+        if component.data_dir is not None and fresh:
             # Every `up` starts empty, as the in-memory Firestore emulator does: Cloud Tasks
-            # must not bring back tasks for flows that Firestore has forgotten.
+            # must not bring back tasks for flows that Firestore has forgotten. (A restart of
+            # a dead component keeps its data: the rest of the stack still has its flows.)
             shutil.rmtree(component.data_dir, ignore_errors=True)
-            component.data_dir.mkdir(parents=True)
+        if component.data_dir is not None:
+            component.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             popen = processes.spawn(
                 component.argv, env=self._child_env(), cwd=self.repo_root, log_path=log

@@ -32,6 +32,10 @@ class StackState(BaseModel):
     def with_process(self, record: ProcessRecord) -> StackState:
         return self.model_copy(update={"processes": (*self.processes, record)})
 
+    def without(self, name: str) -> StackState:
+        kept = tuple(record for record in self.processes if record.name != name)
+        return self.model_copy(update={"processes": kept})
+
 
 def load(path: Path) -> StackState | None:
     """The recorded state, or None when there is none (or it is unreadable, e.g. half-written)."""

@@ -41,8 +41,12 @@ PROJECT = "relayflow-local"
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     state_dir = tmp_path_factory.mktemp("e2e-stack")
+    # No background sweeper: the recovery tests sweep by hand and count what it did.
     stack = Stack(
-        ports=Ports(E2E_BASE_PORT), state_dir=state_dir, base_env={**os.environ, **FAST_POLICIES}
+        ports=Ports(E2E_BASE_PORT),
+        state_dir=state_dir,
+        base_env={**os.environ, **FAST_POLICIES},
+        sweep_interval_s=0,
     )
     stack.up()
     try:

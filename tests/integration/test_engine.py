@@ -20,7 +20,7 @@ from google.cloud import tasks_v2
 from google.pubsub_v1 import SubscriberClient
 
 from relayflow.core.clock import FakeClock
-from relayflow.core.engine import Engine, Ran, Started, idempotency_key, safe_id
+from relayflow.core.engine import Engine, Limits, Ran, Started, idempotency_key, safe_id
 from relayflow.core.flows import ActionStep, Flow, Registry, StepContext
 from relayflow.core.planner import QueueNames
 from relayflow.core.position import TaskPayload
@@ -106,7 +106,7 @@ def harness(
         events=publisher,
         clock=clock,
         queues=queue_names,
-        history_limit=settings.history_limit,
+        limits=Limits(history_limit=settings.history_limit),
     )
     return Harness(engine, client, clock, flow_store, task_queue, tasks_client, queue_names.steps)
 

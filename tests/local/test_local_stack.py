@@ -57,8 +57,8 @@ def test_up_status_second_up_down(tmp_path: Path, test_base_port: int) -> None:
         rows = table.splitlines()[1:]
         assert code == 0, table
         assert [row.split()[0] for row in rows] == [
-            "pubsub", "firestore", "cloud_tasks", "client_api",
-            "start_function", "worker", "poller", "api",
+            "pubsub", "firestore", "cloud_tasks", "client_api", "orders_api",
+            "start_function", "worker", "poller", "api", "sweeper",
         ]  # fmt: skip
         assert all(row.split()[-1] == "yes" for row in rows)
 
@@ -66,6 +66,24 @@ def test_up_status_second_up_down(tmp_path: Path, test_base_port: int) -> None:
         assert code == 0
         assert "already running" in again
         assert str(tmp_path) in again
+
+        # a service dies: `up` restarts it and leaves the rest as they are
+        before = statefile.load(tmp_path / "state.json")
+        assert before is not None
+        pids = {record.name: record.pid for record in before.processes}
+        processes.stop_groups([pids["worker"]], reap=lambda: None)
+        code, healed = _cli("up", *flags)
+        assert code == 0, healed
+        assert "restarted what was dead: worker" in healed
+        after = statefile.load(tmp_path / "state.json")
+        assert after is not None
+        new_pids = {record.name: record.pid for record in after.processes}
+        assert new_pids["worker"] != pids["worker"]
+        assert {k: v for k, v in new_pids.items() if k != "worker"} == {
+            k: v for k, v in pids.items() if k != "worker"
+        }
+        code, table = _cli("status", *flags)
+        assert code == 0 and all(row.split()[-1] == "yes" for row in table.splitlines()[1:])
     finally:
         state = statefile.load(tmp_path / "state.json")
         code, stopped = _cli("down", *flags)

@@ -40,7 +40,7 @@ class OrdersConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="ORDERS_", frozen=True)
 
-    api_url: str = "http://127.0.0.1:8120"
+    api_url: str = "http://127.0.0.1:8130"
     timeout_s: float = Field(default=10.0, gt=0)
 
 

@@ -1,0 +1,352 @@
+"""The chaos suite: the reference flow through a local stack under each fault, counted.
+
+    python bench/chaos.py [--flows 200] [--scenarios kill,death,pause,faults,duplicates]
+                          [--pause-s 30] [--base-port 8420] [--timeout-s 900]
+
+Scenarios (each on the same stack, Firestore wiped and the client API reset in between; the
+duplicates scenario on a second stack whose Cloud Tasks emulator delivers every task twice):
+
+    kill        SIGKILL the worker and the poller in turn, mid external call (the client API
+                answers slowly), and `local up` brings each back
+    death       the worker, the poller and the start function die together; 10 s later
+                `local up` restarts them
+    pause       the Firestore emulator, then the Cloud Tasks emulator, stopped (SIGSTOP) for
+                --pause-s seconds each
+    faults      the client API fails 20 % of calls with 5xx, 5 % with 429 + Retry-After, loses
+                10 % of responses (effect done, 500 returned), answers 5 % slower than the
+                client timeout, on every business route, for the whole run
+    duplicates  every task delivered twice, concurrently; every start message published twice
+
+For each it prints: flows, terminal, stuck (not ended when the drain times out), SUCCEEDED,
+live registrations and entities at the client API against SUCCEEDED flows, duplicate effects
+(two live registrations for one resource, two live entities for one registration), orphaned
+effects (live for a flow that did not succeed, or an entity whose registration is gone), and
+the time to drain (faults over -> every flow ended). Every dependency recovers in each
+scenario, so the target is 0 stuck, 0 duplicate or orphaned effects, 100 % SUCCEEDED; the
+exit status is 0 only if every scenario meets it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from relayflow.local import statefile  # noqa: E402
+from relayflow.local.environment import relayflow_env  # noqa: E402
+from relayflow.local.ports import HOST, Ports  # noqa: E402
+from relayflow.local.stack import Stack  # noqa: E402
+
+SCENARIOS = ("kill", "death", "pause", "faults", "duplicates")
+CLIENT_TIMEOUT_S = 2.0
+# Fast policies (the same settings a deployment uses, shorter) and generous retries: under 40 %
+# injected faults a step needs many tries, and production retry budgets are as generous.
+CHAOS_ENV = {
+    "RELAYFLOW_POLL_INITIAL_S": "0.5",
+    "RELAYFLOW_POLL_MAX_INTERVAL_S": "2",
+    "RELAYFLOW_RETRY_INITIAL_S": "0.2",
+    "RELAYFLOW_RETRY_MAX_INTERVAL_S": "2",
+    "RELAYFLOW_RETRY_MAX_ATTEMPTS": "15",
+    "RELAYFLOW_CLIENT_API_TIMEOUT_S": str(CLIENT_TIMEOUT_S),
+    "RELAYFLOW_SWEEP_GRACE_S": "15",
+    # Handlers here take at most a few seconds: a short lease lets a killed worker's step be
+    # taken over in 20 s rather than the 150 s a 120 s dispatch deadline needs.
+    "RELAYFLOW_CLAIM_LEASE_S": "20",
+    "RELAYFLOW_HANDLER_BUDGET_S": "10",
+}
+SWEEP_INTERVAL_S = 5.0
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED"}
+
+
+@dataclass
+class Outcome:
+    """One scenario's figures."""
+
+    scenario: str
+    flows: int
+    terminal: int
+    succeeded: int
+    statuses: dict[str, int]
+    live_registrations: int
+    live_entities: int
+    duplicates: int
+    orphans: int
+    drain_s: float
+
+    @property
+    def stuck(self) -> int:
+        return self.flows - self.terminal
+
+    @property
+    def ok(self) -> bool:
+        clean = self.stuck == 0 and self.duplicates == 0 and self.orphans == 0
+        effects = self.live_registrations == self.live_entities == self.succeeded
+        return clean and effects and self.succeeded == self.flows
+
+
+# -- the stack's processes -----------------------------------------------------------------------
+
+
+def pids(stack: Stack) -> dict[str, int]:
+    state = statefile.load(stack.state_file)
+    assert state is not None, "the stack is not running"
+    return {record.name: record.pid for record in state.processes}
+
+
+def signal_group(stack: Stack, name: str, signum: signal.Signals) -> None:
+    os.killpg(pids(stack)[name], signum)  # each component leads its own process group
+
+
+def client_api(stack: Stack, method: str, path: str, **kw: Any) -> Any:
+    url = f"http://{HOST}:{stack.ports.client_api}{path}"
+    response = requests.request(method, url, timeout=10, **kw)
+    response.raise_for_status()
+    return response.json()
+
+
+# -- faults ---------------------------------------------------------------------------------------
+
+
+def slow_calls(stack: Stack) -> None:
+    """Half the calls take 0.5 s: a kill lands mid external call."""
+    client_api(
+        stack, "POST", "/admin/faults", json=[{"delay_s": 0.5, "probability": 0.5, "count": None}]
+    )
+
+
+def kill(stack: Stack, stop: threading.Event) -> None:
+    slow_calls(stack)
+    for i in range(6):
+        if stop.wait(3.0):
+            return
+        signal_group(stack, ("worker", "poller")[i % 2], signal.SIGKILL)
+        stack.up()  # heals: restarts exactly what died
+
+
+def death(stack: Stack, stop: threading.Event) -> None:
+    if stop.wait(2.0):
+        return
+    for name in ("worker", "poller", "start_function"):
+        signal_group(stack, name, signal.SIGKILL)
+    stop.wait(10.0)
+    stack.up()
+
+
+def pause(stack: Stack, stop: threading.Event, pause_s: float) -> None:
+    for name in ("firestore", "cloud_tasks"):
+        if stop.wait(2.0):
+            return
+        signal_group(stack, name, signal.SIGSTOP)
+        try:
+            stop.wait(pause_s)
+        finally:
+            signal_group(stack, name, signal.SIGCONT)
+
+
+def faults(stack: Stack, stop: threading.Event) -> None:
+    timeout_fault = CLIENT_TIMEOUT_S + 1.0
+    rules = [
+        {"status": 503, "probability": 0.20, "count": None},
+        {"status": 429, "retry_after_s": 1, "probability": 0.05, "count": None},
+        {"status": 500, "after_effect": True, "probability": 0.10, "count": None},
+        {"delay_s": timeout_fault, "probability": 0.05, "count": None},
+    ]
+    client_api(stack, "POST", "/admin/faults", json=rules)
+
+
+FAULTS: dict[str, Callable[[Stack, threading.Event, argparse.Namespace], None]] = {
+    "kill": lambda stack, stop, args: kill(stack, stop),
+    "death": lambda stack, stop, args: death(stack, stop),
+    "pause": lambda stack, stop, args: pause(stack, stop, args.pause_s),
+    "faults": lambda stack, stop, args: faults(stack, stop),
+    "duplicates": lambda stack, stop, args: None,
+}
+
+
+# -- one scenario ---------------------------------------------------------------------------------
+
+
+def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
+    from google.cloud import firestore
+
+    from relayflow.gcp.events import Events, build_publisher
+
+    stack.wipe_firestore()
+    client_api(stack, "DELETE", "/admin/faults")
+    client_api(stack, "POST", "/admin/reset")
+    run = uuid.uuid4().hex[:6]
+    bodies = [
+        {
+            "flow": "registration",
+            "flow_id": f"{name}-{run}-{i:04d}",
+            "input": {"resource": f"{name}-{run}-{i}"},
+        }
+        for i in range(args.flows)
+    ]
+    events = Events(build_publisher(), project="relayflow-local")
+    stop = threading.Event()
+    injector = threading.Thread(target=FAULTS[name], args=(stack, stop, args), daemon=True)
+    injector.start()
+    copies = 2 if name == "duplicates" else 1
+    with ThreadPoolExecutor(max_workers=8) as pool:  # concurrent copies of each message
+        futures = [
+            events.submit("flow-requests", json.dumps(body).encode())
+            for body in bodies
+            for _ in range(copies)
+        ]
+        list(pool.map(lambda f: f.result(timeout=60), futures))
+    injector.join()  # the fault is over (or, for faults, armed for the whole run)
+    recovered = time.monotonic()
+    db = firestore.Client(project="relayflow-local")
+    statuses = wait_terminal(db, [b["flow_id"] for b in bodies], args.timeout_s)
+    drain_s = time.monotonic() - recovered
+    stop.set()
+    client_api(stack, "DELETE", "/admin/faults")
+    return outcome(stack, name, bodies, statuses, drain_s)
+
+
+def wait_terminal(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, str]:
+    """Each flow's status once all have ended, or when ``timeout_s`` runs out."""
+    deadline = time.monotonic() + timeout_s
+    refs = [db.collection("flows").document(flow_id) for flow_id in flow_ids]
+    statuses: dict[str, str] = {}
+    while True:
+        statuses = {
+            snap.id: (snap.to_dict() or {}).get("status", "")
+            for snap in db.get_all(refs)
+            if snap.exists
+        }
+        ended = sum(1 for s in statuses.values() if s in TERMINAL)
+        print(f"    {ended}/{len(flow_ids)} ended", end="\r", flush=True)
+        if ended == len(flow_ids) or time.monotonic() > deadline:
+            print(flush=True)
+            return statuses
+        threading.Event().wait(1.0)  # a bench polling Firestore, not a handler
+
+
+def outcome(
+    stack: Stack, name: str, bodies: list[dict[str, Any]], statuses: dict[str, str], drain_s: float
+) -> Outcome:
+    live = client_api(stack, "GET", "/stats?detail=1")["live"]
+    by_resource: dict[str, list[str]] = live["registrations_by_resource"]
+    entities: dict[str, list[str]] = live["entities_by_registration"]
+    live_regs = {reg for regs in by_resource.values() for reg in regs}
+    succeeded = {
+        b["input"]["resource"] for b in bodies if statuses.get(b["flow_id"]) == "SUCCEEDED"
+    }
+    duplicates = sum(len(regs) - 1 for regs in by_resource.values() if len(regs) > 1)
+    duplicates += sum(
+        len(ids) - 1 for reg, ids in entities.items() if reg in live_regs and len(ids) > 1
+    )
+    orphans = sum(len(regs) for res, regs in by_resource.items() if res not in succeeded)
+    orphans += sum(len(ids) for reg, ids in entities.items() if reg not in live_regs)
+    counted: dict[str, int] = {}
+    for status in statuses.values():
+        counted[status] = counted.get(status, 0) + 1
+    return Outcome(
+        scenario=name,
+        flows=len(bodies),
+        terminal=sum(1 for s in statuses.values() if s in TERMINAL),
+        succeeded=len(succeeded),
+        statuses=counted,
+        live_registrations=len(live_regs),
+        live_entities=sum(len(ids) for ids in entities.values()),
+        duplicates=duplicates,
+        orphans=orphans,
+        drain_s=drain_s,
+    )
+
+
+def table(outcomes: list[Outcome]) -> str:
+    names = ("flows", "ended", "stuck", "ok", "regs", "ents")
+    head = f"{'scenario':<11} " + " ".join(f"{n:>5}" for n in names)
+    head += f" {'dup':>4} {'orph':>4} {'drain s':>8}  target"
+    rows = [head, "-" * len(head)]
+    for o in outcomes:
+        rows.append(
+            f"{o.scenario:<11} {o.flows:>5} {o.terminal:>5} {o.stuck:>5} {o.succeeded:>5} "
+            f"{o.live_registrations:>5} {o.live_entities:>5} {o.duplicates:>4} {o.orphans:>4} "
+            f"{o.drain_s:>8.1f}  {'met' if o.ok else 'MISSED ' + json.dumps(o.statuses)}"
+        )
+    return "\n".join(rows)
+
+
+# -- the stacks -----------------------------------------------------------------------------------
+
+
+def stack_for(ports: Ports, state_dir: Path, duplicate_rate: float) -> Stack:
+    return Stack(
+        ports=ports,
+        state_dir=state_dir,
+        base_env={**os.environ, **CHAOS_ENV},
+        duplicate_rate=duplicate_rate,
+        sweep_interval_s=SWEEP_INTERVAL_S,
+    )
+
+
+def inner(args: argparse.Namespace) -> int:
+    chosen = [s for s in SCENARIOS if s in args.scenarios]
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="relayflow-chaos-") as tmp:
+        for duplicate_rate, names in (
+            (0.0, [s for s in chosen if s != "duplicates"]),
+            (1.0, [s for s in chosen if s == "duplicates"]),
+        ):
+            if not names:
+                continue
+            stack = stack_for(
+                Ports(args.base_port), Path(tmp) / f"stack-{duplicate_rate}", duplicate_rate
+            )
+            where = f"base port {args.base_port}, duplicate rate {duplicate_rate}"
+            print(f"starting a local stack ({where}) …", flush=True)
+            stack.up()
+            try:
+                for name in names:
+                    print(f"  {name}: {args.flows} flows", flush=True)
+                    outcomes.append(run_scenario(stack, name, args))
+            finally:
+                stack.down()
+    print(table(outcomes))
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--flows", type=int, default=200)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--pause-s", type=float, default=30.0)
+    parser.add_argument("--base-port", type=int, default=8420)
+    parser.add_argument("--timeout-s", type=float, default=900.0)
+    parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown or not 1 <= args.flows <= 10_000 or args.pause_s <= 0:
+        parser.error(f"scenarios from {', '.join(SCENARIOS)}; 1 <= flows <= 10000; pause-s > 0")
+    if args.inner:
+        return inner(args)
+    # The clients in the inner process find the emulators through the environment.
+    env = {**os.environ, **relayflow_env(Ports(args.base_port)), **CHAOS_ENV}
+    argv = [sys.executable, __file__, "--inner", *sys.argv[1:]]
+    return subprocess.run(argv, env=env, cwd=REPO, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
