@@ -49,7 +49,7 @@ def test_up_status_second_up_down(tmp_path: Path, test_base_port: int) -> None:
     flags = ("--state-dir", str(tmp_path), "--base-port", str(base_port))
     environ_before = dict(os.environ)
     try:
-        code, out = _cli("up", *flags)
+        code, out = _cli("up", *flags, "--sweep-interval-s", "1")
         assert code == 0, out
         assert "started" in out
 
@@ -61,6 +61,10 @@ def test_up_status_second_up_down(tmp_path: Path, test_base_port: int) -> None:
             "start_function", "worker", "poller", "api", "sweeper",
         ]  # fmt: skip
         assert all(row.split()[-1] == "yes" for row in rows)
+
+        # the sweeper runs on its schedule, as Cloud Scheduler does in the cloud
+        sweeper_log = tmp_path / "logs" / "sweeper.log"
+        assert poll_until(lambda: '"swept"' in sweeper_log.read_text(), timeout_s=30)
 
         code, again = _cli("up", *flags)
         assert code == 0
