@@ -661,3 +661,85 @@ def test_the_service_module_grants_invoker_and_viewer_only_from_its_inputs() -> 
 def test_env_roots_grant_nobody_the_api_by_default() -> None:
     for path in env_dirs():
         assert load(path).variables["api_invoker_members"].body["default"] == {}
+
+
+# --- Environment roots expose the module ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", env_dirs(), ids=ids(env_dirs()))
+def test_an_env_root_passes_every_module_input_and_outputs_every_module_output(path: Path) -> None:
+    config = load(path)
+    call = config.modules["relayflow"].body
+    module = load(RELAYFLOW)
+    assert set(call) - META_ARGUMENTS == set(module.variables)
+    for name in module.variables:
+        assert call[name] == f"${{var.{name}}}", name
+    assert {n: o.body["value"] for n, o in config.outputs.items()} == {
+        n: f"${{module.relayflow.{n}}}" for n in module.outputs
+    }
+
+
+def test_what_differs_between_environments_differs_in_their_defaults() -> None:
+    defaults = {
+        p.name: {n: v.body.get("default") for n, v in load(p).variables.items()} for p in env_dirs()
+    }
+    assert defaults["prod"]["deletion_protection"] is True
+    assert defaults["dev"]["deletion_protection"] is False
+    assert defaults["prod"]["firestore_point_in_time_recovery"] is True
+    assert defaults["prod"]["min_instances"]["worker"] >= 1
+    assert defaults["dev"]["max_instances"]["worker"] < defaults["prod"]["max_instances"]["worker"]
+
+
+# --- Operators reach the api --------------------------------------------------------------------
+
+
+def test_operators_reach_the_api_through_the_proxy_and_nothing_else_is_reachable() -> None:
+    relayflow = load(RELAYFLOW)
+    for call in ("start_flow", "worker", "poller"):
+        assert "ingress" not in relayflow.modules[call].body, "internal-only, the default"
+    api = relayflow.modules["api"].body
+    assert api["ingress"] == "${var.api_ingress}"
+    assert relayflow.variables["api_ingress"].body["default"] == "INGRESS_TRAFFIC_ALL"
+    assert api["invoker_members"] == api["viewer_members"] == "${var.api_invoker_members}"
+    command = relayflow.outputs["api_proxy_command"].body["value"]
+    assert command.startswith("gcloud run services proxy ${module.api.name} --project")
+
+
+# --- Firestore index exemptions (issue 7) -------------------------------------------------------
+
+QUERIED = {
+    "status",
+    "updated_at",
+    "next_run_at",
+    "finished_at",
+    "result_published",
+    "flow",
+    "version",
+    "tenant",
+    "created_at",
+}
+LARGE = {"input", "outputs", "history", "result", "pending_result"}
+
+
+def test_the_large_flow_fields_are_exempt_from_indexing_and_the_queried_ones_are_not() -> None:
+    unindexed = load(RELAYFLOW).locals["unindexed_fields"]
+    flows = unindexed["${(local.topology.firestore.flows_collection)}"]
+    assert set(flows) >= LARGE
+    assert not QUERIED & set(flows)
+    indexed_by_composites = {
+        f["field_path"]
+        for index in load(RELAYFLOW).modules["firestore"].body["composite_indexes"].values()
+        for f in index["fields"]
+    }
+    assert not indexed_by_composites & set(flows)
+    assert load(RELAYFLOW).modules["firestore"].body["unindexed_fields"] == (
+        "${local.unindexed_fields}"
+    )
+
+
+def test_an_exemption_switches_off_every_single_field_index() -> None:
+    field = load(MODULES / "firestore").resource("google_firestore_field", "unindexed").body
+    assert field["for_each"] == "${local.unindexed}"
+    (index_config,) = field["index_config"]
+    assert set(index_config) == {"__is_block__"}, "an empty index_config disables indexing"
+    assert "ttl_config" not in field
