@@ -188,6 +188,12 @@ def graph(request: pytest.FixtureRequest) -> Graph:
     return Graph(request.param)
 
 
+def test_the_graph_has_no_cycle(graph: Graph) -> None:
+    # Terraform refuses a cyclic configuration outright; depends_on through module inputs
+    # (push_after) is where one would creep in.
+    assert [a for a in graph.nodes if a in graph.after(a)] == []
+
+
 def test_every_resource_type_has_a_known_api(graph: Graph) -> None:
     for node in graph.nodes.values():
         api_of(node)

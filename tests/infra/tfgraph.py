@@ -144,7 +144,7 @@ class Graph:
                 assert instance.parent is not None
                 waits |= self.refs(instance.call.body.get("depends_on", []), instance.parent)
                 instance = instance.parent
-            edges[address] = waits - {address}
+            edges[address] = waits
         return edges
 
     def after(self, address: str) -> set[str]:
