@@ -14,6 +14,8 @@ fail() {
 [[ $# -eq 5 ]] || fail "usage: plans.sh save|fetch ENV STATE_BUCKET BUILD_ID COMMIT_SHA"
 action=$1 env=$2 bucket=$3 build=$4 commit=$5
 workspace=${WORKSPACE:-/workspace}
+# The provider versions the plan was made with: a saved plan applies only with the same ones.
+lock="infra/terraform/envs/${env}/.terraform.lock.hcl"
 [[ -n "${build}" ]] || fail "no plan build id (_PLAN_BUILD_ID): run the plan trigger first and pass its build id"
 saved="gs://${bucket}/plans/${env}/${build}"
 
@@ -21,12 +23,14 @@ case "${action}" in
     save)
         echo "${commit}" >"${workspace}/${env}.commit"
         gcloud storage cp "${workspace}/${env}.tfplan" "${workspace}/${env}.plan.txt" \
-            "${workspace}/${env}.commit" "${workspace}/image.txt" "${saved}/"
+            "${workspace}/${env}.commit" "${workspace}/image.txt" "${lock}" "${saved}/"
         echo "plans: saved ${saved}; review ${env}.plan.txt there, then run the apply trigger with _PLAN_BUILD_ID=${build}"
         ;;
     fetch)
         gcloud storage cp "${saved}/${env}.tfplan" "${saved}/${env}.plan.txt" \
             "${saved}/${env}.commit" "${workspace}/" >/dev/null 2>&1 || fail "no saved plan at ${saved}"
+        gcloud storage cp "${saved}/.terraform.lock.hcl" "${lock}" >/dev/null 2>&1 ||
+            fail "no provider lock beside the plan at ${saved}"
         planned_at=$(cat "${workspace}/${env}.commit")
         # The plan embeds the configuration it was made from; applying it from another commit
         # would mix two versions of the modules.

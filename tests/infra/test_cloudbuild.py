@@ -255,7 +255,7 @@ class Sandbox:
         )
         self.put(f"{bucket}/relayflow/environment.json", marker)
 
-    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+    def run(self, *argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
         env = {
             "PATH": f"{self.bin}:{os.environ['PATH']}",
             "FAKE_LOG": str(self.log),
@@ -266,7 +266,7 @@ class Sandbox:
         shell = "sh" if argv[0].endswith("terraform.sh") else "bash"
         return subprocess.run(
             [shell, str(REPO / "deploy" / argv[0]), *argv[1:]],
-            cwd=REPO,
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
@@ -405,20 +405,31 @@ def test_promotion_copies_the_digest_and_names_the_copy_by_digest(sandbox: Sandb
 
 
 def test_a_saved_plan_is_applied_only_from_the_commit_it_was_made_at(sandbox: Sandbox) -> None:
-    for name, content in (
-        ("prod.tfplan", "plan"),
-        ("prod.plan.txt", "Plan: 1 to add"),
-        ("image.txt", "img"),
-    ):
+    files = (("prod.tfplan", "plan"), ("prod.plan.txt", "Plan: 1 to add"), ("image.txt", "img"))
+    for name, content in files:
         (sandbox.workspace / name).write_text(content, encoding="utf-8")
-    saved = sandbox.run("plans.sh", "save", "prod", "prod-state", "b-123", "c0ffee")
+    # A checkout of its own: the scripts run from the repository root of the build.
+    checkout = sandbox.root / "checkout"
+    lock = checkout / "infra" / "terraform" / "envs" / "prod" / ".terraform.lock.hcl"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("# providers\n", encoding="utf-8")
+    saved = sandbox.run("plans.sh", "save", "prod", "prod-state", "b-123", "c0ffee", cwd=checkout)
     assert saved.returncode == 0, saved.stderr
-    assert (sandbox.gcs / "prod-state/plans/prod/b-123/prod.tfplan").exists()
+    for name in ("prod.tfplan", ".terraform.lock.hcl"):
+        assert (sandbox.gcs / "prod-state/plans/prod/b-123" / name).exists(), name
     for name in ("prod.tfplan", "prod.plan.txt", "prod.commit"):
         (sandbox.workspace / name).unlink()
-    moved = sandbox.run("plans.sh", "fetch", "prod", "prod-state", "b-123", "deadbeef")
+    lock.unlink()
+    moved = sandbox.run(
+        "plans.sh", "fetch", "prod", "prod-state", "b-123", "deadbeef", cwd=checkout
+    )
     assert moved.returncode == 1 and "the plan was made at c0ffee" in moved.stderr
-    fetched = sandbox.run("plans.sh", "fetch", "prod", "prod-state", "b-123", "c0ffee")
+    fetched = sandbox.run(
+        "plans.sh", "fetch", "prod", "prod-state", "b-123", "c0ffee", cwd=checkout
+    )
     assert fetched.returncode == 0 and "Plan: 1 to add" in fetched.stdout
     assert (sandbox.workspace / "prod.tfplan").exists()
-    assert sandbox.run("plans.sh", "fetch", "prod", "prod-state", "", "c0ffee").returncode == 1
+    # Applied with the provider versions it was planned with.
+    assert lock.read_text(encoding="utf-8") == "# providers\n"
+    no_build = sandbox.run("plans.sh", "fetch", "prod", "prod-state", "", "c0ffee", cwd=checkout)
+    assert no_build.returncode == 1
