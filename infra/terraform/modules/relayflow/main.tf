@@ -1,5 +1,6 @@
 # relayflow on one project: messaging, queues, Firestore, four Cloud Run services, the scheduler
-# that runs the sweeper, and one least-privilege service account per component.
+# that runs the sweeper, alerts and a dashboard, and one least-privilege service account per
+# component.
 #
 # Names and delivery settings come from relayflow/topology.json, the file the local stack reads
 # too (DESIGN invariant 10). Nothing in this directory spells a topic, subscription or queue name.
@@ -50,8 +51,8 @@ locals {
   scheduler_member     = "serviceAccount:${google_service_account.scheduler.email}"
 
   # APIs this module enables. serviceusage and cloudresourcemanager must be on before Terraform
-  # runs at all (the bootstrap enables them): enabling an API needs the first, reading the
-  # project number the second.
+  # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
+  # reading the project number the second.
   services = [
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
