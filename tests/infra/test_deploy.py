@@ -1,31 +1,31 @@
-"""The image and the Cloud Build pipeline: what runs in each service, and the order of the build."""
+"""The image: one for every component, built from locked dependencies on a base pinned by digest,
+usable as the template of a team's image; and what runs in each service."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 from tfconfig import MODULES, REPO, load
 
 RELAYFLOW = MODULES / "relayflow"
 COMPONENTS = {"start_flow": "start-flow", "worker": "worker", "poller": "poller", "api": "api"}
+DEFAULT_APP = "relayflow.apps.registration:build_registry"
 
 
 def _read(relative: str) -> str:
     return (REPO / relative).read_text(encoding="utf-8")
 
 
-def _step(cloudbuild: str, step_id: str) -> str:
-    """The text of one step of cloudbuild.yaml (up to the next step)."""
-    match = re.search(rf"^  - id: {step_id}\n(.*?)(?=^  - id: |\Z)", cloudbuild, re.M | re.S)
-    assert match, f"no step {step_id}"
-    return match.group(1)
-
-
-def _wait_for(cloudbuild: str, step_id: str) -> set[str]:
-    match = re.search(r"^    waitFor: \[(.*)\]$", _step(cloudbuild, step_id), re.M)
-    assert match, f"step {step_id} has no waitFor"
-    return {s.strip() for s in match.group(1).split(",")}
+def _instructions(name: str) -> list[str]:
+    """Arguments of every Dockerfile instruction called ``name`` (continuations joined)."""
+    text = re.sub(r"\\\n\s*", " ", _read("Dockerfile"))
+    return re.findall(rf"^{name} (.+)$", text, re.M)
 
 
 @pytest.mark.parametrize(("call", "component"), sorted(COMPONENTS.items()))
@@ -48,27 +48,82 @@ def test_the_entrypoint_starts_every_component_on_port() -> None:
         assert re.search(r"^app = ", _read(f"services/{service}/main.py"), re.M)
 
 
-def test_the_image_is_python_3_11_slim_and_runs_as_a_non_root_user() -> None:
-    dockerfile = _read("Dockerfile")
-    assert re.search(r"^FROM python:3\.11-slim$", dockerfile, re.M)
-    users = re.findall(r"^USER (\S+)$", dockerfile, re.M)
+def test_the_entrypoint_finds_the_start_function_where_it_is_installed() -> None:
+    script = _read("deploy/entrypoint.sh")
+    assert "/app/" not in script, "a team's image has relayflow in site-packages, not /app"
+    function = re.search(r"^module_file\(\) \{\n.*?^\}", script, re.M | re.S)
+    assert function
+    found = subprocess.run(
+        ["sh", "-c", f"{function.group(0)}\nmodule_file functions.start_flow.main"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
+    assert Path(found.stdout.strip()) == REPO / "functions" / "start_flow" / "main.py"
+
+
+def test_gunicorn_has_a_timeout() -> None:
+    script = _read("deploy/entrypoint.sh")
+    assert '--timeout "${GUNICORN_TIMEOUT_S}"' in script
+    default = int(re.search(r"GUNICORN_TIMEOUT_S:=(\d+)", script).group(1))  # type: ignore[union-attr]
+    assert 3600 < default < 3700, "just past Cloud Run's longest request timeout"
+
+
+def test_the_base_image_is_python_3_11_slim_pinned_by_digest() -> None:
+    (arg,) = [a for a in _instructions("ARG") if a.startswith("PYTHON_IMAGE=")]
+    assert re.fullmatch(r"PYTHON_IMAGE=python:3\.11-slim(-bookworm)?@sha256:[0-9a-f]{64}", arg)
+    froms = _instructions("FROM")
+    assert froms and all(f.startswith("${PYTHON_IMAGE}") for f in froms)
+
+
+def test_the_image_installs_only_hashed_dependencies_then_first_party_code_offline() -> None:
+    runs = " ".join(_instructions("RUN"))
+    assert "pip install --require-hashes --no-deps -r requirements.lock" in runs
+    assert "pip install --no-deps --no-index --no-build-isolation ${INSTALL}" in runs
+    assert "pip check" in runs
+    assert not re.search(r"pip install (?!--require-hashes|--no-deps --no-index)", runs)
+
+
+def test_the_image_is_a_template_for_a_teams_repository() -> None:
+    args = dict(a.split("=", 1) for a in _instructions("ARG") if "=" in a)
+    assert args["INSTALL"] == "."
+    assert args["APP"] == DEFAULT_APP
+    env = " ".join(_instructions("ENV"))
+    assert "RELAYFLOW_APP=${APP}" in env
+    cloudbuild = _read("cloudbuild.yaml")
+    assert (
+        "--build-arg=INSTALL=${_INSTALL}" in cloudbuild and "--build-arg=APP=${_APP}" in cloudbuild
+    )
+    assert load(RELAYFLOW).variables["app"].body["default"] == DEFAULT_APP
+
+
+def test_the_image_runs_as_a_non_root_user() -> None:
+    users = _instructions("USER")
     assert users and users[-1] not in {"root", "0"}
-    assert "COPY deploy/entrypoint.sh" in dockerfile
-    assert "!deploy/entrypoint.sh" in _read(".dockerignore")
+    assert "deploy/entrypoint.sh /usr/local/bin/relayflow-entrypoint" in _instructions("COPY")
+    ignored = _read(".dockerignore")
+    for needed in ("!requirements.lock", "!deploy/entrypoint.sh", "!relayflow/"):
+        assert needed in ignored.split()
 
 
-def test_the_build_tests_before_it_pushes_and_pushes_before_it_applies() -> None:
-    cloudbuild = _read("cloudbuild.yaml")
-    assert "exec .ci/run" in _read("deploy/ci-test.sh")
-    assert "deploy/ci-test.sh" in _step(cloudbuild, "test")
-    assert {"test", "checkov", "build"} <= _wait_for(cloudbuild, "push")
-    assert "push" in _wait_for(cloudbuild, "terraform-apply")
+def _locked() -> dict[str, str]:
+    pins = re.findall(r"^([A-Za-z0-9._-]+)==([^\s\\]+)", _read("requirements.lock"), re.M)
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in pins}
 
 
-def test_the_build_applies_only_a_known_environment_with_the_pushed_digest() -> None:
-    cloudbuild = _read("cloudbuild.yaml")
-    assert "dev|staging|prod) ;;" in _step(cloudbuild, "check-env")
-    apply = _step(cloudbuild, "terraform-apply")
-    assert "dir: infra/terraform/envs/${_ENV}" in apply
-    assert '-var="image=$$(cat /workspace/image.txt)"' in apply
-    assert "RepoDigests" in _step(cloudbuild, "push")
+def test_every_dependency_is_locked_with_hashes() -> None:
+    lock = _read("requirements.lock")
+    entries = re.split(r"\n(?=[A-Za-z0-9])", lock.split("\n\n", 1)[-1].strip())
+    for entry in entries:
+        if entry.startswith("#") or not entry.strip():
+            continue
+        assert "--hash=sha256:" in entry, entry.splitlines()[0]
+    project = tomllib.loads(_read("pyproject.toml"))
+    names = [re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in project["project"]["dependencies"]]
+    locked = _locked()
+    missing = [n for n in names if re.sub(r"[-_.]+", "-", n).lower() not in locked]
+    assert missing == [], "regenerate requirements.lock (docs/deploy.md)"
+    build_backend = project["build-system"]["requires"][0].split(">")[0]
+    assert build_backend in locked, "the image builds from source with the locked backend"

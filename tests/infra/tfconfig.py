@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 TERRAFORM = REPO / "infra" / "terraform"
 MODULES = TERRAFORM / "modules"
 ENVS = TERRAFORM / "envs"
+BOOTSTRAP = TERRAFORM / "bootstrap"
 TOPOLOGY_FILE = REPO / "relayflow" / "topology.json"
 
 _OPTIONS = SerializationOptions(with_comments=False, strip_string_quotes=True)
@@ -110,8 +111,13 @@ def env_dirs() -> list[Path]:
     return sorted(p for p in ENVS.iterdir() if p.is_dir())
 
 
+def root_dirs() -> list[Path]:
+    """Directories terraform init/apply runs in: the environments and the bootstrap."""
+    return [*env_dirs(), BOOTSTRAP]
+
+
 def all_dirs() -> list[Path]:
-    return module_dirs() + env_dirs()
+    return module_dirs() + root_dirs()
 
 
 def topology() -> dict[str, Any]:

@@ -1,9 +1,8 @@
-# State lives in a GCS bucket created once, outside Terraform (see ../../README.md). The bucket
-# may be shared; the prefix keeps each environment's state apart.
-# Another bucket: terraform init -backend-config="bucket=NAME".
+# State lives in this environment's own bucket, created by infra/terraform/bootstrap in the
+# environment's project; its name is given at init, never committed (bucket names are global):
+#   terraform init -backend-config="bucket=<state bucket>"
 terraform {
   backend "gcs" {
-    bucket = "relayflow-tfstate"
     prefix = "relayflow/dev"
   }
 }

@@ -1,5 +1,5 @@
 variable "project_id" {
-  description = "Project of the dev environment."
+  description = "Project of the dev environment (one environment per project)."
   type        = string
 }
 
@@ -10,8 +10,14 @@ variable "region" {
 }
 
 variable "image" {
-  description = "relayflow container image, pinned by digest (cloudbuild.yaml passes the one it just pushed)."
+  description = "Container image, pinned by digest: the one the build pipeline tested and promoted (cloudbuild.yaml passes it)."
   type        = string
+}
+
+variable "app" {
+  description = "RELAYFLOW_APP: module.path:attr of the Registry (or a callable taking Settings) the services load."
+  type        = string
+  default     = "relayflow.apps.registration:build_registry"
 }
 
 variable "client_api_url" {
@@ -31,14 +37,122 @@ variable "firestore_point_in_time_recovery" {
   default     = false
 }
 
-variable "api_invoker_members" {
-  description = "Principals allowed to call the api service, keyed by a static label."
-  type        = map(string)
-  default     = {}
-}
-
 variable "deletion_protection" {
   description = "Protect the services and the Firestore database against deletion."
   type        = bool
   default     = false
+}
+
+variable "max_instances" {
+  description = "Maximum Cloud Run instances per component."
+  type = object({
+    start-flow = number
+    worker     = number
+    poller     = number
+    api        = number
+  })
+  default = {
+    start-flow = 5
+    worker     = 5
+    poller     = 5
+    api        = 2
+  }
+}
+
+variable "min_instances" {
+  description = "Minimum Cloud Run instances per component."
+  type = object({
+    start-flow = number
+    worker     = number
+    poller     = number
+    api        = number
+  })
+  default = {
+    start-flow = 0
+    worker     = 0
+    poller     = 0
+    api        = 0
+  }
+}
+
+variable "sweep_schedule" {
+  description = "Cron schedule (UTC) of the sweeper call."
+  type        = string
+  default     = "* * * * *"
+}
+
+variable "tasks_log_sampling_ratio" {
+  description = "Fraction of Cloud Tasks operations logged (0.0 - 1.0)."
+  type        = number
+  default     = 1
+}
+
+variable "trace_exporter" {
+  description = "Where the services send spans: gcp (Cloud Trace) or none."
+  type        = string
+  default     = "gcp"
+}
+
+variable "metrics_exporter" {
+  description = "Where the services send metrics: gcp (Cloud Monitoring; the alerts read it) or none."
+  type        = string
+  default     = "gcp"
+}
+
+variable "labels" {
+  description = "Extra labels on services, topics, subscriptions and alert policies (app and environment are added to every resource by the provider)."
+  type        = map(string)
+  default     = {}
+}
+
+variable "api_ingress" {
+  description = "Network ingress of the api: INGRESS_TRAFFIC_ALL (operators use `gcloud run services proxy`; IAM still applies) or INGRESS_TRAFFIC_INTERNAL_ONLY."
+  type        = string
+  default     = "INGRESS_TRAFFIC_ALL"
+}
+
+variable "api_invoker_members" {
+  description = "Operators allowed to call the api and its console (run.invoker and run.viewer), keyed by a static label."
+  type        = map(string)
+  default     = {}
+}
+
+variable "request_publishers" {
+  description = "Producers allowed to publish flow requests, keyed by a static label."
+  type        = map(string)
+  default     = {}
+}
+
+variable "result_subscribers" {
+  description = "Consumers allowed to attach subscriptions to the results topic, keyed by a static label."
+  type        = map(string)
+  default     = {}
+}
+
+variable "dead_letter_replayers" {
+  description = "Principals allowed to read and replay dead-lettered start messages, keyed by a static label."
+  type        = map(string)
+  default     = {}
+}
+
+variable "notification_channels" {
+  description = "Cloud Monitoring notification channel ids every alert notifies."
+  type        = list(string)
+  default     = []
+}
+
+variable "runbook_url" {
+  description = "URL of docs/runbook.md in the repository this environment is deployed from (alerts link its sections)."
+  type        = string
+}
+
+variable "alert_thresholds" {
+  description = "Alert thresholds (see modules/relayflow); unset ones take the module's defaults."
+  type = object({
+    overdue_age_s            = optional(number)
+    failed_flows_per_minute  = optional(number)
+    error_ratio_5xx          = optional(number)
+    task_failures_per_minute = optional(number)
+  })
+  default = {}
 }

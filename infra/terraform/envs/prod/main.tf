@@ -1,11 +1,20 @@
-provider "google" {
-  project = var.project_id
-  region  = var.region
-
+locals {
   default_labels = {
     app         = "relayflow"
     environment = "prod"
   }
+}
+
+provider "google" {
+  project        = var.project_id
+  region         = var.region
+  default_labels = local.default_labels
+}
+
+provider "google-beta" {
+  project        = var.project_id
+  region         = var.region
+  default_labels = local.default_labels
 }
 
 module "relayflow" {
@@ -14,9 +23,24 @@ module "relayflow" {
   project_id                       = var.project_id
   region                           = var.region
   image                            = var.image
+  app                              = var.app
   client_api_url                   = var.client_api_url
   firestore_location               = var.firestore_location
   firestore_point_in_time_recovery = var.firestore_point_in_time_recovery
-  api_invoker_members              = var.api_invoker_members
   deletion_protection              = var.deletion_protection
+  max_instances                    = var.max_instances
+  min_instances                    = var.min_instances
+  sweep_schedule                   = var.sweep_schedule
+  tasks_log_sampling_ratio         = var.tasks_log_sampling_ratio
+  trace_exporter                   = var.trace_exporter
+  metrics_exporter                 = var.metrics_exporter
+  labels                           = var.labels
+  api_ingress                      = var.api_ingress
+  api_invoker_members              = var.api_invoker_members
+  request_publishers               = var.request_publishers
+  result_subscribers               = var.result_subscribers
+  dead_letter_replayers            = var.dead_letter_replayers
+  notification_channels            = var.notification_channels
+  runbook_url                      = var.runbook_url
+  alert_thresholds                 = var.alert_thresholds
 }

@@ -1,5 +1,6 @@
+# Everything an operator needs after an apply, as the module reports it.
 output "service_urls" {
-  description = "URL of each Cloud Run service."
+  description = "URL of each Cloud Run service (internal ingress: reachable from the project's VPC and Google's push/dispatch services)."
   value       = module.relayflow.service_urls
 }
 
@@ -16,4 +17,59 @@ output "topic_ids" {
 output "queue_ids" {
   description = "Cloud Tasks queue ids keyed by role."
   value       = module.relayflow.queue_ids
+}
+
+output "firestore_database" {
+  description = "Firestore database name."
+  value       = module.relayflow.firestore_database
+}
+
+output "sweep_job" {
+  description = "Id of the Cloud Scheduler job that calls POST /sweep."
+  value       = module.relayflow.sweep_job
+}
+
+output "project_id" {
+  description = "Project of this environment."
+  value       = module.relayflow.project_id
+}
+
+output "region" {
+  description = "Region of the services, queues and scheduler job."
+  value       = module.relayflow.region
+}
+
+output "image" {
+  description = "Image every service runs (by digest)."
+  value       = module.relayflow.image
+}
+
+output "app" {
+  description = "RELAYFLOW_APP every service loads."
+  value       = module.relayflow.app
+}
+
+output "subscriptions" {
+  description = "Subscription names: the push subscription that starts flows (start) and the hold subscriptions (dead_letter, results)."
+  value       = module.relayflow.subscriptions
+}
+
+output "pubsub_service_agent" {
+  description = "Email of the project's Pub/Sub service agent (moves dead letters, signs push tokens)."
+  value       = module.relayflow.pubsub_service_agent
+}
+
+output "api_proxy_command" {
+  description = "What an operator in api_invoker_members runs to reach the api and its console on http://localhost:8080."
+  value       = module.relayflow.api_proxy_command
+}
+
+output "dashboard_url" {
+  description = "Console URL of the relayflow dashboard."
+  value       = module.relayflow.dashboard_url
+}
+
+output "alert_policy_ids" {
+  description = "Alert policy ids keyed by alert."
+  value       = module.relayflow.alert_policy_ids
 }

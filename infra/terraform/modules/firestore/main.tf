@@ -1,5 +1,15 @@
-# The Firestore (native mode) database, the composite index the sweeper's query needs, and TTL
-# policies. The emulator has neither indexes nor TTL, so these exist only here (GCP_NOTES).
+# The Firestore (native mode) database, the composite indexes relayflow's queries need, TTL
+# policies and single-field index exemptions. The emulator has neither indexes nor TTL, so these
+# exist only here (GCP_NOTES).
+
+locals {
+  # One google_firestore_field per (collection, field); keys are static so for_each plans.
+  unindexed = merge([
+    for collection, fields in var.unindexed_fields : {
+      for field in fields : "${collection}/${field}" => { collection = collection, field = field }
+    }
+  ]...)
+}
 
 resource "google_firestore_database" "main" {
   project     = var.project_id
@@ -45,4 +55,28 @@ resource "google_firestore_field" "ttl" {
 
   ttl_config {}
   index_config {}
+}
+
+# Firestore indexes every field of every document by default, each map key and list element
+# included, and a document may have at most 40,000 index entries: a valid 256 KiB `outputs` of
+# many small keys would make the flow unwritable. Nothing queries these fields, so their
+# single-field indexes are switched off (empty index_config); the queried fields (status,
+# updated_at, next_run_at, finished_at, result_published, flow, ...) keep theirs.
+resource "google_firestore_field" "unindexed" {
+  for_each = local.unindexed
+
+  project    = var.project_id
+  database   = google_firestore_database.main.name
+  collection = each.value.collection
+  field      = each.value.field
+
+  index_config {}
+
+  lifecycle {
+    # Two google_firestore_field resources on one field would fight over its settings.
+    precondition {
+      condition     = each.value.field != var.ttl_field
+      error_message = "The TTL field already has its indexes switched off by google_firestore_field.ttl."
+    }
+  }
 }

@@ -44,6 +44,12 @@ variable "ttl_field" {
   default     = "expire_at"
 }
 
+variable "unindexed_fields" {
+  description = "Fields whose single-field indexes are switched off, by collection: large maps and lists that no query filters or orders on (each map key and list element is an index entry, at most 40,000 per document)."
+  type        = map(list(string))
+  default     = {}
+}
+
 variable "point_in_time_recovery" {
   description = "Keep 7 days of point-in-time recovery."
   type        = bool

@@ -3,9 +3,7 @@
 # relayflow/topology.json via the caller (DESIGN invariant 10).
 
 locals {
-  # Pub/Sub moves dead letters with its own service agent, not with any relayflow identity.
-  pubsub_service_agent = "serviceAccount:service-${var.project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-  topic_ids            = { for t in google_pubsub_topic.main : t.name => t.id }
+  topic_ids = { for t in google_pubsub_topic.main : t.name => t.id }
 }
 
 resource "google_pubsub_topic" "main" {
@@ -47,6 +45,12 @@ resource "google_pubsub_subscription" "start" {
   expiration_policy {
     ttl = ""
   }
+
+  # The subscription delivers as soon as it exists. Whatever the endpoint needs to accept a
+  # message (its invoker grant, the Firestore database and indexes, the queues and the grants
+  # on them) must exist first, or early messages are refused and dead-lettered while IAM
+  # propagates. The caller lists those ids.
+  depends_on = [var.push_after]
 }
 
 resource "google_pubsub_subscription" "hold" {
@@ -64,18 +68,62 @@ resource "google_pubsub_subscription" "hold" {
   }
 }
 
-# Dead-lettering needs the Pub/Sub service agent to publish to the dead-letter topic and to
-# acknowledge on the source subscription.
+# Dead-lettering needs the Pub/Sub service agent (made to exist by the caller, with
+# google_project_service_identity) to publish to the dead-letter topic and to acknowledge on the
+# source subscription.
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
   project = var.project_id
   topic   = local.topic_ids[var.start_subscription.dead_letter_topic]
   role    = "roles/pubsub.publisher"
-  member  = local.pubsub_service_agent
+  member  = var.pubsub_service_agent
 }
 
 resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
   project      = var.project_id
   subscription = google_pubsub_subscription.start.name
   role         = "roles/pubsub.subscriber"
-  member       = local.pubsub_service_agent
+  member       = var.pubsub_service_agent
+}
+
+# --- Producers and consumers outside relayflow ------------------------------------------------
+
+# Whoever starts flows publishes on the requests topic, nothing more.
+resource "google_pubsub_topic_iam_member" "request_publisher" {
+  for_each = var.request_publishers
+
+  project = var.project_id
+  topic   = google_pubsub_topic.main["requests"].name
+  role    = "roles/pubsub.publisher"
+  member  = each.value
+}
+
+# Consumers of results attach subscriptions of their own to the results topic (subscriber on
+# the topic grants pubsub.topics.attachSubscription); the hold subscription stays relayflow's.
+resource "google_pubsub_topic_iam_member" "result_subscriber" {
+  for_each = var.result_subscribers
+
+  project = var.project_id
+  topic   = google_pubsub_topic.main["results"].name
+  role    = "roles/pubsub.subscriber"
+  member  = each.value
+}
+
+# Operators who replay dead letters read them from the hold subscription and publish them back
+# on the requests topic.
+resource "google_pubsub_subscription_iam_member" "dead_letter_reader" {
+  for_each = var.dead_letter_replayers
+
+  project      = var.project_id
+  subscription = google_pubsub_subscription.hold["dead_letter"].name
+  role         = "roles/pubsub.subscriber"
+  member       = each.value
+}
+
+resource "google_pubsub_topic_iam_member" "dead_letter_replayer" {
+  for_each = var.dead_letter_replayers
+
+  project = var.project_id
+  topic   = google_pubsub_topic.main["requests"].name
+  role    = "roles/pubsub.publisher"
+  member  = each.value
 }

@@ -17,3 +17,13 @@ output "hold_subscription_ids" {
   description = "Ids of the hold (pull) subscriptions keyed by role."
   value       = { for k, s in google_pubsub_subscription.hold : k => s.id }
 }
+
+output "hold_subscription_names" {
+  description = "Names of the hold (pull) subscriptions keyed by role (dead_letter, results)."
+  value       = { for k, s in google_pubsub_subscription.hold : k => s.name }
+}
+
+output "start_subscription_name" {
+  description = "Name of the push subscription that starts flows."
+  value       = google_pubsub_subscription.start.name
+}

@@ -3,9 +3,14 @@ variable "project_id" {
   type        = string
 }
 
-variable "project_number" {
-  description = "Number of project_id; names the Pub/Sub service agent that moves dead letters."
+variable "pubsub_service_agent" {
+  description = "IAM member of the project's Pub/Sub service agent (serviceAccount:service-N@gcp-sa-pubsub...), taken from a google_project_service_identity so that it exists before it is granted anything."
   type        = string
+
+  validation {
+    condition     = can(regex("^serviceAccount:service-[0-9]+@gcp-sa-pubsub\\.iam\\.gserviceaccount\\.com$", var.pubsub_service_agent))
+    error_message = "pubsub_service_agent must be the IAM member of the Pub/Sub service agent."
+  }
 }
 
 variable "topics" {
@@ -33,6 +38,12 @@ variable "start_subscription" {
     condition     = var.start_subscription.max_delivery_attempts >= 5 && var.start_subscription.max_delivery_attempts <= 100
     error_message = "Pub/Sub accepts max_delivery_attempts between 5 and 100."
   }
+}
+
+variable "push_after" {
+  description = "Ids of what the push endpoint needs before it can accept a message (its invoker grant, database, queues, grants); the push subscription is created after all of them."
+  type        = list(string)
+  default     = []
 }
 
 variable "hold_subscriptions" {
@@ -80,4 +91,37 @@ variable "labels" {
   description = "Labels applied to topics and subscriptions."
   type        = map(string)
   default     = {}
+}
+
+variable "request_publishers" {
+  description = "Principals allowed to publish flow requests (roles/pubsub.publisher on the requests topic), keyed by a static label."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.request_publishers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "request_publishers must not contain allUsers or allAuthenticatedUsers."
+  }
+}
+
+variable "result_subscribers" {
+  description = "Principals allowed to attach their own subscriptions to the results topic (roles/pubsub.subscriber on it), keyed by a static label."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.result_subscribers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "result_subscribers must not contain allUsers or allAuthenticatedUsers."
+  }
+}
+
+variable "dead_letter_replayers" {
+  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back on the requests topic (replay), keyed by a static label."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.dead_letter_replayers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "dead_letter_replayers must not contain allUsers or allAuthenticatedUsers."
+  }
 }

@@ -1,5 +1,6 @@
 # relayflow on one project: messaging, queues, Firestore, four Cloud Run services, the scheduler
-# that runs the sweeper, and one least-privilege service account per component.
+# that runs the sweeper, alerts and a dashboard, and one least-privilege service account per
+# component.
 #
 # Names and delivery settings come from relayflow/topology.json, the file the local stack reads
 # too (DESIGN invariant 10). Nothing in this directory spells a topic, subscription or queue name.
@@ -25,6 +26,10 @@ locals {
     RELAYFLOW_TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
     RELAYFLOW_VERIFY_TOKENS         = "true"
     RELAYFLOW_TRACE_EXPORTER        = var.trace_exporter
+    RELAYFLOW_METRICS_EXPORTER      = var.metrics_exporter
+    # The flows this deployment runs (DESIGN invariant 13): module.path:attr, a Registry or a
+    # callable taking Settings. Every component loads the same app.
+    RELAYFLOW_APP = var.app
   }
   # Only the task handlers talk to the client API.
   handler_env = merge(local.common_env, { RELAYFLOW_CLIENT_API_URL = var.client_api_url })
@@ -45,15 +50,39 @@ locals {
   tasks_invoker_member = "serviceAccount:${google_service_account.tasks_invoker.email}"
   scheduler_member     = "serviceAccount:${google_service_account.scheduler.email}"
 
+  # APIs this module enables. serviceusage and cloudresourcemanager must be on before Terraform
+  # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
+  # reading the project number the second.
   services = [
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
     "cloudtrace.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
+    "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
   ]
+
+  # Large maps and lists of a flow document that no query reads (issue 7): each map key and list
+  # element would be an index entry, and a document may have 40,000. Queried fields (status,
+  # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at)
+  # keep their indexes.
+  unindexed_fields = {
+    (local.topology.firestore.flows_collection)    = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim"]
+    (local.topology.firestore.rejected_collection) = ["data_base64", "attributes", "reason"]
+  }
+
+  # Everything a component's runtime account is granted: a component can serve only after these.
+  runtime_grant_ids = concat(
+    [for g in google_project_iam_member.firestore_user : g.id],
+    [for g in google_project_iam_member.trace_agent : g.id],
+    [for g in google_project_iam_member.metric_writer : g.id],
+    [for g in google_cloud_tasks_queue_iam_member.enqueuer : g.id],
+    [for g in google_cloud_tasks_queue_iam_member.sweeper_viewer : g.id],
+    [for g in google_service_account_iam_member.tasks_invoker_user : g.id],
+    [for g in google_pubsub_topic_iam_member.results_publisher : g.id],
+  )
 }
 
 data "google_project" "main" {
@@ -68,6 +97,18 @@ resource "google_project_service" "main" {
   disable_on_destroy = false
 }
 
+# Pub/Sub's service agent moves dead letters and mints the push OIDC token. It is created on
+# demand, not necessarily when the API is enabled; granting it anything before it exists fails.
+# This resource (google-beta only) makes it exist and names it.
+resource "google_project_service_identity" "pubsub" {
+  provider = google-beta
+
+  project = var.project_id
+  service = "pubsub.googleapis.com"
+
+  depends_on = [google_project_service.main]
+}
+
 # --- Identities that are not a service's runtime account -------------------------------------
 
 resource "google_service_account" "tasks_invoker" {
@@ -75,6 +116,8 @@ resource "google_service_account" "tasks_invoker" {
   account_id   = "relayflow-tasks"
   display_name = "relayflow Cloud Tasks invoker"
   description  = "Identity in the OIDC token of every relayflow task; may invoke the worker and the poller, nothing else."
+
+  depends_on = [google_project_service.main]
 }
 
 resource "google_service_account" "pubsub_push" {
@@ -82,6 +125,8 @@ resource "google_service_account" "pubsub_push" {
   account_id   = "relayflow-pubsub-push"
   display_name = "relayflow Pub/Sub push"
   description  = "Identity in the OIDC token of each flow request Pub/Sub pushes; may invoke start-flow, nothing else."
+
+  depends_on = [google_project_service.main]
 }
 
 resource "google_service_account" "scheduler" {
@@ -89,6 +134,8 @@ resource "google_service_account" "scheduler" {
   account_id   = "relayflow-scheduler"
   display_name = "relayflow sweeper schedule"
   description  = "Identity in the OIDC token of the periodic POST /sweep; may invoke the worker, nothing else."
+
+  depends_on = [google_project_service.main]
 }
 
 # --- Data plane -------------------------------------------------------------------------------
@@ -104,6 +151,7 @@ module "firestore" {
     local.topology.firestore.flows_collection,
     local.topology.firestore.rejected_collection,
   ]
+  unindexed_fields = local.unindexed_fields
   composite_indexes = {
     # relayflow.store.recent: status == S order by updated_at desc (api list).
     status_updated_at = {
@@ -148,10 +196,10 @@ module "queues" {
 module "messaging" {
   source = "../messaging"
 
-  project_id         = var.project_id
-  project_number     = local.project_number
-  topics             = local.topology.topics
-  start_subscription = local.topology.subscriptions.start
+  project_id           = var.project_id
+  pubsub_service_agent = google_project_service_identity.pubsub.member
+  topics               = local.topology.topics
+  start_subscription   = local.topology.subscriptions.start
   hold_subscriptions = {
     dead_letter = local.topology.subscriptions.dead_letter
     results     = local.topology.subscriptions.results
@@ -162,6 +210,21 @@ module "messaging" {
   push_audience              = module.start_flow.uri
   push_service_account_email = google_service_account.pubsub_push.email
   labels                     = var.labels
+
+  # start-flow writes the flow (database, indexes, field settings), enqueues its first task
+  # (queues and the grants on them), may publish a result, and must admit the push (invoker
+  # grant; token creator for the service agent).
+  push_after = concat(
+    module.start_flow.access_grant_ids,
+    module.firestore.resource_ids,
+    values(module.queues.ids),
+    local.runtime_grant_ids,
+    [google_service_account_iam_member.pubsub_push_token_creator.id],
+  )
+
+  request_publishers    = var.request_publishers
+  result_subscribers    = var.result_subscribers
+  dead_letter_replayers = var.dead_letter_replayers
 
   depends_on = [google_project_service.main]
 }
@@ -180,6 +243,7 @@ module "start_flow" {
   env                = merge(local.common_env, { COMPONENT = "start-flow" })
   invoker_members    = { pubsub_push = "serviceAccount:${google_service_account.pubsub_push.email}" }
   max_instances      = var.max_instances["start-flow"]
+  min_instances      = var.min_instances["start-flow"]
   # Pub/Sub redelivers a push still running after the ack deadline: answer well within it.
   request_timeout_s   = local.topology.subscriptions.start.ack_deadline_s
   labels              = var.labels
@@ -205,6 +269,7 @@ module "worker" {
   invoker_members     = { tasks = local.tasks_invoker_member, scheduler = local.scheduler_member }
   custom_audiences    = [local.url["worker"]]
   max_instances       = var.max_instances["worker"]
+  min_instances       = var.min_instances["worker"]
   request_timeout_s   = local.topology.queues.steps.dispatch_deadline_s
   labels              = var.labels
   deletion_protection = var.deletion_protection
@@ -225,6 +290,7 @@ module "poller" {
   invoker_members     = { tasks = local.tasks_invoker_member }
   custom_audiences    = [local.url["poller"]]
   max_instances       = var.max_instances["poller"]
+  min_instances       = var.min_instances["poller"]
   request_timeout_s   = local.topology.queues.polls.dispatch_deadline_s
   labels              = var.labels
   deletion_protection = var.deletion_protection
@@ -235,16 +301,21 @@ module "poller" {
 module "api" {
   source = "../service"
 
-  project_id          = var.project_id
-  location            = var.region
-  name                = "api"
-  description         = "Reads and operates flows (GET /flows/{id}, list, cancel, retry)."
-  service_account_id  = "relayflow-api"
-  image               = var.image
-  env                 = merge(local.common_env, { COMPONENT = "api" })
+  project_id         = var.project_id
+  location           = var.region
+  name               = "api"
+  description        = "Reads and operates flows (GET /flows/{id}, list, cancel, retry)."
+  service_account_id = "relayflow-api"
+  image              = var.image
+  env                = merge(local.common_env, { COMPONENT = "api" })
+  # Operators reach the api (and its console) with `gcloud run services proxy api`, which needs
+  # the service reachable from their machine (ingress) and run.invoker + run.viewer on it.
+  ingress             = var.api_ingress
   invoker_members     = var.api_invoker_members
+  viewer_members      = var.api_invoker_members
   custom_audiences    = [local.url["api"]]
   max_instances       = var.max_instances["api"]
+  min_instances       = var.min_instances["api"]
   labels              = var.labels
   deletion_protection = var.deletion_protection
 
@@ -269,6 +340,16 @@ resource "google_project_iam_member" "trace_agent" {
 
   project = var.project_id
   role    = "roles/cloudtrace.agent"
+  member  = each.value
+}
+
+# Writing relayflow's OpenTelemetry metrics to Cloud Monitoring: granted per project only (there
+# is no per-metric resource).
+resource "google_project_iam_member" "metric_writer" {
+  for_each = local.runtime_members
+
+  project = var.project_id
+  role    = "roles/monitoring.metricWriter"
   member  = each.value
 }
 
@@ -321,9 +402,7 @@ resource "google_pubsub_topic_iam_member" "results_publisher" {
 resource "google_service_account_iam_member" "pubsub_push_token_creator" {
   service_account_id = google_service_account.pubsub_push.name
   role               = "roles/iam.serviceAccountTokenCreator"
-  member             = "serviceAccount:service-${local.project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-
-  depends_on = [google_project_service.main]
+  member             = google_project_service_identity.pubsub.member
 }
 
 # --- Sweeper ----------------------------------------------------------------------------------
@@ -351,6 +430,40 @@ resource "google_cloud_scheduler_job" "sweep" {
       audience              = local.url["worker"]
     }
   }
+
+  # The job calls the worker as soon as it exists: the worker must be serving, admit the
+  # scheduler's token, and hold every grant a sweep uses (Firestore, queues, results topic).
+  depends_on = [
+    google_project_service.main,
+    module.worker,
+    module.firestore,
+    module.queues,
+    google_project_iam_member.firestore_user,
+    google_project_iam_member.trace_agent,
+    google_project_iam_member.metric_writer,
+    google_cloud_tasks_queue_iam_member.enqueuer,
+    google_cloud_tasks_queue_iam_member.sweeper_viewer,
+    google_service_account_iam_member.tasks_invoker_user,
+    google_pubsub_topic_iam_member.results_publisher,
+  ]
+}
+
+# --- Alerts and dashboard ---------------------------------------------------------------------
+
+module "monitoring" {
+  source = "../monitoring"
+
+  project_id               = var.project_id
+  notification_channels    = var.notification_channels
+  runbook_url              = var.runbook_url
+  services                 = [module.start_flow.name, module.worker.name, module.poller.name, module.api.name]
+  queues                   = values(module.queues.names)
+  dead_letter_subscription = module.messaging.hold_subscription_names["dead_letter"]
+  overdue_age_threshold_s  = var.alert_thresholds.overdue_age_s
+  failed_flows_per_minute  = var.alert_thresholds.failed_flows_per_minute
+  error_ratio_5xx          = var.alert_thresholds.error_ratio_5xx
+  task_failures_per_minute = var.alert_thresholds.task_failures_per_minute
+  labels                   = var.labels
 
   depends_on = [google_project_service.main]
 }

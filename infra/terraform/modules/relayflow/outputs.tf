@@ -40,3 +40,48 @@ output "sweep_job" {
   description = "Id of the Cloud Scheduler job that calls POST /sweep."
   value       = google_cloud_scheduler_job.sweep.id
 }
+
+output "project_id" {
+  description = "Project of this environment."
+  value       = var.project_id
+}
+
+output "region" {
+  description = "Region of the services, queues and scheduler job."
+  value       = var.region
+}
+
+output "image" {
+  description = "Image every service runs (by digest)."
+  value       = var.image
+}
+
+output "app" {
+  description = "RELAYFLOW_APP every service loads."
+  value       = var.app
+}
+
+output "subscriptions" {
+  description = "Subscription names: the push subscription that starts flows (start) and the hold subscriptions (dead_letter, results)."
+  value       = merge({ start = module.messaging.start_subscription_name }, module.messaging.hold_subscription_names)
+}
+
+output "pubsub_service_agent" {
+  description = "Email of the project's Pub/Sub service agent (moves dead letters, signs push tokens)."
+  value       = google_project_service_identity.pubsub.email
+}
+
+output "api_proxy_command" {
+  description = "What an operator in api_invoker_members runs to reach the api and its console on http://localhost:8080."
+  value       = "gcloud run services proxy ${module.api.name} --project ${var.project_id} --region ${var.region} --port 8080"
+}
+
+output "dashboard_url" {
+  description = "Console URL of the relayflow dashboard."
+  value       = module.monitoring.dashboard_url
+}
+
+output "alert_policy_ids" {
+  description = "Alert policy ids keyed by alert."
+  value       = module.monitoring.alert_policy_ids
+}

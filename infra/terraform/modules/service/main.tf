@@ -1,5 +1,6 @@
-# One Cloud Run (v2) service with its own service account. Nothing outside the project reaches it:
-# ingress is internal-only and the only principals allowed to invoke it are the ones passed in.
+# One Cloud Run (v2) service with its own service account. By default nothing outside the project
+# reaches it (ingress internal-only), and whatever the ingress, the only principals allowed to
+# invoke it are the ones passed in: Cloud Run checks run.invoker on every request.
 
 resource "google_service_account" "main" {
   project      = var.project_id
@@ -16,8 +17,9 @@ resource "google_cloud_run_v2_service" "main" {
   labels      = var.labels
 
   # Internal-only still admits Cloud Tasks, Pub/Sub push, Eventarc and Cloud Scheduler from this
-  # project (they count as internal traffic); nothing on the internet reaches the service.
-  ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  # project (they count as internal traffic). The api may take INGRESS_TRAFFIC_ALL so that an
+  # operator's `gcloud run services proxy` reaches it; IAM still refuses anyone not invited.
+  ingress             = var.ingress
   custom_audiences    = var.custom_audiences
   deletion_protection = var.deletion_protection
 
@@ -64,5 +66,17 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
   location = google_cloud_run_v2_service.main.location
   name     = google_cloud_run_v2_service.main.name
   role     = "roles/run.invoker"
+  member   = each.value
+}
+
+# `gcloud run services proxy` reads the service (its URL) before it forwards requests: people who
+# invoke the service through the proxy also need run.services.get on it, and nothing more.
+resource "google_cloud_run_v2_service_iam_member" "viewer" {
+  for_each = var.viewer_members
+
+  project  = google_cloud_run_v2_service.main.project
+  location = google_cloud_run_v2_service.main.location
+  name     = google_cloud_run_v2_service.main.name
+  role     = "roles/run.viewer"
   member   = each.value
 }

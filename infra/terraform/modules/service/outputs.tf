@@ -27,3 +27,8 @@ output "service_account_member" {
   description = "IAM member string of the service's runtime service account."
   value       = "serviceAccount:${google_service_account.main.email}"
 }
+
+output "access_grant_ids" {
+  description = "Ids of the service's invoker and viewer grants: depend on them before anything calls the service."
+  value       = concat([for m in google_cloud_run_v2_service_iam_member.invoker : m.id], [for m in google_cloud_run_v2_service_iam_member.viewer : m.id])
+}

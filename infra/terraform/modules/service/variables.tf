@@ -56,6 +56,28 @@ variable "invoker_members" {
   }
 }
 
+variable "viewer_members" {
+  description = "Principals allowed to read the service's configuration (roles/run.viewer on it), keyed by a static label: the operators who reach it through `gcloud run services proxy`."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.viewer_members) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "viewer_members must not contain allUsers or allAuthenticatedUsers: relayflow services are never public."
+  }
+}
+
+variable "ingress" {
+  description = "Who may reach the service on the network: INGRESS_TRAFFIC_INTERNAL_ONLY (this project's VPC and Google's push and dispatch services), INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER, or INGRESS_TRAFFIC_ALL (anyone may connect; IAM still admits only invoker_members)."
+  type        = string
+  default     = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+
+  validation {
+    condition     = contains(["INGRESS_TRAFFIC_INTERNAL_ONLY", "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER", "INGRESS_TRAFFIC_ALL"], var.ingress)
+    error_message = "ingress must be INGRESS_TRAFFIC_INTERNAL_ONLY, INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER or INGRESS_TRAFFIC_ALL."
+  }
+}
+
 variable "custom_audiences" {
   description = "Extra OIDC audiences the service accepts besides its own URLs (e.g. its deterministic URL, which callers compute before the service exists)."
   type        = list(string)

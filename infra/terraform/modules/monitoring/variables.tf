@@ -1,0 +1,93 @@
+variable "project_id" {
+  description = "Project of the relayflow environment (metrics, alert policies and the dashboard live there)."
+  type        = string
+}
+
+variable "notification_channels" {
+  description = "Notification channel ids (projects/P/notificationChannels/N) every alert notifies; create them once per project, e.g. the on-call's email or PagerDuty."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[0-9]+$", c))])
+    error_message = "Each notification channel must be an id of the form projects/P/notificationChannels/N."
+  }
+}
+
+variable "runbook_url" {
+  description = "URL of docs/runbook.md in the repository this environment is deployed from; each alert links its section (#anchor)."
+  type        = string
+
+  validation {
+    condition     = startswith(var.runbook_url, "https://") && !strcontains(var.runbook_url, "#")
+    error_message = "runbook_url must be an https URL without a #fragment (each alert adds its own)."
+  }
+}
+
+variable "services" {
+  description = "Cloud Run service names whose 5xx ratio is alerted on, one policy each."
+  type        = list(string)
+}
+
+variable "queues" {
+  description = "Cloud Tasks queue names whose failing attempts are alerted on."
+  type        = list(string)
+}
+
+variable "dead_letter_subscription" {
+  description = "Name of the pull subscription that holds dead-lettered start messages."
+  type        = string
+}
+
+variable "overdue_age_threshold_s" {
+  description = "Alert when the oldest overdue flow is older than this many seconds."
+  type        = number
+  default     = 600
+}
+
+variable "failed_flows_per_minute" {
+  description = "Alert when more flows of one type than this end FAILED or TIMED_OUT per minute (over 5 minutes)."
+  type        = number
+  default     = 1
+}
+
+variable "error_ratio_5xx" {
+  description = "Alert when more than this share (0-1) of a service's requests answer 5xx (over 5 minutes)."
+  type        = number
+  default     = 0.05
+
+  validation {
+    condition     = var.error_ratio_5xx > 0 && var.error_ratio_5xx < 1
+    error_message = "error_ratio_5xx must be between 0 and 1."
+  }
+}
+
+variable "task_failures_per_minute" {
+  description = "Alert when more task attempts than this per minute fail on one queue (over 10 minutes)."
+  type        = number
+  default     = 6
+}
+
+variable "alignment_period" {
+  description = "Alignment period of every alert condition."
+  type        = string
+  default     = "300s"
+}
+
+variable "metric_resource_types" {
+  description = "Monitored resource types the OpenTelemetry exporter writes relayflow's metrics against."
+  type        = list(string)
+  default     = ["generic_task", "generic_node"]
+}
+
+variable "metric_descriptor_wait_s" {
+  description = "Seconds to wait, once, after creating the metric descriptors before creating the alert policies on them (Cloud Monitoring needs up to 10 minutes)."
+  type        = number
+  default     = 600
+}
+
+variable "labels" {
+  description = "User labels applied to the alert policies."
+  type        = map(string)
+  default     = {}
+}

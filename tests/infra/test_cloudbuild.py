@@ -1,0 +1,435 @@
+"""The build pipelines: isolation, one build promoted by digest, saved plans, approval for prod.
+
+The YAML of the three Cloud Build configs is read as Cloud Build reads it (step order and
+waitFor), and the deploy/ scripts their steps run are executed here against fake gcloud and
+terraform binaries, with a directory standing in for Cloud Storage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tfconfig import MODULES, REPO, load
+
+CONFIGS = {
+    "build": REPO / "cloudbuild.yaml",
+    "promote": REPO / "deploy" / "cloudbuild" / "promote.yaml",
+    "apply": REPO / "deploy" / "cloudbuild" / "apply.yaml",
+}
+BUILD_ACCOUNT = (
+    "projects/${PROJECT_ID}/serviceAccounts/relayflow-build@${PROJECT_ID}.iam.gserviceaccount.com"
+)
+DIGEST = "sha256:" + "ab" * 32
+
+
+def _config(pipeline: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(CONFIGS[pipeline].read_text(encoding="utf-8"))
+    return data
+
+
+def _steps(pipeline: str) -> dict[str, dict[str, Any]]:
+    return {step["id"]: step for step in _config(pipeline)["steps"]}
+
+
+def _waits_on(pipeline: str) -> dict[str, set[str]]:
+    """Each step's transitive predecessors, as Cloud Build orders them: a step without waitFor
+    waits for every step before it; waitFor ["-"] starts at once."""
+    order = [s["id"] for s in _config(pipeline)["steps"]]
+    steps = _steps(pipeline)
+    direct = {
+        sid: set(order[:i]) if "waitFor" not in steps[sid] else set(steps[sid]["waitFor"]) - {"-"}
+        for i, sid in enumerate(order)
+    }
+    closure: dict[str, set[str]] = {}
+    for sid in order:
+        closure[sid] = (
+            set().union(*(closure[d] | {d} for d in direct[sid])) if direct[sid] else set()
+        )
+    return closure
+
+
+def _text(step: dict[str, Any]) -> str:
+    return " ".join(str(a) for a in step.get("args", []))
+
+
+# --- Every pipeline ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pipeline", sorted(CONFIGS))
+def test_every_pipeline_runs_as_the_environments_own_build_account(pipeline: str) -> None:
+    config = _config(pipeline)
+    assert config["serviceAccount"] == BUILD_ACCOUNT
+    # A user-specified account needs logs that are not in the default bucket.
+    assert config["options"]["logging"] == "CLOUD_LOGGING_ONLY"
+
+
+@pytest.mark.parametrize("pipeline", sorted(CONFIGS))
+def test_every_pipeline_checks_environment_and_project_before_anything_else(pipeline: str) -> None:
+    first = _config(pipeline)["steps"][0]
+    assert first["id"] == "check-env"
+    assert first["args"][:5] == [
+        "deploy/check-env.sh",
+        pipeline,
+        "${_ENV}",
+        "${PROJECT_ID}",
+        "${_TF_STATE_BUCKET}",
+    ]
+    for step, before in _waits_on(pipeline).items():
+        assert step == "check-env" or "check-env" in before, f"{step} may run before check-env"
+
+
+@pytest.mark.parametrize("pipeline", sorted(CONFIGS))
+def test_substitutions_are_declared_and_used(pipeline: str) -> None:
+    text = CONFIGS[pipeline].read_text(encoding="utf-8")
+    config = _config(pipeline)
+    declared = set(config["substitutions"])
+    used = set(re.findall(r"\$\{(_[A-Z_]+)\}", text))
+    # Cloud Build refuses a build that uses an undeclared one or (unless told to allow it)
+    # is passed one it does not use.
+    assert used == declared
+    loose = config["options"].get("substitutionOption") == "ALLOW_LOOSE"
+    assert loose == (pipeline == "apply")
+
+
+@pytest.mark.parametrize("pipeline", sorted(CONFIGS))
+def test_nothing_is_applied_but_a_saved_plan(pipeline: str) -> None:
+    config_text = CONFIGS[pipeline].read_text(encoding="utf-8")
+    for text in [
+        config_text,
+        *(p.read_text(encoding="utf-8") for p in (REPO / "deploy").glob("*.sh")),
+    ]:
+        assert "-auto-approve" not in text
+    for step in _steps(pipeline).values():
+        if "terraform.sh" in _text(step):
+            assert re.search(r"terraform\.sh[\"']?,? (plan|apply)", _text(step).replace('"', ""))
+
+
+def test_triggers_pass_only_substitutions_their_config_uses() -> None:
+    boot = load(MODULES / "bootstrap")
+    common = set(boot.locals["common_substitutions"])
+    files = {str(f.relative_to(REPO)): p for p, f in CONFIGS.items()}
+    for env, triggers in boot.locals["triggers"].items():
+        for name, trigger in triggers.items():
+            config = _config(files[trigger["file"]])
+            declared = set(config["substitutions"])
+            extra = set(trigger["extra"])
+            assert extra <= declared, (env, name, extra - declared)
+            if config["options"].get("substitutionOption") != "ALLOW_LOOSE":
+                assert common <= declared, (env, name, common - declared)
+
+
+def test_terraform_runs_from_a_pinned_image() -> None:
+    for pipeline in CONFIGS:
+        image = _config(pipeline)["substitutions"]["_TERRAFORM_IMAGE"]
+        assert re.fullmatch(r"hashicorp/terraform:\d+\.\d+\.\d+", image), image
+
+
+# --- dev: build once --------------------------------------------------------------------------
+
+
+def test_only_the_dev_pipeline_builds_and_it_records_provenance() -> None:
+    build = _config("build")
+    assert build["options"]["requestedVerifyOption"] == "VERIFIED"
+    tag = next(a for a in _steps("build")["build"]["args"] if a.startswith("--tag="))
+    assert build["images"] == [tag.removeprefix("--tag=")]
+    assert tag.endswith(":git-${COMMIT_SHA}")
+    for pipeline in ("promote", "apply"):
+        assert "images" not in _config(pipeline)
+        for step in _steps(pipeline).values():
+            assert "docker" not in step["name"], step["id"]
+            assert not re.search(r"docker build|pip install|ci-test\.sh", _text(step)), step["id"]
+
+
+def test_dev_pushes_only_what_passed_and_plans_with_the_pushed_digest() -> None:
+    waits = _waits_on("build")
+    assert {"test", "checkov", "build"} <= waits["push"]
+    assert "RepoDigests" in _text(_steps("build")["push"])
+    assert {"push", "fetch-tfvars"} <= waits["plan"]
+    assert "plan" in waits["apply"]
+    assert _steps("build")["test"]["args"] == ["deploy/ci-test.sh"]
+
+
+# --- staging and prod: promote the digest ------------------------------------------------------
+
+
+def test_promotion_copies_the_upstream_digest_then_plans_and_saves_the_plan() -> None:
+    steps, waits = _steps("promote"), _waits_on("promote")
+    assert steps["promote"]["args"] == [
+        "deploy/promote.sh",
+        "${_SOURCE_REPOSITORY}",
+        "${_IMAGE_DIGEST}",
+        "${_REGION}-docker.pkg.dev/${PROJECT_ID}/${_REPOSITORY}",
+    ]
+    assert "promote" in waits["plan"] and "plan" in waits["save-plan"]
+    assert "save-plan" in waits["apply"]
+    assert 'if [ "${_AUTO_APPLY}" = true ]' in _text(steps["apply"])
+    # check-env refuses _AUTO_APPLY=true for prod (tested on the script below).
+    assert steps["check-env"]["args"][5] == "${_AUTO_APPLY}"
+
+
+def test_the_approved_apply_applies_the_saved_plan_of_its_own_commit_and_never_plans() -> None:
+    steps, waits = _steps("apply"), _waits_on("apply")
+    assert steps["fetch-plan"]["args"] == [
+        "deploy/plans.sh",
+        "fetch",
+        "${_ENV}",
+        "${_TF_STATE_BUCKET}",
+        "${_PLAN_BUILD_ID}",
+        "${COMMIT_SHA}",
+    ]
+    assert "fetch-plan" in waits["apply"]
+    assert not any(a == "plan" for s in steps.values() for a in s.get("args", []))
+
+
+# --- The scripts, against fake gcloud and terraform ---------------------------------------------
+
+FAKE_GCLOUD = r"""#!/usr/bin/env bash
+# A fake gcloud: logs its arguments; $FAKE_GCS/<bucket>/<path> stands for gs://<bucket>/<path>.
+echo "gcloud $*" >> "$FAKE_LOG"
+gs() { echo "$FAKE_GCS/${1#gs://}"; }
+case "$1 $2" in
+  "storage cat") f=$(gs "$3"); [[ -f "$f" ]] && cat "$f" || exit 1 ;;
+  "storage cp")
+    args=("${@:3}"); dest="${args[-1]}"; unset 'args[-1]'
+    for src in "${args[@]}"; do
+      if [[ "$src" == gs://* ]]; then
+        f=$(gs "$src"); [[ -f "$f" ]] || exit 1
+        if [[ -d "$dest" ]]; then cp "$f" "$dest/"; else cp "$f" "$dest"; fi
+      else
+        d=$(gs "$dest"); mkdir -p "$d"; cp "$src" "$d/"
+      fi
+    done ;;
+  "artifacts docker")
+    if [[ " $* " == *" --show-provenance "* ]]; then
+      [[ -n "${FAKE_PROVENANCE:-}" ]] && echo "$FAKE_PROVENANCE" || exit 1
+    else
+      echo "${FAKE_COPIED_DIGEST:-}"
+    fi ;;
+  "container images") ;;
+  *) echo "fake gcloud: unexpected $*" >&2; exit 2 ;;
+esac
+"""
+
+FAKE_TERRAFORM = r"""#!/bin/sh
+echo "terraform $*" >> "$FAKE_LOG"
+for a in "$@"; do
+  case "$a" in -out=*) echo plan > "${a#-out=}" ;; esac
+done
+case " $* " in *" show "*) echo "Plan: 3 to add, 0 to change, 0 to destroy." ;; esac
+"""
+
+
+class Sandbox:
+    """A workspace with the repository's deploy scripts, fake gcloud/terraform and fake GCS."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.workspace = root / "workspace"
+        self.gcs = root / "gcs"
+        self.log = root / "calls.log"
+        self.bin = root / "bin"
+        for d in (self.workspace, self.gcs, self.bin):
+            d.mkdir()
+        for name, body in (("gcloud", FAKE_GCLOUD), ("terraform", FAKE_TERRAFORM)):
+            (self.bin / name).write_text(body, encoding="utf-8")
+            (self.bin / name).chmod(0o755)
+        self.log.touch()
+        self.env: dict[str, str] = {}
+
+    def put(self, gs_path: str, content: str) -> None:
+        path = self.gcs / gs_path.removeprefix("gs://")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+
+    def mark(self, bucket: str, environment: str, project: str) -> None:
+        marker = json.dumps(
+            {"environment": environment, "project_id": project}, separators=(",", ":")
+        )
+        self.put(f"{bucket}/relayflow/environment.json", marker)
+
+    def run(self, *argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+        env = {
+            "PATH": f"{self.bin}:{os.environ['PATH']}",
+            "FAKE_LOG": str(self.log),
+            "FAKE_GCS": str(self.gcs),
+            "WORKSPACE": str(self.workspace),
+            **self.env,
+        }
+        shell = "sh" if argv[0].endswith("terraform.sh") else "bash"
+        return subprocess.run(
+            [shell, str(REPO / "deploy" / argv[0]), *argv[1:]],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    def calls(self) -> list[str]:
+        return self.log.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    yield Sandbox(tmp_path)
+
+
+def test_check_env_passes_when_pipeline_environment_project_and_bucket_belong_together(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.mark("dev-state", "dev", "rf-dev")
+    result = sandbox.run("check-env.sh", "build", "dev", "rf-dev", "dev-state")
+    assert result.returncode == 0, result.stderr
+    assert sandbox.calls() == ["gcloud storage cat gs://dev-state/relayflow/environment.json"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # _ENV=prod submitted in the dev project, with the dev project's bucket.
+        (("promote", "prod", "rf-dev", "dev-state"), "holds environment 'dev', not _ENV=prod"),
+        # The right environment name, the wrong project's bucket.
+        (("build", "dev", "rf-other", "dev-state"), "belongs to project 'rf-dev'"),
+        # Another environment's bucket this build's account cannot read.
+        (("build", "dev", "rf-dev", "prod-state"), "cannot read gs://prod-state"),
+        (("build", "dev", "rf-dev", ""), "_TF_STATE_BUCKET is empty"),
+        (("build", "qa", "rf-dev", "dev-state"), "_ENV must be dev, staging or prod"),
+        (("build", "staging", "rf-staging", "dev-state"), "only dev builds images"),
+        (("promote", "dev", "rf-dev", "dev-state"), "dev deploys what it builds"),
+        (("promote", "prod", "rf-prod", "prod-state", "true"), "prod applies only a saved plan"),
+    ],
+)
+def test_check_env_refuses_a_mismatch_before_any_plan(
+    sandbox: Sandbox, argv: tuple[str, ...], message: str
+) -> None:
+    sandbox.mark("dev-state", "dev", "rf-dev")
+    result = sandbox.run("check-env.sh", *argv)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert not any(c.startswith("terraform") for c in sandbox.calls())
+
+
+def test_fetch_tfvars_refuses_a_missing_file_and_one_of_another_project(sandbox: Sandbox) -> None:
+    dest = str(sandbox.workspace / "dev.tfvars")
+    missing = sandbox.run("fetch-tfvars.sh", "dev", "rf-dev", "dev-state", dest)
+    assert (
+        missing.returncode == 1
+        and "no gs://dev-state/relayflow/dev/terraform.tfvars" in missing.stderr
+    )
+    sandbox.put("dev-state/relayflow/dev/terraform.tfvars", 'project_id = "rf-prod"\n')
+    other = sandbox.run("fetch-tfvars.sh", "dev", "rf-dev", "dev-state", dest)
+    assert other.returncode == 1 and "names project_id 'rf-prod'" in other.stderr
+    sandbox.put("dev-state/relayflow/dev/terraform.tfvars", 'project_id = "rf-dev"\n')
+    assert sandbox.run("fetch-tfvars.sh", "dev", "rf-dev", "dev-state", dest).returncode == 0
+    assert Path(dest).read_text(encoding="utf-8") == 'project_id = "rf-dev"\n'
+
+
+def _plan_env(sandbox: Sandbox, image: str) -> None:
+    (sandbox.workspace / "image.txt").write_text(image + "\n", encoding="utf-8")
+    (sandbox.workspace / "dev.tfvars").write_text("", encoding="utf-8")
+    sandbox.env.update(PROJECT_ID="rf-dev", REGION="us-central1", STATE_BUCKET="dev-state")
+
+
+def test_terraform_plans_only_an_image_pinned_by_digest(sandbox: Sandbox) -> None:
+    _plan_env(sandbox, "us-central1-docker.pkg.dev/rf-dev/relayflow/relayflow:latest")
+    result = sandbox.run("terraform.sh", "plan", "dev")
+    assert (
+        result.returncode == 1
+        and "not an Artifact Registry image pinned by digest" in result.stderr
+    )
+    assert sandbox.calls() == []
+
+
+def test_terraform_plans_into_a_saved_plan_and_applies_only_that(sandbox: Sandbox) -> None:
+    image = f"us-central1-docker.pkg.dev/rf-dev/relayflow/relayflow@{DIGEST}"
+    _plan_env(sandbox, image)
+    plan_file = sandbox.workspace / "dev.tfplan"
+    assert sandbox.run("terraform.sh", "apply", "dev").returncode == 1, "no plan yet"
+    assert sandbox.run("terraform.sh", "plan", "dev").returncode == 0
+    assert sandbox.run("terraform.sh", "apply", "dev").returncode == 0
+    env_dir = "-chdir=infra/terraform/envs/dev"
+    init = f"terraform {env_dir} init -input=false -backend-config=bucket=dev-state"
+    plan = (
+        f"terraform {env_dir} plan -input=false -lock-timeout=300s"
+        f" -var-file={sandbox.workspace}/dev.tfvars -var=project_id=rf-dev"
+        f" -var=region=us-central1 -var=image={image} -out={plan_file}"
+    )
+    assert sandbox.calls() == [
+        init,
+        plan,
+        f"terraform {env_dir} show -no-color {plan_file}",
+        init,
+        f"terraform {env_dir} apply -input=false -lock-timeout=300s {plan_file}",
+    ]
+    assert "Plan: 3 to add" in (sandbox.workspace / "dev.plan.txt").read_text(encoding="utf-8")
+
+
+SOURCE = "us-central1-docker.pkg.dev/rf-dev/relayflow"
+TARGET = "us-central1-docker.pkg.dev/rf-staging/relayflow"
+
+
+@pytest.mark.parametrize(
+    ("digest", "provenance", "copied", "message"),
+    [
+        ("latest", "{}", DIGEST, "_IMAGE_DIGEST must be sha256:<64 hex>"),
+        (DIGEST, "", DIGEST, "cannot read"),
+        (DIGEST, '{"image_summary": {}}', DIGEST, "has no build provenance"),
+        (DIGEST, '{"provenance_summary": {}}', "sha256:" + "cd" * 32, "the copy has digest"),
+    ],
+)
+def test_promotion_refuses_anything_but_the_same_digest_with_provenance(
+    sandbox: Sandbox, digest: str, provenance: str, copied: str, message: str
+) -> None:
+    sandbox.env.update(FAKE_PROVENANCE=provenance, FAKE_COPIED_DIGEST=copied)
+    result = sandbox.run("promote.sh", SOURCE, digest, TARGET)
+    assert result.returncode == 1 and message in result.stderr
+    assert not (sandbox.workspace / "image.txt").exists()
+
+
+def test_promotion_copies_the_digest_and_names_the_copy_by_digest(sandbox: Sandbox) -> None:
+    sandbox.env.update(FAKE_PROVENANCE='{"provenance_summary": {}}', FAKE_COPIED_DIGEST=DIGEST)
+    result = sandbox.run("promote.sh", SOURCE, DIGEST, TARGET)
+    assert result.returncode == 0, result.stderr
+    image = (sandbox.workspace / "image.txt").read_text(encoding="utf-8").strip()
+    assert image == f"{TARGET}/relayflow@{DIGEST}"
+    source, target = f"{SOURCE}/relayflow@{DIGEST}", f"{TARGET}/relayflow:promoted-{DIGEST[7:]}"
+    assert f"gcloud container images add-tag --quiet {source} {target}" in sandbox.calls()
+
+
+def test_a_saved_plan_is_applied_only_from_the_commit_it_was_made_at(sandbox: Sandbox) -> None:
+    files = (("prod.tfplan", "plan"), ("prod.plan.txt", "Plan: 1 to add"), ("image.txt", "img"))
+    for name, content in files:
+        (sandbox.workspace / name).write_text(content, encoding="utf-8")
+    # A checkout of its own: the scripts run from the repository root of the build.
+    checkout = sandbox.root / "checkout"
+    lock = checkout / "infra" / "terraform" / "envs" / "prod" / ".terraform.lock.hcl"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("# providers\n", encoding="utf-8")
+    saved = sandbox.run("plans.sh", "save", "prod", "prod-state", "b-123", "c0ffee", cwd=checkout)
+    assert saved.returncode == 0, saved.stderr
+    for name in ("prod.tfplan", ".terraform.lock.hcl"):
+        assert (sandbox.gcs / "prod-state/plans/prod/b-123" / name).exists(), name
+    for name in ("prod.tfplan", "prod.plan.txt", "prod.commit"):
+        (sandbox.workspace / name).unlink()
+    lock.unlink()
+    moved = sandbox.run(
+        "plans.sh", "fetch", "prod", "prod-state", "b-123", "deadbeef", cwd=checkout
+    )
+    assert moved.returncode == 1 and "the plan was made at c0ffee" in moved.stderr
+    fetched = sandbox.run(
+        "plans.sh", "fetch", "prod", "prod-state", "b-123", "c0ffee", cwd=checkout
+    )
+    assert fetched.returncode == 0 and "Plan: 1 to add" in fetched.stdout
+    assert (sandbox.workspace / "prod.tfplan").exists()
+    # Applied with the provider versions it was planned with.
+    assert lock.read_text(encoding="utf-8") == "# providers\n"
+    no_build = sandbox.run("plans.sh", "fetch", "prod", "prod-state", "", "c0ffee", cwd=checkout)
+    assert no_build.returncode == 1

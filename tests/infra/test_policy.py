@@ -1,0 +1,40 @@
+"""Policy exceptions: every checkov skip names its check and says why, where it applies."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tfconfig import REPO, TERRAFORM
+
+SKIP = re.compile(r"checkov:skip=([A-Z_0-9]+)(?::(.*))?")
+
+
+def _files() -> list[Path]:
+    return [*TERRAFORM.rglob("*.tf"), REPO / "Dockerfile"]
+
+
+def test_every_checkov_skip_is_justified_in_place() -> None:
+    skips = [
+        (path, match)
+        for path in _files()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if (match := SKIP.search(line))
+    ]
+    assert skips, "the scan is expected to have a few justified exceptions"
+    for path, match in skips:
+        check, reason = match.group(1), (match.group(2) or "").strip()
+        assert re.fullmatch(r"CKV2?_[A-Z]+_\d+", check), (path, check)
+        assert len(reason.split()) >= 6, f"{path.name}: {check} needs a reason, not a label"
+
+
+def test_a_skip_sits_inside_the_block_it_excuses() -> None:
+    for path in TERRAFORM.rglob("*.tf"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if SKIP.search(line):
+                above = [candidate for candidate in lines[:number] if candidate.strip()]
+                opener = next(c for c in reversed(above) if not c.strip().startswith("#"))
+                assert opener.rstrip().endswith("{") and opener.startswith("resource "), (
+                    f"{path.name}:{number + 1}: a skip belongs right inside its resource block"
+                )
