@@ -422,9 +422,8 @@ def _env_of(call: dict[str, Any], relayflow: Config) -> set[str]:
     return set(re.findall(r"RELAYFLOW_[A-Z_]+", _expand(call["env"], relayflow)))
 
 
-# Read by the app loader and the metrics setup that issue 6 and issue 9 add to the core package
-# (DESIGN invariant 13: RELAYFLOW_APP picks the flows); not Settings fields on this branch yet.
-PENDING_IN_CORE = {"RELAYFLOW_APP", "RELAYFLOW_METRICS_EXPORTER"}
+# Read by the metrics setup that issue 9 adds to the core package; not a Settings field yet.
+PENDING_IN_CORE = {"RELAYFLOW_METRICS_EXPORTER"}
 
 
 def _settings_env_names() -> set[str]:
