@@ -8,8 +8,11 @@ duplicates scenario on a second stack whose Cloud Tasks emulator delivers every 
 
     kill        SIGKILL the worker and the poller in turn, mid external call (the client API
                 answers slowly), and `local up` brings each back
-    death       the worker, the poller and the start function die together; 10 s later
-                `local up` restarts them
+    death       the worker, the poller and the start function die together while the flows
+                run; 10 s later `local up` restarts them. (They die once every start message
+                has been taken: the Pub/Sub emulator never pushes again a message whose push
+                was refused, where Pub/Sub retries it with backoff, so a start function down
+                while messages arrive loses them on the emulator only.)
     pause       the Firestore emulator, then the Cloud Tasks emulator, stopped (SIGSTOP) for
                 --pause-s seconds each
     faults      the client API fails 20 % of calls with 5xx, 5 % with 429 + Retry-After, loses
@@ -140,8 +143,8 @@ def kill(stack: Stack, stop: threading.Event) -> None:
         stack.up()  # heals: restarts exactly what died
 
 
-def death(stack: Stack, stop: threading.Event) -> None:
-    if stop.wait(2.0):
+def death(stack: Stack, stop: threading.Event, started: threading.Event) -> None:
+    if not started.wait(120.0) or stop.is_set():
         return
     for name in ("worker", "poller", "start_function"):
         signal_group(stack, name, signal.SIGKILL)
@@ -171,12 +174,13 @@ def faults(stack: Stack, stop: threading.Event) -> None:
     client_api(stack, "POST", "/admin/faults", json=rules)
 
 
-FAULTS: dict[str, Callable[[Stack, threading.Event, argparse.Namespace], None]] = {
-    "kill": lambda stack, stop, args: kill(stack, stop),
-    "death": lambda stack, stop, args: death(stack, stop),
-    "pause": lambda stack, stop, args: pause(stack, stop, args.pause_s),
-    "faults": lambda stack, stop, args: faults(stack, stop),
-    "duplicates": lambda stack, stop, args: None,
+Fault = Callable[[Stack, threading.Event, threading.Event, argparse.Namespace], None]
+FAULTS: dict[str, Fault] = {
+    "kill": lambda stack, stop, started, args: kill(stack, stop),
+    "death": lambda stack, stop, started, args: death(stack, stop, started),
+    "pause": lambda stack, stop, started, args: pause(stack, stop, args.pause_s),
+    "faults": lambda stack, stop, started, args: faults(stack, stop),
+    "duplicates": lambda stack, stop, started, args: None,
 }
 
 
@@ -201,8 +205,8 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
         for i in range(args.flows)
     ]
     events = Events(build_publisher(), project="relayflow-local")
-    stop = threading.Event()
-    injector = threading.Thread(target=FAULTS[name], args=(stack, stop, args), daemon=True)
+    stop, started = threading.Event(), threading.Event()
+    injector = threading.Thread(target=FAULTS[name], args=(stack, stop, started, args), daemon=True)
     injector.start()
     copies = 2 if name == "duplicates" else 1
     with ThreadPoolExecutor(max_workers=8) as pool:  # concurrent copies of each message
@@ -212,14 +216,26 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
             for _ in range(copies)
         ]
         list(pool.map(lambda f: f.result(timeout=60), futures))
+    db = firestore.Client(project="relayflow-local")
+    flow_ids = [b["flow_id"] for b in bodies]
+    threading.Thread(target=wait_created, args=(db, flow_ids, started), daemon=True).start()
     injector.join()  # the fault is over (or, for faults, armed for the whole run)
     recovered = time.monotonic()
-    db = firestore.Client(project="relayflow-local")
-    statuses = wait_terminal(db, [b["flow_id"] for b in bodies], args.timeout_s)
+    statuses = wait_terminal(db, flow_ids, args.timeout_s)
     drain_s = time.monotonic() - recovered
     stop.set()
     client_api(stack, "DELETE", "/admin/faults")
     return outcome(stack, name, bodies, statuses, drain_s)
+
+
+def wait_created(db: Any, flow_ids: list[str], created: threading.Event) -> None:
+    """Set ``created`` once every flow's document exists (every start message was taken)."""
+    refs = [db.collection("flows").document(flow_id) for flow_id in flow_ids]
+    while not created.is_set():
+        if all(snap.exists for snap in db.get_all(refs)):
+            created.set()
+            return
+        threading.Event().wait(0.5)
 
 
 def wait_terminal(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, str]:
@@ -227,6 +243,7 @@ def wait_terminal(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, s
     deadline = time.monotonic() + timeout_s
     refs = [db.collection("flows").document(flow_id) for flow_id in flow_ids]
     statuses: dict[str, str] = {}
+    shown = -1
     while True:
         statuses = {
             snap.id: (snap.to_dict() or {}).get("status", "")
@@ -234,9 +251,10 @@ def wait_terminal(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, s
             if snap.exists
         }
         ended = sum(1 for s in statuses.values() if s in TERMINAL)
-        print(f"    {ended}/{len(flow_ids)} ended", end="\r", flush=True)
+        if ended != shown:  # progress, a line each time it moves
+            print(f"    {ended}/{len(flow_ids)} ended", flush=True)
+            shown = ended
         if ended == len(flow_ids) or time.monotonic() > deadline:
-            print(flush=True)
             return statuses
         threading.Event().wait(1.0)  # a bench polling Firestore, not a handler
 
