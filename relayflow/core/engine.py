@@ -9,6 +9,7 @@ then enqueues the next task and publishes the result (DESIGN invariants 4 and 5)
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import logging
 import re
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Tracer
 
@@ -33,7 +35,15 @@ from relayflow.core.errors import (
     UnknownFlow,
     UnknownVersion,
 )
-from relayflow.core.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
+from relayflow.core.flows import (
+    Flow,
+    Handler,
+    IfStep,
+    PollStep,
+    Registry,
+    Step,
+    StepContext,
+)
 from relayflow.core.messages import bounded, parse_start
 from relayflow.core.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
 from relayflow.core.ports import (
@@ -260,9 +270,11 @@ class Engine:
         if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
-        if not _is_current(found.record, payload.position):
+        key = _track_of(found.record, payload.position)
+        if key is None:
             self._settle(found.record)
             return Ran.STALE
+        found = Snapshot(found.record.focused(key), found.version)
         try:
             flow, gone = self._definition(found.record)
         except UnknownFlow:
@@ -274,7 +286,7 @@ class Engine:
         if mismatch:
             log.error("flow definition changed", extra={"flow_id": payload.flow_id})
             return self._end(found, payload.position, self._plan(flow), mismatch)
-        if payload.position.kind is TaskKind.POLL:
+        if payload.position.kind in (TaskKind.POLL, TaskKind.CHOICE):  # read only: no claim
             return self._commit(found, payload.position, flow, self._execute(flow, found.record))
         return self._run_claimed(found, flow)
 
@@ -301,8 +313,9 @@ class Engine:
         position = found.record.position
         plan = self._plan(flow)
 
-        def take(current: FlowRecord) -> FlowRecord | None:
-            if not _is_current(current, position) or planner.is_claimed(plan, current):
+        def take(latest: FlowRecord) -> FlowRecord | None:
+            current = _focused_at(latest, position)
+            if current is None or planner.is_claimed(plan, current):
                 return None
             claimed = planner.claim(
                 plan, current, lease_s=self._limits.claim_lease_s, holder=holder
@@ -317,7 +330,7 @@ class Engine:
         latest = self._store.read(found.record.flow_id)
         if latest is None:
             return Ran.NO_FLOW
-        if _is_current(latest.record, position):
+        if _track_of(latest.record, position) is not None:
             log.info("position busy", extra={"flow_id": found.record.flow_id})
             return Ran.BUSY  # another delivery is running it: come back later
         self._settle(latest.record)
@@ -345,8 +358,9 @@ class Engine:
         ran, so the history and the next deadline count from when it finished."""
         plan = self._plan(flow)
 
-        def next_record(current: FlowRecord) -> FlowRecord | None:
-            if not _is_current(current, position):
+        def next_record(latest: FlowRecord) -> FlowRecord | None:
+            current = _focused_at(latest, position)
+            if current is None:
                 return None
             if holder is not None and not planner.holds(current, holder):
                 return None  # our lease ran out and another delivery took the step over
@@ -358,8 +372,9 @@ class Engine:
         """End a flow whose definition no longer fits it: DEFINITION_CHANGED, undone with the
         newest version's compensations if its own version is gone."""
 
-        def ended(current: FlowRecord) -> FlowRecord | None:
-            if not _is_current(current, position):
+        def ended(latest: FlowRecord) -> FlowRecord | None:
+            current = _focused_at(latest, position)
+            if current is None:
                 return None
             if current.version != plan.flow.version:
                 return planner.definition_gone(plan, current, message=why)
@@ -382,8 +397,9 @@ class Engine:
         plan = self._plan(None)
         message = f"no deployed version runs {record.flow!r} flows"
 
-        def ended(current: FlowRecord) -> FlowRecord | None:
-            if not _is_current(current, position):
+        def ended(latest: FlowRecord) -> FlowRecord | None:
+            current = _focused_at(latest, position)
+            if current is None:
                 return None
             return planner.unknown_flow(plan, current, message=message)
 
@@ -412,8 +428,9 @@ class Engine:
         position = found.record.position
         message = f"the store refused the flow's next state: {refused}"[:1000]
 
-        def ended(current: FlowRecord) -> FlowRecord | None:
-            if not _is_current(current, position):
+        def ended(latest: FlowRecord) -> FlowRecord | None:
+            current = _focused_at(latest, position)
+            if current is None:
                 return None
             return planner.abort(plan, current, code="COMMIT_REFUSED", message=message)
 
@@ -470,8 +487,10 @@ class Engine:
         ``version``, the snapshot just written, spares the publish mark a read.
         """
         with telemetry.joined(record.trace):
-            if record.status in ACTIVE and record.next is not None:
-                self._queue.ensure(record.flow_id, record.next)
+            if record.status in ACTIVE:
+                for track in record.tracks.values():
+                    if track.next is not None:
+                        self._queue.ensure(record.flow_id, track.next)
             elif record.status in TERMINAL and not record.result_published and record.result:
                 self._publish_result(record, version)
 
@@ -575,30 +594,32 @@ class Engine:
         """Move a flow the sweep cannot settle out of the head of the overdue query for a
         while (best effort)."""
         until = self._clock.now() + timedelta(seconds=self._limits.sweep_backoff_s)
-        stuck = record.next
+        seen = record.tracks
         try:
             self._store.change(
                 record.flow_id,
                 lambda current: (
-                    planner.set_aside(current, until) if current.next == stuck else None
+                    planner.set_aside(current, until) if current.tracks == seen else None
                 ),
             )
         except Exception:
             log.warning("could not set a flow aside", extra={"flow_id": record.flow_id})
 
     def _recover(self, record: FlowRecord, report: SweepReport) -> None:
-        if record.next is None:
+        if not record.tracks:
             return
         try:
             flow = self._definition(record)[0]
         except UnknownFlow:
             self._recover_unknown_type(record, report)
             return
-        if self._queue.exists(record.next):
+        lost = [k for k, t in record.tracks.items() if t.next and not self._queue.exists(t.next)]
+        if not lost:
             report.still_queued += 1  # late (a backlog or a paused queue), not lost
             self._set_aside(record)
             return
-        report.rescued += self._rescue(record, flow)
+        for key in lost:
+            report.rescued += self._rescue(record, flow, key)
 
     def _recover_unknown_type(self, record: FlowRecord, report: SweepReport) -> None:
         due = record.next_run_at or record.updated_at
@@ -606,13 +627,13 @@ class Engine:
             self._set_aside(record)  # a rolling deploy may bring the type back
             return
         plan = self._plan(None)
-        stuck = record.next
+        seen = record.tracks
         message = f"no deployed version runs {record.flow!r} flows"
         committed = self._store.change(
             record.flow_id,
             lambda current: (
                 planner.unknown_flow(plan, current, message=message)
-                if current.status in ACTIVE and current.next == stuck
+                if current.status in ACTIVE and current.tracks == seen
                 else None
             ),
         )
@@ -632,14 +653,16 @@ class Engine:
         self._settle(record)
         report.republished += 1
 
-    def _rescue(self, record: FlowRecord, flow: Flow) -> int:
-        stuck = record.next
+    def _rescue(self, record: FlowRecord, flow: Flow, key: str) -> int:
+        stuck = record.tracks[key].next
         plan = self._plan(flow)
         limit = self._limits.max_rescues
 
-        def rescued(current: FlowRecord) -> FlowRecord | None:
-            if current.status not in ACTIVE or current.next != stuck:
+        def rescued(latest: FlowRecord) -> FlowRecord | None:
+            track = latest.tracks.get(key)
+            if latest.status not in ACTIVE or track is None or track.next != stuck:
                 return None
+            current = latest.focused(key)
             if current.position.rescue >= limit:
                 return planner.lost(plan, current, rescues=limit)
             return planner.rescue(plan, current)
@@ -670,8 +693,15 @@ class Engine:
         )
 
 
-def _is_current(record: FlowRecord, position: Position) -> bool:
-    return record.status in ACTIVE and record.position == position
+def _track_of(record: FlowRecord, position: Position) -> str | None:
+    """The key of the active flow's track at ``position`` (None: a stale or duplicate task)."""
+    return record.track_at(position) if record.status in ACTIVE else None
+
+
+def _focused_at(record: FlowRecord, position: Position) -> FlowRecord | None:
+    """``record`` focused on its track at ``position``, or None if no track is there."""
+    key = _track_of(record, position)
+    return None if key is None else record.focused(key)
 
 
 def _definition_mismatch(flow: Flow, position: Position) -> str:
@@ -682,6 +712,8 @@ def _definition_mismatch(flow: Flow, position: Position) -> str:
     if step.name != position.step:
         return f"step {position.step_index} of {flow.name!r} is now {step.name!r}"
     if (position.kind is TaskKind.POLL) != isinstance(step, PollStep):
+        return f"step {step.name!r} of {flow.name!r} changed kind"
+    if (position.kind is TaskKind.CHOICE) != isinstance(step, IfStep):
         return f"step {step.name!r} of {flow.name!r} changed kind"
     if position.kind is TaskKind.COMPENSATE and not getattr(step, "compensate", None):
         return f"step {step.name!r} of {flow.name!r} no longer has a compensation"
@@ -717,13 +749,26 @@ def _trace_outcome(span: Span, outcome: Outcome) -> None:
         telemetry.mark_error(span, outcome.error.message)
 
 
-def _handler_for(step: ActionStep | PollStep, kind: TaskKind) -> Handler:
+def _handler_for(step: Step, kind: TaskKind) -> Handler:
     if isinstance(step, PollStep):
         return step.check
+    if isinstance(step, IfStep):
+        return functools.partial(_choose, step)
     if kind is TaskKind.COMPENSATE:
         assert step.compensate is not None
         return step.compensate
     return step.run
+
+
+def _choose(step: IfStep, ctx: StepContext) -> dict[str, Any]:
+    """A choice's output: which branch its condition picked."""
+    picked = step.condition(ctx)
+    if not isinstance(picked, bool):
+        raise PermanentError(
+            f"the condition of {step.name!r} returned a {type(picked).__name__}, not a bool",
+            code="INVALID_OUTPUT",
+        )
+    return {"branch": "then" if picked else "otherwise"}
 
 
 def _call(handler: Handler, context: StepContext, *, extra: dict[str, str]) -> Outcome:

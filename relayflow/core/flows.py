@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from relayflow.core.backoff import Jitter, compute_delay
 from relayflow.core.errors import ConfigError, UnknownFlow, UnknownVersion
+from relayflow.core.graph import Graph
 from relayflow.core.position import STEP_NAME_PATTERN
 
 JSONDict = dict[str, Any]
@@ -138,6 +139,12 @@ def _check_curve(initial_s: float, multiplier: float, max_interval_s: float, jit
         )
 
 
+# ``after``, on every kind of step: the steps it runs after. None (the default) means "after
+# the step listed before it" (a straight line); () means "at the start". Steps with no path
+# between them run in parallel, each as its own task.
+After = tuple[str, ...] | None
+
+
 @dataclass(frozen=True)
 class ActionStep:
     """A step that does something once (with retries), optionally undone by ``compensate``."""
@@ -146,6 +153,7 @@ class ActionStep:
     run: Handler
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     compensate: Handler | None = None
+    after: After = None
 
 
 @dataclass(frozen=True)
@@ -161,9 +169,28 @@ class PollStep:
     name: str
     check: Handler
     policy: PollPolicy = field(default_factory=PollPolicy)
+    after: After = None
 
 
-Step = ActionStep | PollStep
+Condition = Callable[[StepContext], bool]
+
+
+@dataclass(frozen=True)
+class IfStep:
+    """A choice: ``condition`` (reading the input and the outputs so far, with no side effect)
+    picks the branch that runs. The steps of ``then`` run if it is true, those of ``otherwise``
+    if not; the branch not taken is recorded as skipped. A branch's steps run after the
+    choice; a step after both branches runs once the branch taken is done (a skipped step
+    counts as done for what comes after it)."""
+
+    name: str
+    condition: Condition
+    then: tuple[str, ...] = ()
+    otherwise: tuple[str, ...] = ()
+    after: After = None
+
+
+Step = ActionStep | PollStep | IfStep
 
 
 @dataclass(frozen=True)
@@ -179,6 +206,8 @@ class Flow:
     input_model: type[BaseModel] | None = None
     description: str = ""
     version: int = 1
+    # The steps' dependencies, checked when the flow is defined (set in __post_init__).
+    graph: Graph = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not _FLOW_NAME.match(self.name):
@@ -193,6 +222,7 @@ class Flow:
             raise ConfigError(f"step names {bad} must match {STEP_NAME_PATTERN}")
         if len(set(names)) != len(names):
             raise ConfigError(f"flow {self.name!r} repeats a step name: {names}")
+        object.__setattr__(self, "graph", Graph.of(self.name, self.steps))
 
     @property
     def label(self) -> str:
@@ -210,6 +240,13 @@ class Flow:
     def is_last(self, index: int) -> bool:
         """Whether ``index`` is the final step."""
         return index == len(self.steps) - 1
+
+    def named(self, name: str) -> Step:
+        """The step called ``name`` (KeyError if none)."""
+        index = self.index_of(name)
+        if index is None:
+            raise KeyError(name)
+        return self.steps[index]
 
 
 class Registry:

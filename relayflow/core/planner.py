@@ -3,6 +3,12 @@
 No I/O here. The engine reads the record, runs a handler, asks the planner for the next record,
 and commits it in a transaction; everything about backoff, deadlines, retries, compensation and
 results is decided in this module and unit-tested with a fixed clock.
+
+A flow runs as tracks (records.Track): one per step running. Functions that act on the step
+of one task take a record focused on its track (``FlowRecord.focused``); what they change of it
+is stored back when the record is written. A step that completes ends its track and starts
+one for each step that became ready (the graph says which), so steps with no path between them
+run in parallel.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from relayflow.core.errors import (
     RetryableError,
     UnknownFlow,
 )
-from relayflow.core.flows import ActionStep, Flow, PollStep
+from relayflow.core.flows import ActionStep, Flow, IfStep, PollStep
 from relayflow.core.position import Position, TaskKind, task_id
 from relayflow.core.records import (
+    UNDO_TRACK,
     Claim,
     Effect,
     EffectState,
@@ -29,6 +36,7 @@ from relayflow.core.records import (
     HistoryEntry,
     NextTask,
     Result,
+    Track,
 )
 from relayflow.core.state import TERMINAL, Status, check_transition, path_to
 
@@ -104,7 +112,10 @@ class Plan:
 
 def kind_of(flow: Flow, index: int) -> TaskKind:
     """The task kind that runs step ``index`` forward."""
-    return TaskKind.POLL if isinstance(flow.step(index), PollStep) else TaskKind.ACTION
+    step = flow.step(index)
+    if isinstance(step, PollStep):
+        return TaskKind.POLL
+    return TaskKind.CHOICE if isinstance(step, IfStep) else TaskKind.ACTION
 
 
 def schedule(plan: Plan, record: FlowRecord, position: Position, delay_s: float) -> NextTask:
@@ -130,29 +141,53 @@ def new_record(
     message_id: str | None,
     deadline_s: float | None,
 ) -> FlowRecord:
-    """A PENDING flow at its first step, with its first task due now."""
-    position = Position(step_index=0, step=plan.flow.step(0).name, kind=kind_of(plan.flow, 0))
+    """A PENDING flow whose first steps (those that run after nothing) are due now."""
+    flow = plan.flow
+    first = Position(step_index=0, step=flow.step(0).name, kind=kind_of(flow, 0))
     deadline_at = plan.now + timedelta(seconds=deadline_s) if deadline_s else None
     record = FlowRecord(
         flow_id=flow_id,
-        flow=plan.flow.name,
-        version=plan.flow.version,
+        flow=flow.name,
+        version=flow.version,
         input=input,
         status=Status.PENDING,
-        position=position,
-        step_started_at=plan.now,
+        position=first,
         deadline_at=deadline_at,
         message_id=message_id,
         created_at=plan.now,
         updated_at=plan.now,
     )
-    return _with_next(record, schedule(plan, record, position, 0.0))
+    return _start_ready(plan, record, generation=0)
+
+
+def _start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowRecord:
+    """A track, due now, for each step that may start: not done, skipped or running, and
+    all it runs after done or skipped."""
+    flow = plan.flow
+    ready = flow.graph.ready(record.outputs, record.skipped, record.tracks)
+    tracks = dict(record.tracks)
+    for name in ready:
+        index = flow.index_of(name)
+        assert index is not None
+        position = Position(
+            generation=generation, step_index=index, step=name, kind=kind_of(flow, index)
+        )
+        nxt = schedule(plan, record, position, 0.0)
+        tracks[name] = Track(position=position, next=nxt, started_at=plan.now)
+    started = record.model_copy(update={"tracks": tracks, "focus": None, "aside_until": None})
+    if ready:  # the record's position names the step last started
+        started = started.model_copy(update={"position": tracks[ready[-1]].position})
+    return started.stored()
 
 
 def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
-    """The record once ``outcome`` of the task at ``record.position`` is taken into account."""
-    planned = _after(plan, record, outcome).model_copy(update={"claim": None})
-    return _new_step_counts(record, planned)
+    """The record once ``outcome`` of the task at the focused track is taken into account.
+
+    ``record`` is focused on the track the task ran on; the claim that delivery held ends.
+    """
+    if record.focus is None:  # no track: the flow has ended (or is not focused on one)
+        raise InvalidTransition(f"no step of flow {record.flow_id} is running ({record.status})")
+    return _after(plan, record.model_copy(update={"claim": None}), outcome).stored()
 
 
 def _after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
@@ -173,42 +208,54 @@ def _after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     return _begin_failure(plan, record, Status.FAILED, _error(record, misuse), "failed")
 
 
-def _new_step_counts(before: FlowRecord, planned: FlowRecord) -> FlowRecord:
-    """Per-step counters start again when the flow moves to another step (or kind of task)."""
-    old, new = before.position, planned.position
-    same = (old.generation, old.step, old.kind) == (new.generation, new.step, new.kind)
-    if same:
-        return planned
-    return planned.model_copy(update={"uncommitted": 0, "poll_errors": 0})
-
-
 def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
+    """The focused step is done: its track ends, and every step that became ready starts."""
     pos = record.position
     if pos.kind is TaskKind.ACTION:
         record = _effect_done(plan, record, pos.step)
-    outputs = {**record.outputs, pos.step: output}
-    entry = _entry(plan, record, "succeeded" if pos.kind is TaskKind.ACTION else "ready")
-    record = _log(plan, record, entry).model_copy(update={"outputs": outputs})
-    if plan.flow.is_last(pos.step_index):
-        # The last step's output is the flow's product; every step's output stays in outputs.
-        result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=output)
+    entry = _entry(plan, record, _done_outcome(pos.kind, output))
+    record = _log(plan, record, entry).model_copy(
+        update={"outputs": {**record.outputs, pos.step: output}}
+    )
+    if pos.kind is TaskKind.CHOICE:
+        skipped = plan.flow.graph.skipped_by(pos.step, output.get("branch") == "then")
+        record = record.model_copy(update={"skipped": [*record.skipped, *skipped]})
+    record = _end_track(record, pos.step)
+    if _all_done(plan.flow, record):
+        # The product: the output of the step nothing runs after (each one's, if several).
+        data = _data(plan.flow, record)
+        result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=data)
         return _finish(plan, record, result)
-    if _past_deadline(plan, record, plan.now):
-        err = _timeout(
-            record, "DEADLINE_EXCEEDED", "the flow's deadline passed before its next step"
-        )
+    more = plan.flow.graph.ready(record.outputs, record.skipped, record.tracks)
+    if more and _past_deadline(plan, record, plan.now):
+        err = _timeout(record, "DEADLINE_EXCEEDED", "the flow's deadline passed before a step")
         return _begin_failure(plan, record, Status.TIMED_OUT, err, "deadline passed")
-    index = pos.step_index + 1
-    nxt = Position(
-        generation=pos.generation,
-        step_index=index,
-        step=plan.flow.step(index).name,
-        kind=kind_of(plan.flow, index),
-    )
-    moved = _move(plan, record, Status.RUNNING).model_copy(
-        update={"position": nxt, "step_started_at": plan.now}
-    )
-    return _with_next(moved, schedule(plan, moved, nxt, 0.0))
+    moved = _move(plan, record, Status.RUNNING)
+    return _start_ready(plan, moved, generation=pos.generation)
+
+
+def _done_outcome(kind: TaskKind, output: dict[str, Any]) -> str:
+    if kind is TaskKind.CHOICE:
+        return f"chose {output.get('branch')}"
+    return "succeeded" if kind is TaskKind.ACTION else "ready"
+
+
+def _end_track(record: FlowRecord, key: str) -> FlowRecord:
+    tracks = {k: t for k, t in record.tracks.items() if k != key}
+    return record.model_copy(update={"tracks": tracks})
+
+
+def _all_done(flow: Flow, record: FlowRecord) -> bool:
+    over = set(record.outputs) | set(record.skipped)
+    return not record.tracks and all(step.name in over for step in flow.steps)
+
+
+def _data(flow: Flow, record: FlowRecord) -> dict[str, Any]:
+    sinks = [s for s in flow.graph.sinks() if s in record.outputs]
+    if len(sinks) == 1:
+        data: dict[str, Any] = record.outputs[sinks[0]]
+        return data
+    return {sink: record.outputs[sink] for sink in sinks}
 
 
 def _retry_action(plan: Plan, record: FlowRecord, error: RetryableError) -> FlowRecord:
@@ -244,6 +291,7 @@ def poll_deadline(plan: Plan, record: FlowRecord) -> datetime:
     """When polling the current step must stop: its own deadline or the flow's, if sooner."""
     step = plan.flow.step(record.position.step_index)
     assert isinstance(step, PollStep)
+    assert record.step_started_at is not None, "poll_deadline() needs a focused record"
     own = record.step_started_at + timedelta(seconds=step.policy.deadline_s)
     return min(own, record.deadline_at) if record.deadline_at else own
 
@@ -301,10 +349,16 @@ def _seen(outcome: Outcome) -> tuple[str, float | None]:
 def _begin_failure(
     plan: Plan, record: FlowRecord, status: Status, error: dict[str, Any], seen: str
 ) -> FlowRecord:
-    """End the flow as ``status``, first undoing completed steps that can be compensated."""
+    """End the flow as ``status``, first undoing every effect that may be live. Steps running
+    in parallel are stopped: their tasks become stale, and their effects (recorded when they
+    claimed) are undone with the rest."""
     result = Result(status=status, code=error["code"], message=error["message"], error=error)
     record = _log(plan, record, _entry(plan, record, seen, detail=error["message"]))
-    return _compensate_next(plan, record, result)
+    return _compensate_next(plan, _stop_all(record), result)
+
+
+def _stop_all(record: FlowRecord) -> FlowRecord:
+    return record.model_copy(update={"tracks": {}, "focus": None})
 
 
 def _compensate_next(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
@@ -325,16 +379,19 @@ def _with_left_behind(record: FlowRecord, result: Result) -> Result:
 
 
 def _compensate_at(plan: Plan, record: FlowRecord, index: int, result: Result) -> FlowRecord:
+    """Start undoing the step at ``index``: the flow's only track is the undo track."""
     pos = Position(
         generation=record.position.generation,
         step_index=index,
         step=plan.flow.step(index).name,
         kind=TaskKind.COMPENSATE,
     )
+    nxt = schedule(plan, record, pos, 0.0)
+    track = Track(position=pos, next=nxt, started_at=plan.now)
     moved = _move(plan, record, Status.COMPENSATING).model_copy(
-        update={"position": pos, "pending_result": result, "step_started_at": plan.now}
+        update={"tracks": {UNDO_TRACK: track}, "pending_result": result, "aside_until": None}
     )
-    return _with_next(moved, schedule(plan, moved, pos, 0.0))
+    return moved.focused(UNDO_TRACK)
 
 
 def _next_compensation(flow: Flow, record: FlowRecord) -> int | None:
@@ -438,8 +495,12 @@ def _finish(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
         update={
             "result": result,
             "pending_result": None,
+            "tracks": {},
+            "focus": None,
             "next": None,
+            "claim": None,
             "next_run_at": None,
+            "aside_until": None,
             "finished_at": plan.now,
             "expire_at": plan.now + timedelta(seconds=plan.retention_s),
             # This generation's event has not gone out yet, whatever an earlier one did.
@@ -454,7 +515,8 @@ def _move(plan: Plan, record: FlowRecord, status: Status) -> FlowRecord:
 
 
 def _with_next(record: FlowRecord, nxt: NextTask) -> FlowRecord:
-    return record.model_copy(update={"next": nxt, "next_run_at": nxt.run_at})
+    """The focused track with its next task (a task made anew: the sweeper watches it)."""
+    return record.model_copy(update={"next": nxt, "aside_until": None})
 
 
 def _log(plan: Plan, record: FlowRecord, entry: HistoryEntry, *, a_try: bool = True) -> FlowRecord:
@@ -514,68 +576,85 @@ def _timeout(record: FlowRecord, code: str, message: str) -> dict[str, Any]:
 
 def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
     """Cancel an active flow: undo its completed steps (if any can be undone), then end it
-    CANCELLED. Its pending task becomes a stale no-op.
+    CANCELLED. Its pending tasks become stale no-ops.
 
-    A flow already compensating is refused: it is on its way to an end already.
+    A flow already compensating is refused: it is on its way to an end already. So is one
+    with a step running a side effect: its effect could land after the undo and never be
+    undone, so the step must commit first.
     """
     if record.status is Status.COMPENSATING:
         raise InvalidTransition("the flow is compensating and will end by itself")
     check_transition(record.status, Status.CANCELLED)  # an ended flow: say so plainly
-    if is_claimed(plan, record):
-        # Its effect could land after the undo and never be undone: let the step commit first.
-        assert record.claim is not None
-        raise InvalidTransition(
-            f"step {record.position.step!r} is running (claimed until "
-            f"{record.claim.until.isoformat()}); cancel again once it has committed"
-        )
+    for key in record.tracks:
+        running = record.focused(key)
+        if is_claimed(plan, running):
+            assert running.claim is not None
+            raise InvalidTransition(
+                f"step {running.position.step!r} is running (claimed until "
+                f"{running.claim.until.isoformat()}); cancel again once it has committed"
+            )
     result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
     record = _log(plan, record, _entry(plan, record, "cancelled", detail=reason), a_try=False)
-    return _compensate_next(plan, record, result)
+    return _compensate_next(plan, _stop_all(record), result).stored()
 
 
 def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
     """Run a failed, timed-out or cancelled flow again, as a new generation.
 
-    It keeps the outputs of steps that are still in effect (done and not undone by this
-    generation's compensations) and resumes at the first step without one: a step whose undo
-    failed is not done again, and one that was undone is.
+    It keeps the outputs of steps that are still in effect (done and not undone) and of the
+    steps before them, and starts every step that is then ready: a step whose undo failed is
+    not done again, one that was undone is, and so is everything that ran after it.
     """
-    in_effect = _outputs_in_effect(plan.flow, record)
-    index = next(
-        (i for i, step in enumerate(plan.flow.steps) if step.name not in in_effect),
-        len(plan.flow.steps) - 1,
-    )
-    # Later steps built on the ones being redone (a poll awaited what a redone step made).
-    outputs = {s.name: in_effect[s.name] for s in plan.flow.steps[:index]}
-    position = Position(
-        generation=record.position.generation + 1,
-        step_index=index,
-        step=plan.flow.step(index).name,
-        kind=kind_of(plan.flow, index),
-    )
-    entry = _entry(plan, record, "restarted", detail=f"generation {position.generation}")
+    kept = _outputs_kept(plan.flow, record)
+    generation = record.position.generation + 1
+    entry = _entry(plan, record, "restarted", detail=f"generation {generation}")
     moved = _move(plan, _log(plan, record, entry, a_try=False), Status.PENDING).model_copy(
         update={
-            "position": position,
-            "outputs": outputs,
+            "outputs": kept,
+            "skipped": _skipped_by_choices(plan.flow, kept),
+            "tracks": {},
+            "focus": None,
             "result": None,
             "result_published": False,
             "finished_at": None,
             "expire_at": None,
-            "step_started_at": plan.now,
             "deadline_at": None,
         }
     )
-    return _with_next(moved, schedule(plan, moved, position, 0.0))
+    return _start_ready(plan, moved, generation=generation)
+
+
+def _outputs_kept(flow: Flow, record: FlowRecord) -> dict[str, Any]:
+    """Outputs that still describe the world, each kept only while everything it ran after is
+    kept (a poll awaited what a redone step made)."""
+    in_effect = _outputs_in_effect(flow, record)
+    kept: dict[str, Any] = {}
+    changed = True
+    while changed:  # to a fixpoint: definition order need not be dependency order
+        changed = False
+        for step in flow.graph.order:
+            deps = flow.graph.deps[step]
+            if step in in_effect and step not in kept and all(d in kept for d in deps):
+                kept[step] = in_effect[step]
+                changed = True
+    return kept
+
+
+def _skipped_by_choices(flow: Flow, outputs: dict[str, Any]) -> list[str]:
+    skipped: list[str] = []
+    for choice in flow.graph.branches:
+        if choice in outputs:
+            skipped += flow.graph.skipped_by(choice, outputs[choice].get("branch") == "then")
+    return skipped
 
 
 def _outputs_in_effect(flow: Flow, record: FlowRecord) -> dict[str, Any]:
-    """Outputs that still describe the world: an action's whose effect was not undone, and a
-    poll's (kept only while every step before it is kept)."""
+    """Outputs whose step is still in effect: an action's whose effect was not undone, a
+    poll's or a choice's."""
 
     def kept(step: str) -> bool:
         index = flow.index_of(step)
-        if index is None or isinstance(flow.step(index), PollStep):
+        if index is None or not isinstance(flow.step(index), ActionStep):
             return index is not None
         effect = record.live_effect(step)
         return effect is not None and effect.state is not EffectState.UNKNOWN
@@ -606,7 +685,7 @@ def claim(plan: Plan, record: FlowRecord, *, lease_s: float, holder: str) -> Flo
     )
     lease = Claim(position=pos, until=plan.now + timedelta(seconds=lease_s), holder=holder)
     claimed = record.model_copy(update={"claim": lease, "uncommitted": uncommitted})
-    return begin_effect(plan, claimed) if pos.kind is TaskKind.ACTION else claimed
+    return (begin_effect(plan, claimed) if pos.kind is TaskKind.ACTION else claimed).stored()
 
 
 def is_claimed(plan: Plan, record: FlowRecord) -> bool:
@@ -629,7 +708,8 @@ def release(record: FlowRecord, holder: str) -> FlowRecord | None:
     """The record with ``holder``'s claim given up (its commit failed), or None if it holds none."""
     if record.claim is None or record.claim.holder != holder or record.claim.released:
         return None
-    return record.model_copy(update={"claim": record.claim.model_copy(update={"released": True})})
+    released = record.claim.model_copy(update={"released": True})
+    return record.model_copy(update={"claim": released}).stored()
 
 
 def exhausted(plan: Plan, record: FlowRecord) -> bool:
@@ -637,7 +717,8 @@ def exhausted(plan: Plan, record: FlowRecord) -> bool:
     policy allows (committed retries and deliveries that never committed alike)."""
     pos = record.position
     step = plan.flow.step(pos.step_index)
-    if not isinstance(step, ActionStep) or pos.kind is TaskKind.POLL:
+    claimed = pos.kind in (TaskKind.ACTION, TaskKind.COMPENSATE)
+    if not isinstance(step, ActionStep) or not claimed:
         return False
     return pos.attempt + record.uncommitted >= step.retry.max_attempts
 
@@ -663,7 +744,7 @@ def abort(plan: Plan, record: FlowRecord, *, code: str, message: str) -> FlowRec
     error = {"code": code, "message": message, "step": pos.step, "attempt": pos.attempt}
     result = Result(status=Status.FAILED, code=code, message=message, error=error)
     entry = _entry(plan, record, "aborted", detail=message)
-    return _finish(plan, _log(plan, record, entry, a_try=False), result)
+    return _finish(plan, _log(plan, record, entry, a_try=False), result).stored()
 
 
 def definition_gone(plan: Plan, record: FlowRecord, *, message: str) -> FlowRecord:
@@ -673,7 +754,8 @@ def definition_gone(plan: Plan, record: FlowRecord, *, message: str) -> FlowReco
     error = {"code": "DEFINITION_CHANGED", "message": message, "step": pos.step}
     result = Result(status=Status.FAILED, code="DEFINITION_CHANGED", message=message, error=error)
     entry = _entry(plan, record, "definition changed", detail=message)
-    return _compensate_next(plan, _log(plan, record, entry, a_try=False), result)
+    logged = _stop_all(_log(plan, record, entry, a_try=False))
+    return _compensate_next(plan, logged, result).stored()
 
 
 def unknown_flow(plan: Plan, record: FlowRecord, *, message: str) -> FlowRecord:
@@ -683,7 +765,8 @@ def unknown_flow(plan: Plan, record: FlowRecord, *, message: str) -> FlowRecord:
     error = {"code": "UNKNOWN_FLOW", "message": message, "step": pos.step}
     result = Result(status=Status.FAILED, code="UNKNOWN_FLOW", message=message, error=error)
     entry = _entry(plan, record, "unknown flow", detail=message)
-    return _finish(plan, _log(plan, record, entry, a_try=False), _with_left_behind(record, result))
+    logged = _log(plan, record, entry, a_try=False)
+    return _finish(plan, logged, _with_left_behind(record, result)).stored()
 
 
 def lost(plan: Plan, record: FlowRecord, *, rescues: int) -> FlowRecord:
@@ -693,14 +776,14 @@ def lost(plan: Plan, record: FlowRecord, *, rescues: int) -> FlowRecord:
     pos = record.position
     message = f"the task for {pos.label()} was lost {rescues + 1} times"
     error = {"code": "TASK_LOST", "message": message, "step": pos.step, "attempt": pos.attempt}
-    return _begin_failure(plan, record, Status.FAILED, error, "task lost")
+    return _begin_failure(plan, record, Status.FAILED, error, "task lost").stored()
 
 
 def set_aside(record: FlowRecord, until: datetime) -> FlowRecord:
     """The record with the sweeper's view of when it is due moved to ``until``: a flow the
     sweep could not settle (or found still queued) stops heading the overdue query. Its task
-    (``next``) is unchanged."""
-    return record.model_copy(update={"next_run_at": until})
+    (``next``) is unchanged; the next task made for it ends the setting aside."""
+    return record.model_copy(update={"aside_until": until}).stored()
 
 
 def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:
@@ -709,4 +792,4 @@ def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:
     position = record.position.model_copy(update={"rescue": record.position.rescue + 1})
     entry = _entry(plan, record, "rescued", detail=f"task {record.next.task_id} was lost")
     moved = _log(plan, record, entry, a_try=False).model_copy(update={"position": position})
-    return _with_next(moved, schedule(plan, moved, position, 0.0))
+    return _with_next(moved, schedule(plan, moved, position, 0.0)).stored()

@@ -31,6 +31,16 @@ class TaskKind(StrEnum):
     ACTION = "action"
     POLL = "poll"
     COMPENSATE = "compensate"
+    CHOICE = "choice"  # an If step deciding its branch: no side effect, no claim
+
+
+# One letter per kind in a task id (choice is "i", for If: "c" is a compensation).
+_KIND_LETTER = {
+    TaskKind.ACTION: "a",
+    TaskKind.POLL: "p",
+    TaskKind.COMPENSATE: "c",
+    TaskKind.CHOICE: "i",
+}
 
 
 class Position(BaseModel):
@@ -79,7 +89,7 @@ def task_id(flow_id: str, position: Position) -> str:
     """
     p = position
     body = (
-        f"{flow_id}-{p.step_index}{p.step}-{p.kind.value[0]}{p.attempt}"
+        f"{flow_id}-{p.step_index}{p.step}-{_KIND_LETTER[p.kind]}{p.attempt}"
         f"-p{p.poll}-g{p.generation}r{p.rescue}"
     )
     prefix = hashlib.sha256(body.encode("utf-8")).hexdigest()[:8]

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from relayflow.core.position import FLOW_ID_PATTERN, Position, TaskKind
 from relayflow.core.state import Status
@@ -108,8 +108,37 @@ class Effect(_Model):
         return self.done_at or self.at
 
 
+class Track(_Model):
+    """One step running: its position, the task that must exist for it, its claim.
+
+    A straight-line flow has one track at a time; steps that run in parallel have one each;
+    a compensating flow has one, ``UNDO_TRACK``.
+    """
+
+    position: Position
+    next: NextTask | None = None
+    claim: Claim | None = None
+    # Deliveries of this step that began (claimed) and never committed: crashed, timed out,
+    # or their commit failed. They count toward the step's attempts (invariant 11).
+    uncommitted: int = 0
+    # Polls of this step that ended in a retryable error: they do not use up max_polls.
+    poll_errors: int = 0
+    started_at: datetime
+
+
+UNDO_TRACK = "~undo"
+
+
 class FlowRecord(_Model):
-    """The Firestore document of one flow."""
+    """The Firestore document of one flow.
+
+    ``tracks`` is the truth about what runs. The planner works on one track at a time: it
+    ``focus``es on it, which copies the track into ``next``, ``claim``, ``uncommitted``,
+    ``poll_errors`` and ``step_started_at`` (not stored), and stores them back into the track
+    when it is done. A record with a single track is focused on it when it is read, so a
+    straight-line flow reads as it always did. ``position`` (stored) is the position of the
+    track last acted on: for an ended flow, where it ended.
+    """
 
     flow_id: str = Field(pattern=FLOW_ID_PATTERN)
     flow: str
@@ -118,12 +147,15 @@ class FlowRecord(_Model):
     input: dict[str, Any]
     status: Status
     position: Position
+    tracks: dict[str, Track] = Field(default_factory=dict)
+    # Steps a choice skipped (the branch not taken), in this generation.
+    skipped: list[str] = Field(default_factory=list)
     outputs: dict[str, Any] = Field(default_factory=dict)
-    step_started_at: datetime
     deadline_at: datetime | None = None
-    next: NextTask | None = None
-    # Top-level copy of next.run_at so the sweeper can query (status, next_run_at).
+    # The earliest next.run_at of the tracks, so the sweeper can query (status, next_run_at);
+    # later if the sweeper set the flow aside (``aside_until``) until a new task is made.
     next_run_at: datetime | None = None
+    aside_until: datetime | None = None
     history: list[HistoryEntry] = Field(default_factory=list)
     history_dropped: int = 0
     result: Result | None = None
@@ -140,13 +172,54 @@ class FlowRecord(_Model):
     # The W3C traceparent of the flow's start, so every later task (retries, sweeper rescues,
     # operator actions) joins the flow's one trace. None when tracing was off at the start.
     trace: str | None = None
-    claim: Claim | None = None
     effects: list[Effect] = Field(default_factory=list)
-    # Deliveries of the current step that began (claimed) and never committed: crashed, timed
-    # out, or their commit failed. They count toward the step's attempts (invariant 11).
-    uncommitted: int = 0
-    # Polls of the current step that ended in a retryable error: they do not use up max_polls.
-    poll_errors: int = 0
+    # The focused track, copied (see the class docstring); never stored.
+    focus: str | None = Field(default=None, exclude=True)
+    step_started_at: datetime | None = Field(default=None, exclude=True)
+    next: NextTask | None = Field(default=None, exclude=True)
+    claim: Claim | None = Field(default=None, exclude=True)
+    uncommitted: int = Field(default=0, exclude=True)
+    poll_errors: int = Field(default=0, exclude=True)
+
+    @model_validator(mode="after")
+    def _focus_a_single_track(self) -> FlowRecord:
+        if self.focus is None and len(self.tracks) == 1:
+            key, track = next(iter(self.tracks.items()))
+            self.__dict__.update(_copy_of(key, track))
+        return self
+
+    def focused(self, key: str) -> FlowRecord:
+        """This record focused on track ``key`` (KeyError if there is none)."""
+        return self.model_copy(update=_copy_of(key, self.tracks[key]))
+
+    def stored(self) -> FlowRecord:
+        """The focused track written back into ``tracks``, and ``next_run_at`` brought up to
+        date: what a write stores."""
+        tracks = dict(self.tracks)
+        if self.focus is not None and self.focus in tracks:
+            assert self.step_started_at is not None
+            tracks[self.focus] = Track(
+                position=self.position,
+                next=self.next,
+                claim=self.claim,
+                uncommitted=self.uncommitted,
+                poll_errors=self.poll_errors,
+                started_at=self.step_started_at,
+            )
+        due = min((t.next.run_at for t in tracks.values() if t.next is not None), default=None)
+        if due is not None and self.aside_until is not None:
+            due = max(due, self.aside_until)
+        written = self.model_copy(update={"tracks": tracks, "next_run_at": due})
+        if len(tracks) == 1:  # as when read: a single track is in focus
+            key, track = next(iter(tracks.items()))
+            return written.model_copy(update=_copy_of(key, track))
+        if self.focus is not None and self.focus not in tracks:
+            return written.model_copy(update=_UNFOCUSED)
+        return written
+
+    def track_at(self, position: Position) -> str | None:
+        """The key of the track at exactly ``position``, or None."""
+        return next((k for k, t in self.tracks.items() if t.position == position), None)
 
     def live_effect(self, step: str) -> Effect | None:
         """The effect of ``step`` that may still exist, if any (there is at most one)."""
@@ -154,12 +227,34 @@ class FlowRecord(_Model):
 
     def to_doc(self) -> dict[str, Any]:
         """The Firestore representation (datetimes stay datetimes)."""
-        return self.model_dump(mode="python", exclude_none=False)
+        return self.stored().model_dump(mode="python", exclude_none=False)
 
     @classmethod
     def from_doc(cls, data: dict[str, Any]) -> FlowRecord:
         """Parse a Firestore document."""
         return cls.model_validate(data)
+
+
+_UNFOCUSED: dict[str, Any] = {
+    "focus": None,
+    "next": None,
+    "claim": None,
+    "uncommitted": 0,
+    "poll_errors": 0,
+    "step_started_at": None,
+}
+
+
+def _copy_of(key: str, track: Track) -> dict[str, Any]:
+    return {
+        "focus": key,
+        "position": track.position,
+        "next": track.next,
+        "claim": track.claim,
+        "uncommitted": track.uncommitted,
+        "poll_errors": track.poll_errors,
+        "step_started_at": track.started_at,
+    }
 
 
 def result_event(record: FlowRecord) -> dict[str, Any]:

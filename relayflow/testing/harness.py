@@ -17,7 +17,16 @@ from typing import Any
 from relayflow.core.clock import FakeClock
 from relayflow.core.engine import Engine, Limits, Ran, StartResult, SweepReport
 from relayflow.core.errors import RelayflowError
-from relayflow.core.flows import ActionStep, Flow, Handler, PollStep, Registry, StepContext
+from relayflow.core.flows import (
+    Condition,
+    Flow,
+    Handler,
+    IfStep,
+    PollStep,
+    Registry,
+    Step,
+    StepContext,
+)
 from relayflow.core.planner import QueueNames
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
@@ -300,6 +309,8 @@ def _with_handler(flow: Flow, step: str, role: str, handler: Handler) -> Flow:
     index = flow.index_of(step)
     assert index is not None
     current = steps[index]
+    if isinstance(current, IfStep):
+        raise AssertionError(f"{step!r} is a choice: script the outputs it reads instead")
     if isinstance(current, PollStep):
         if role != "run":
             raise AssertionError(f"poll step {step!r} has no compensation to script")
@@ -321,7 +332,16 @@ def _recorded(registry: Registry, calls: list[Call]) -> Registry:
 
         return recorded
 
-    def wrap_step(step: ActionStep | PollStep) -> ActionStep | PollStep:
+    def choose(step: IfStep) -> Condition:
+        def recorded(ctx: StepContext) -> bool:
+            calls.append(Call(step.name, TaskKind.CHOICE, ctx))
+            return step.condition(ctx)
+
+        return recorded
+
+    def wrap_step(step: Step) -> Step:
+        if isinstance(step, IfStep):
+            return replace(step, condition=choose(step))
         if isinstance(step, PollStep):
             return replace(step, check=wrap(step.name, TaskKind.POLL, step.check))
         undo = step.compensate

@@ -10,8 +10,8 @@ from google.cloud import tasks_v2
 from google.pubsub_v1 import ReceivedMessage, SubscriberClient
 
 from relayflow.core.position import Position, TaskKind, task_id
-from relayflow.core.records import FlowRecord, NextTask
-from relayflow.core.state import Status
+from relayflow.core.records import FlowRecord, NextTask, Track
+from relayflow.core.state import ACTIVE, Status
 from relayflow.gcp import queue
 from relayflow.local.polling import poll_until
 
@@ -41,20 +41,25 @@ def make_record(
     next_run_at: datetime | None = None,
     **fields: Any,
 ) -> FlowRecord:
-    """A valid flow document at the first step of a one-step flow."""
+    """A valid flow document at the first step of a one-step flow; an active one has a track
+    (its task due at ``next_run_at``, or an hour ahead)."""
     at = updated_at or datetime.now(UTC)
+    position = Position(step_index=0, step="first", kind=TaskKind.ACTION)
+    tracks: dict[str, Track] = {}
+    if status in ACTIVE:
+        nxt = next_task(flow_id, "flow-steps", run_at=next_run_at)
+        tracks["first"] = Track(position=position, next=nxt, started_at=at)
     values: dict[str, Any] = {
         "flow_id": flow_id,
         "flow": "it-flow",
         "input": {"n": 1},
         "status": status,
-        "position": Position(step_index=0, step="first", kind=TaskKind.ACTION),
-        "step_started_at": at,
-        "next_run_at": next_run_at,
+        "position": position,
+        "tracks": tracks,
         "created_at": at,
         "updated_at": at,
     }
-    return FlowRecord.model_validate({**values, **fields})
+    return FlowRecord.model_validate({**values, **fields}).stored()
 
 
 def next_task(flow_id: str, queue_name: str, *, run_at: datetime | None = None) -> NextTask:

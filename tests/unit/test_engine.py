@@ -462,7 +462,8 @@ def test_sweep_rescues_a_lost_task_and_leaves_a_queued_one(h: Harness) -> None:
     assert h.queue.exists(rescued.next)
     set_aside = h.store.docs["kept"]
     assert set_aside["next_run_at"] == h.clock.now() + timedelta(minutes=10)
-    assert {**set_aside, "next_run_at": kept_doc["next_run_at"]} == kept_doc
+    unchanged = {"next_run_at": kept_doc["next_run_at"], "aside_until": None}
+    assert {**set_aside, **unchanged} == kept_doc
     # and the rescued task runs the step
     assert h.deliver("lost") is Ran.ADVANCED
     assert len(h.reserve.calls) == 1
@@ -520,7 +521,7 @@ def test_a_task_for_a_flow_this_service_does_not_know_is_retried(h: Harness) -> 
 def test_a_position_the_definition_no_longer_has_ends_the_flow(h: Harness) -> None:
     # given a flow whose current step was renamed by a deploy while it waited
     h.start()
-    h.store.docs["1001"]["position"]["step"] = "reserve_v0"
+    h.store.docs["1001"]["tracks"]["reserve"]["position"]["step"] = "reserve_v0"
     renamed = h.record().position
     # when its task runs, then the flow FAILS as DEFINITION_CHANGED instead of crashing forever
     assert h.engine.run_task(TaskPayload(flow_id="1001", position=renamed)) is Ran.ADVANCED
