@@ -36,6 +36,7 @@ from relayflow.core.errors import (
     UnknownVersion,
 )
 from relayflow.core.flows import (
+    CallbackStep,
     Flow,
     Handler,
     IfStep,
@@ -64,7 +65,7 @@ from relayflow.core.position import (
     is_document_id,
 )
 from relayflow.core.records import FlowRecord
-from relayflow.core.state import ACTIVE, TERMINAL
+from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.core.engine")
@@ -95,6 +96,21 @@ class Ran(StrEnum):
     STALE = "stale"  # not the flow's current position: a duplicate or late task, no-op
     BUSY = "busy"  # another delivery holds the position's claim: try again later (409)
     NO_FLOW = "no flow"  # no such flow document (it ended and expired, or never was): dropped
+
+
+class Completion(StrEnum):
+    """What completing a callback token did."""
+
+    COMPLETED = "completed"  # the waiting step ended with it; the flow moved on
+    KEPT = "kept"  # it came before the step's run had committed: kept, applied when it does
+    IGNORED = "ignored"  # nothing awaited it (completed twice, late, an ended flow): no change
+
+
+@dataclass(frozen=True)
+class CallbackAnswer:
+    outcome: Completion
+    reason: str = ""
+    flow_id: str | None = None
 
 
 SweepAction = Callable[[FlowRecord, "SweepReport"], None]
@@ -286,7 +302,7 @@ class Engine:
         if mismatch:
             log.error("flow definition changed", extra={"flow_id": payload.flow_id})
             return self._end(found, payload.position, self._plan(flow), mismatch)
-        if payload.position.kind in (TaskKind.POLL, TaskKind.CHOICE):  # read only: no claim
+        if payload.position.kind in _UNCLAIMED:  # read only: no claim
             return self._commit(found, payload.position, flow, self._execute(flow, found.record))
         return self._run_claimed(found, flow)
 
@@ -453,12 +469,16 @@ class Engine:
         pos = record.position
         step = flow.step(pos.step_index)
         handler = _handler_for(step, pos.kind)
+        track = record.tracks.get(record.focus or "")
+        outputs = record.outputs
+        if track is not None and track.sent is not None:  # a callback's check sees what it sent
+            outputs = {**outputs, pos.step: track.sent}
         context = StepContext(
             flow_id=record.flow_id,
             flow=record.flow,
             step=pos.step,
             input=record.input,
-            outputs=record.outputs,
+            outputs=outputs,
             idempotency_key=idempotency_key(record, pos),
             attempt=pos.attempt,
             poll=pos.poll,
@@ -467,6 +487,7 @@ class Engine:
             action_key=idempotency_key(record, pos.model_copy(update={"kind": TaskKind.ACTION})),
             deadline=self._clock.now() + timedelta(seconds=self._budget_s(pos.kind)),
             clock=self._clock.now,
+            callback_token=(track.token or "") if track is not None else "",
         )
         name = f"{pos.kind.value} {pos.step}"
         with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:
@@ -476,7 +497,8 @@ class Engine:
 
     def _budget_s(self, kind: TaskKind) -> float:
         limits = self._limits
-        return limits.poll_budget_s if kind is TaskKind.POLL else limits.action_budget_s
+        polled = kind in (TaskKind.POLL, TaskKind.WAIT)
+        return limits.poll_budget_s if polled else limits.action_budget_s
 
     def _settle(self, record: FlowRecord, *, version: Snapshot | None = None) -> None:
         """Make sure what must follow a committed record has happened (safe to repeat).
@@ -501,6 +523,46 @@ class Engine:
         ):
             self._events.publish_result(record)
         self._store.mark_published(record.flow_id, record.position.generation, start=version)
+
+    # -- callbacks -----------------------------------------------------------------------
+
+    def complete(self, token: str, completion: dict[str, Any]) -> CallbackAnswer:
+        """Complete a callback token with ``{"output": {...}}`` or ``{"error": {...}}``.
+
+        A token is one-use: completed twice, after its step timed out, or for an ended flow,
+        it changes nothing and the answer says why.
+        """
+        flow_id = token.partition(".")[0]
+        if not re.fullmatch(FLOW_ID_PATTERN[1:-1], flow_id) or "." not in token:
+            return CallbackAnswer(Completion.IGNORED, "not a callback token")
+        found = self._read(flow_id)
+        if found is None:
+            return CallbackAnswer(Completion.IGNORED, "no flow has this token", flow_id)
+        key = _track_with(found.record, token)
+        if key is None:
+            return CallbackAnswer(Completion.IGNORED, _not_awaited(found.record), flow_id)
+        try:
+            plan = self._plan(self._definition(found.record)[0])
+        except UnknownFlow as exc:
+            return CallbackAnswer(Completion.IGNORED, str(exc), flow_id)
+        waiting = found.record.tracks[key].position.kind is TaskKind.WAIT
+        if "error" not in completion:
+            checked = _completed(completion.get("output", {}), where="the callback's output")
+            if isinstance(checked, Failed):
+                raise InvalidMessage(checked.error.message)
+
+        def completed(latest: FlowRecord) -> FlowRecord | None:
+            at = _track_with(latest, token) if latest.status in ACTIVE else None
+            if at is None or (not waiting and latest.tracks[at].early is not None):
+                return None
+            current = latest.focused(at)
+            return _fitting(plan, current, planner.signal(plan, current, completion))
+
+        if self._write(found, completed) is Ran.STALE:
+            latest = self._store.get(flow_id)
+            why = _not_awaited(latest) if latest else "the flow is gone"
+            return CallbackAnswer(Completion.IGNORED, why, flow_id)
+        return CallbackAnswer(Completion.COMPLETED if waiting else Completion.KEPT, "", flow_id)
 
     # -- operations ----------------------------------------------------------------------
 
@@ -693,6 +755,26 @@ class Engine:
         )
 
 
+def _track_with(record: FlowRecord, token: str) -> str | None:
+    return next((k for k, t in record.tracks.items() if t.token == token), None)
+
+
+def _not_awaited(record: FlowRecord) -> str:
+    """Why no step of ``record`` awaits a token that names it."""
+    if record.status in TERMINAL:
+        late = record.result is not None and record.result.code == "CALLBACK_TIMEOUT"
+        return (
+            f"the flow has ended ({record.status}){': the callback came too late' if late else ''}"
+        )
+    if record.status is Status.COMPENSATING:
+        return "the flow is being undone; it awaits no callback"
+    return "no step awaits this token: it was completed already, or belongs to an earlier run"
+
+
+# Tasks that only read (a poll, a choice, a callback's wait): they claim nothing.
+_UNCLAIMED = frozenset({TaskKind.POLL, TaskKind.CHOICE, TaskKind.WAIT})
+
+
 def _track_of(record: FlowRecord, position: Position) -> str | None:
     """The key of the active flow's track at ``position`` (None: a stale or duplicate task)."""
     return record.track_at(position) if record.status in ACTIVE else None
@@ -714,6 +796,8 @@ def _definition_mismatch(flow: Flow, position: Position) -> str:
     if (position.kind is TaskKind.POLL) != isinstance(step, PollStep):
         return f"step {step.name!r} of {flow.name!r} changed kind"
     if (position.kind is TaskKind.CHOICE) != isinstance(step, IfStep):
+        return f"step {step.name!r} of {flow.name!r} changed kind"
+    if position.kind is TaskKind.WAIT and not isinstance(step, CallbackStep):
         return f"step {step.name!r} of {flow.name!r} changed kind"
     if position.kind is TaskKind.COMPENSATE and not getattr(step, "compensate", None):
         return f"step {step.name!r} of {flow.name!r} no longer has a compensation"
@@ -757,7 +841,15 @@ def _handler_for(step: Step, kind: TaskKind) -> Handler:
     if kind is TaskKind.COMPENSATE:
         assert step.compensate is not None
         return step.compensate
+    if kind is TaskKind.WAIT:
+        assert isinstance(step, CallbackStep)
+        return step.check or _no_callback_yet
     return step.run
+
+
+def _no_callback_yet(ctx: StepContext) -> None:
+    """A callback step without a safety net, at its timeout: still waiting means timed out."""
+    raise NotReady("no callback yet")
 
 
 def _choose(step: IfStep, ctx: StepContext) -> dict[str, Any]:
@@ -812,4 +904,15 @@ def safe_id(message_id: str) -> str:
     return f"{safe}-{hashlib.sha256(message_id.encode()).hexdigest()[:12]}"
 
 
-__all__ = ["Engine", "Ran", "StartResult", "Started", "SweepReport", "idempotency_key", "safe_id"]
+__all__ = [
+    "CallbackAnswer",
+    "Completion",
+    "Engine",
+    "Limits",
+    "Ran",
+    "StartResult",
+    "Started",
+    "SweepReport",
+    "idempotency_key",
+    "safe_id",
+]

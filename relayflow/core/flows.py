@@ -55,6 +55,8 @@ class StepContext:
     # long calls must end before it. See ``time_left_s``.
     deadline: datetime | None = None
     clock: Callable[[], datetime] = field(default=_utcnow, repr=False, compare=False)
+    # A callback step's one-use token, to hand to the system that will report completion.
+    callback_token: str = ""
 
     def time_left_s(self, *, cap_s: float | None = None, floor_s: float = 0.5) -> float:
         """Seconds left of the handler's budget (at most ``cap_s``, at least ``floor_s``), to
@@ -190,7 +192,39 @@ class IfStep:
     after: After = None
 
 
-Step = ActionStep | PollStep | IfStep
+@dataclass(frozen=True)
+class CallbackStep:
+    """A step that waits for an external system to report completion.
+
+    ``run`` is called first, like an action (claimed, retried, undone by ``compensate``), with
+    a one-use token in ``ctx.callback_token`` to hand to the external system. The flow then
+    waits, with no task running but a timeout, until the token is completed — by
+    ``POST /callbacks/{token}`` on the api or a message on ``flow-signals`` — and the step's
+    output is what the completion carried. No completion within ``timeout_s`` ends the flow
+    TIMED_OUT (``CALLBACK_TIMEOUT``). ``check``, if given, is a safety net for a completion that
+    never comes: it is polled with ``policy`` while the step waits, and its output completes
+    the step as a callback would (``NotReady``: keep waiting).
+    """
+
+    name: str
+    run: Handler
+    timeout_s: float = 900.0
+    check: Handler | None = None
+    policy: PollPolicy = field(
+        default_factory=lambda: PollPolicy(initial_s=30.0, max_interval_s=300.0)
+    )
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    compensate: Handler | None = None
+    after: After = None
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.timeout_s) or self.timeout_s <= 0:
+            raise ConfigError(f"callback step {self.name!r}: timeout_s must be > 0")
+
+
+Step = ActionStep | PollStep | IfStep | CallbackStep
+# Steps whose forward handler may have a side effect: claimed, retried, undone.
+EffectStep = ActionStep | CallbackStep
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ run in parallel.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +26,7 @@ from relayflow.core.errors import (
     RetryableError,
     UnknownFlow,
 )
-from relayflow.core.flows import ActionStep, Flow, IfStep, PollStep
+from relayflow.core.flows import CallbackStep, EffectStep, Flow, IfStep, PollStep
 from relayflow.core.position import Position, TaskKind, task_id
 from relayflow.core.records import (
     UNDO_TRACK,
@@ -53,7 +54,7 @@ class QueueNames:
     polls: str = "flow-polls"
 
     def for_kind(self, kind: TaskKind) -> str:
-        return self.polls if kind is TaskKind.POLL else self.steps
+        return self.polls if kind in (TaskKind.POLL, TaskKind.WAIT) else self.steps
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ class Plan:
     queues: QueueNames
     now: datetime
     history_limit: int = 200
+    # Random per plan (the engine makes one each time), so a callback token cannot be guessed.
+    nonce: str = ""
     # How long a finished flow's document is kept (Firestore TTL on expire_at deletes it).
     retention_s: float = 30 * 24 * 3600.0
 
@@ -173,11 +176,24 @@ def _start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowReco
             generation=generation, step_index=index, step=name, kind=kind_of(flow, index)
         )
         nxt = schedule(plan, record, position, 0.0)
-        tracks[name] = Track(position=position, next=nxt, started_at=plan.now)
+        token = _token(plan, record, name, generation) if _is_callback(flow, name) else None
+        tracks[name] = Track(position=position, next=nxt, started_at=plan.now, token=token)
     started = record.model_copy(update={"tracks": tracks, "focus": None, "aside_until": None})
     if ready:  # the record's position names the step last started
         started = started.model_copy(update={"position": tracks[ready[-1]].position})
     return started.stored()
+
+
+def _is_callback(flow: Flow, name: str) -> bool:
+    return isinstance(flow.named(name), CallbackStep)
+
+
+def _token(plan: Plan, record: FlowRecord, step: str, generation: int) -> str:
+    """A one-use callback token: it names its flow (so a completion finds the document) and is
+    unguessable (the plan's nonce); the track keeps it, which binds it to the step and the
+    generation."""
+    seed = f"{plan.nonce}|{record.flow_id}|{record.created_at.isoformat()}|{step}|{generation}"
+    return f"{record.flow_id}.{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
 
 
 def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
@@ -199,7 +215,7 @@ def _after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     if isinstance(outcome, Failed):
         record = _forget_first_try(record)
         return _begin_failure(plan, record, Status.FAILED, _error(record, outcome.error), "failed")
-    if kind is TaskKind.POLL:
+    if kind in (TaskKind.POLL, TaskKind.WAIT):
         return _poll_again(plan, record, outcome)
     if isinstance(outcome, Retry):
         return _retry_action(plan, record, outcome.error)
@@ -213,6 +229,8 @@ def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowReco
     pos = record.position
     if pos.kind is TaskKind.ACTION:
         record = _effect_done(plan, record, pos.step)
+        if _is_callback(plan.flow, pos.step):
+            return _await(plan, record, output)
     entry = _entry(plan, record, _done_outcome(pos.kind, output))
     record = _log(plan, record, entry).model_copy(
         update={"outputs": {**record.outputs, pos.step: output}}
@@ -237,7 +255,51 @@ def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowReco
 def _done_outcome(kind: TaskKind, output: dict[str, Any]) -> str:
     if kind is TaskKind.CHOICE:
         return f"chose {output.get('branch')}"
+    if kind is TaskKind.WAIT:
+        return "completed"
     return "succeeded" if kind is TaskKind.ACTION else "ready"
+
+
+def _await(plan: Plan, record: FlowRecord, sent: dict[str, Any]) -> FlowRecord:
+    """A callback step's run has committed: the step now waits for its token to be completed,
+    with its next task the safety-net poll (if it has a check) or the timeout."""
+    key = record.focus
+    assert key is not None
+    step = plan.flow.named(record.position.step)
+    assert isinstance(step, CallbackStep)
+    record = _log(plan, record, _entry(plan, record, "sent; waiting for the callback"))
+    wait = record.position.model_copy(update={"kind": TaskKind.WAIT, "attempt": 0, "poll": 0})
+    early = record.tracks[key].early
+    tracks = {**record.tracks, key: record.tracks[key].model_copy(update={"sent": sent})}
+    moved = _move(plan, record, Status.RUNNING).model_copy(
+        update={"tracks": tracks, "position": wait, "step_started_at": plan.now, "poll_errors": 0}
+    )
+    if early is not None:  # the completion came before the run had committed
+        return _after(plan, moved, _signal_outcome(early))
+    first = step.policy.delay_s(n=0, key=f"{record.flow_id}:{step.name}") if step.check else None
+    remaining = (poll_deadline(plan, moved) - plan.now).total_seconds()
+    delay = clip_to_deadline(first if first is not None else remaining, remaining_s=remaining)
+    return _with_next(moved, schedule(plan, moved, wait, delay if delay is not None else 0.0))
+
+
+def signal(plan: Plan, record: FlowRecord, completion: dict[str, Any]) -> FlowRecord:
+    """A callback token was completed with ``completion`` (``{"output": {...}}`` or
+    ``{"error": {"code", "message"}}``): the focused callback step ends with it, or, if its
+    run has not committed yet, keeps it until it has."""
+    if record.position.kind is TaskKind.WAIT:
+        return after(plan, record, _signal_outcome(completion))
+    key = record.focus
+    assert key is not None
+    early = record.tracks[key].model_copy(update={"early": completion})
+    return record.model_copy(update={"tracks": {**record.tracks, key: early}}).stored()
+
+
+def _signal_outcome(completion: dict[str, Any]) -> Outcome:
+    error = completion.get("error")
+    if isinstance(error, dict):
+        message = str(error.get("message") or "the callback reported a failure")
+        return Failed(PermanentError(message, code=str(error.get("code") or "CALLBACK_ERROR")))
+    return Completed(dict(completion.get("output") or {}))
 
 
 def _end_track(record: FlowRecord, key: str) -> FlowRecord:
@@ -261,7 +323,7 @@ def _data(flow: Flow, record: FlowRecord) -> dict[str, Any]:
 def _retry_action(plan: Plan, record: FlowRecord, error: RetryableError) -> FlowRecord:
     pos = record.position
     step = plan.flow.step(pos.step_index)
-    assert isinstance(step, ActionStep)
+    assert isinstance(step, EffectStep)
     tries = pos.attempt + 1 + record.uncommitted  # crashed deliveries count too
     if tries >= step.retry.max_attempts:
         err = _error(record, error, code="RETRIES_EXHAUSTED")
@@ -288,31 +350,37 @@ def _past_deadline(plan: Plan, record: FlowRecord, when: datetime) -> bool:
 
 
 def poll_deadline(plan: Plan, record: FlowRecord) -> datetime:
-    """When polling the current step must stop: its own deadline or the flow's, if sooner."""
+    """When polling (or waiting for a callback) must stop: the step's own deadline or the
+    flow's, if sooner."""
     step = plan.flow.step(record.position.step_index)
-    assert isinstance(step, PollStep)
+    assert isinstance(step, PollStep | CallbackStep)
     assert record.step_started_at is not None, "poll_deadline() needs a focused record"
-    own = record.step_started_at + timedelta(seconds=step.policy.deadline_s)
+    limit = step.timeout_s if isinstance(step, CallbackStep) else step.policy.deadline_s
+    own = record.step_started_at + timedelta(seconds=limit)
     return min(own, record.deadline_at) if record.deadline_at else own
 
 
 def _poll_again(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     pos = record.position
     step = plan.flow.step(pos.step_index)
-    assert isinstance(step, PollStep)
+    assert isinstance(step, PollStep | CallbackStep)
     seen, hint = _seen(outcome)
     failing = isinstance(outcome, Retry)
     poll_errors = record.poll_errors + (1 if failing else 0)
+    waiting = isinstance(step, CallbackStep)  # bounded by its timeout alone
     # Retryable errors (a 429 asking to slow down, above all) are bounded by the deadline, not
     # by a count: only not-ready answers use up max_polls.
-    if not failing and pos.poll + 1 - poll_errors >= step.policy.max_polls:
+    if not waiting and not failing and pos.poll + 1 - poll_errors >= step.policy.max_polls:
         err = _timeout(
             record, "MAX_POLLS_EXCEEDED", f"not ready after {step.policy.max_polls} polls"
         )
         return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
-    curve = step.policy.delay_s(n=pos.poll, key=f"{record.flow_id}:{pos.step}")
-    wanted = max(curve, min(hint or 0.0, MAX_RETRY_AFTER_S))
     remaining = (poll_deadline(plan, record) - plan.now).total_seconds()
+    if waiting and step.check is None:  # no safety net: the next task is the timeout
+        curve = remaining
+    else:
+        curve = step.policy.delay_s(n=pos.poll, key=f"{record.flow_id}:{pos.step}")
+    wanted = max(curve, min(hint or 0.0, MAX_RETRY_AFTER_S))
     delay = clip_to_deadline(wanted, remaining_s=remaining)  # the last wait lands on it
     if delay is None:
         return _poll_deadline_reached(plan, record, outcome, seen)
@@ -334,6 +402,9 @@ def _poll_deadline_reached(
         err = _error(record, outcome.error, code="POLL_ERRORS")
         err["message"] = f"the check still failed at the deadline; last: {outcome.error.message}"
         return _begin_failure(plan, record, Status.FAILED, err, seen)
+    if record.position.kind is TaskKind.WAIT:
+        err = _timeout(record, "CALLBACK_TIMEOUT", "no callback came before the timeout")
+        return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
     err = _timeout(record, "DEADLINE_EXCEEDED", f"not ready by the deadline ({seen})")
     return _begin_failure(plan, record, Status.TIMED_OUT, err, seen)
 
@@ -406,7 +477,7 @@ def _next_compensation(flow: Flow, record: FlowRecord) -> int | None:
     for _, _, effect in sorted(pending, key=lambda t: (t[0], t[1]), reverse=True):
         index = flow.index_of(effect.step)
         step = None if index is None else flow.step(index)
-        if isinstance(step, ActionStep) and step.compensate is not None:
+        if isinstance(step, EffectStep) and step.compensate is not None:
             return index
     return None
 
@@ -456,7 +527,7 @@ def _forget_first_try(record: FlowRecord) -> FlowRecord:
 def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     pos = record.position
     step = plan.flow.step(pos.step_index)
-    assert isinstance(step, ActionStep)
+    assert isinstance(step, EffectStep)
     tries = pos.attempt + 1 + record.uncommitted
     if isinstance(outcome, Retry) and tries < step.retry.max_attempts:
         delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:undo")
@@ -654,7 +725,7 @@ def _outputs_in_effect(flow: Flow, record: FlowRecord) -> dict[str, Any]:
 
     def kept(step: str) -> bool:
         index = flow.index_of(step)
-        if index is None or not isinstance(flow.step(index), ActionStep):
+        if index is None or not isinstance(flow.step(index), EffectStep):
             return index is not None
         effect = record.live_effect(step)
         return effect is not None and effect.state is not EffectState.UNKNOWN
@@ -718,7 +789,7 @@ def exhausted(plan: Plan, record: FlowRecord) -> bool:
     pos = record.position
     step = plan.flow.step(pos.step_index)
     claimed = pos.kind in (TaskKind.ACTION, TaskKind.COMPENSATE)
-    if not isinstance(step, ActionStep) or not claimed:
+    if not isinstance(step, EffectStep) or not claimed:
         return False
     return pos.attempt + record.uncommitted >= step.retry.max_attempts
 

@@ -32,6 +32,7 @@ class TaskKind(StrEnum):
     POLL = "poll"
     COMPENSATE = "compensate"
     CHOICE = "choice"  # an If step deciding its branch: no side effect, no claim
+    WAIT = "wait"  # a callback step waiting: its timeout, or its safety-net poll
 
 
 # One letter per kind in a task id (choice is "i", for If: "c" is a compensation).
@@ -40,6 +41,7 @@ _KIND_LETTER = {
     TaskKind.POLL: "p",
     TaskKind.COMPENSATE: "c",
     TaskKind.CHOICE: "i",
+    TaskKind.WAIT: "w",
 }
 
 

@@ -124,6 +124,11 @@ class Track(_Model):
     # Polls of this step that ended in a retryable error: they do not use up max_polls.
     poll_errors: int = 0
     started_at: datetime
+    # A callback step's one-use token; what its run sent (visible to its safety-net check);
+    # a completion that arrived before the run had committed, kept until it does.
+    token: str | None = None
+    sent: dict[str, Any] | None = None
+    early: dict[str, Any] | None = None
 
 
 UNDO_TRACK = "~undo"
@@ -198,13 +203,15 @@ class FlowRecord(_Model):
         tracks = dict(self.tracks)
         if self.focus is not None and self.focus in tracks:
             assert self.step_started_at is not None
-            tracks[self.focus] = Track(
-                position=self.position,
-                next=self.next,
-                claim=self.claim,
-                uncommitted=self.uncommitted,
-                poll_errors=self.poll_errors,
-                started_at=self.step_started_at,
+            tracks[self.focus] = tracks[self.focus].model_copy(
+                update={
+                    "position": self.position,
+                    "next": self.next,
+                    "claim": self.claim,
+                    "uncommitted": self.uncommitted,
+                    "poll_errors": self.poll_errors,
+                    "started_at": self.step_started_at,
+                }
             )
         due = min((t.next.run_at for t in tracks.values() if t.next is not None), default=None)
         if due is not None and self.aside_until is not None:

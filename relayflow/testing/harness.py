@@ -15,9 +15,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from relayflow.core.clock import FakeClock
-from relayflow.core.engine import Engine, Limits, Ran, StartResult, SweepReport
+from relayflow.core.engine import (
+    CallbackAnswer,
+    Engine,
+    Limits,
+    Ran,
+    StartResult,
+    SweepReport,
+)
 from relayflow.core.errors import RelayflowError
 from relayflow.core.flows import (
+    CallbackStep,
     Condition,
     Flow,
     Handler,
@@ -199,6 +207,24 @@ class Harness:
         if at > self.clock.now():
             self.clock.advance((at - self.clock.now()).total_seconds())
 
+    def token(self, flow_id: str, step: str) -> str:
+        """The callback token of ``step`` (a callback step that has started)."""
+        track = self.flow(flow_id).tracks.get(step)
+        if track is None or track.token is None:
+            raise AssertionError(f"step {step!r} of {flow_id} has no callback token now")
+        return track.token
+
+    def complete(
+        self,
+        token: str,
+        output: dict[str, Any] | None = None,
+        *,
+        error: dict[str, Any] | None = None,
+    ) -> CallbackAnswer:
+        """Complete a callback token, as ``POST /callbacks/{token}`` would."""
+        completion = {"error": error} if error is not None else {"output": output or {}}
+        return self.engine.complete(token, completion)
+
     def cancel(self, flow_id: str, reason: str = "cancelled in a test") -> FlowRecord:
         """Cancel as an operator would."""
         return self.engine.cancel(flow_id, reason)
@@ -241,7 +267,7 @@ class Harness:
     def calls_of(self, step: str, *, undo: bool = False) -> list[StepContext]:
         """The contexts ``step``'s handler (or, with ``undo``, its compensation) was called
         with, in order."""
-        kinds = {TaskKind.COMPENSATE} if undo else {TaskKind.ACTION, TaskKind.POLL}
+        kinds = {TaskKind.COMPENSATE} if undo else set(TaskKind) - {TaskKind.COMPENSATE}
         return [c.context for c in self.calls if c.step == step and c.kind in kinds]
 
     def path(self, flow_id: str) -> list[str]:
@@ -344,6 +370,11 @@ def _recorded(registry: Registry, calls: list[Call]) -> Registry:
             return replace(step, condition=choose(step))
         if isinstance(step, PollStep):
             return replace(step, check=wrap(step.name, TaskKind.POLL, step.check))
+        if isinstance(step, CallbackStep):
+            check = step.check
+            step = replace(
+                step, check=None if check is None else wrap(step.name, TaskKind.WAIT, check)
+            )
         undo = step.compensate
         return replace(
             step,
