@@ -65,6 +65,7 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
         store.build_client(settings),
         flows=topology.firestore.flows_collection,
         rejected=topology.firestore.rejected_collection,
+        lanes=topology.firestore.lanes_collection,
         counters=counters,
     )
     task_queue = queue.TaskQueue(

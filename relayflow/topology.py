@@ -59,6 +59,7 @@ class Queues(_Frozen):
 class FirestoreNames(_Frozen):
     flows_collection: str
     rejected_collection: str
+    lanes_collection: str = "flow_lanes"
 
 
 class Topology(_Frozen):

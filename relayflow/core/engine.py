@@ -13,6 +13,7 @@ import functools
 import hashlib
 import logging
 import re
+import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 from opentelemetry.trace import Span, SpanKind, Tracer
 
 from relayflow import telemetry
-from relayflow.core import planner
+from relayflow.core import foreach, planner
 from relayflow.core.clock import Clock
 from relayflow.core.errors import (
     FlowNotFound,
@@ -38,6 +39,7 @@ from relayflow.core.errors import (
 from relayflow.core.flows import (
     CallbackStep,
     Flow,
+    ForEach,
     Handler,
     IfStep,
     PollStep,
@@ -64,7 +66,7 @@ from relayflow.core.position import (
     TaskPayload,
     is_document_id,
 )
-from relayflow.core.records import FlowRecord
+from relayflow.core.records import Effect, FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
@@ -136,17 +138,21 @@ def idempotency_key(record: FlowRecord, position: Position) -> str:
     It names the flow's incarnation (when its document was created), so a flow id reused
     after the old flow's document expired never replays the old flow's effects, and the
     step's effect number, so a retried flow replays an effect that may still be live and
-    makes a new one only once the old one was undone.
+    makes a new one only once the old one was undone. A ForEach item's step names its item
+    (``each[7].charge``); its lane shares the flow's id and incarnation, so the flow's undo
+    of it sends the key the item sent.
     """
     incarnation = f"{int(record.created_at.timestamp() * 1000):x}"
     suffix = ":undo" if position.kind is TaskKind.COMPENSATE else ""
-    effect = _effect_number(record, position.step)
-    return f"relayflow-{record.flow_id}-{incarnation}-{position.step}-e{effect}{suffix}"
+    name = position.effect_name
+    effect = _effect_number(record, name)
+    flow_id = record.parent or record.flow_id
+    return f"relayflow-{flow_id}-{incarnation}-{name}-e{effect}{suffix}"
 
 
-def _effect_number(record: FlowRecord, step: str) -> int:
-    live = record.live_effect(step)
-    return live.n if live is not None else sum(1 for e in record.effects if e.step == step)
+def _effect_number(record: FlowRecord, name: str) -> int:
+    live = record.live_effect(name)
+    return live.n if live is not None else sum(1 for e in record.effects if e.step == name)
 
 
 @dataclass(frozen=True)
@@ -295,6 +301,8 @@ class Engine:
             flow, gone = self._definition(found.record)
         except UnknownFlow:
             return self._unknown_type(found, payload.position)
+        if found.record.is_lane:
+            return self._run_lane_task(found, flow, gone)
         if gone and payload.position.kind is not TaskKind.COMPENSATE:
             log.error("flow version no longer registered", extra={"flow_id": payload.flow_id})
             return self._end(found, payload.position, self._plan(flow), gone)
@@ -302,9 +310,92 @@ class Engine:
         if mismatch:
             log.error("flow definition changed", extra={"flow_id": payload.flow_id})
             return self._end(found, payload.position, self._plan(flow), mismatch)
-        if payload.position.kind in _UNCLAIMED:  # read only: no claim
+        kind = payload.position.kind
+        if kind in _FOREACH:
+            return self._run_foreach_task(found, flow, kind)
+        if kind in _UNCLAIMED:  # read only: no claim
             return self._commit(found, payload.position, flow, self._execute(flow, found.record))
         return self._run_claimed(found, flow)
+
+    # -- ForEach -------------------------------------------------------------------------
+
+    def _run_lane_task(self, found: Snapshot, flow: Flow, gone: str) -> Ran:
+        """A task of a ForEach lane: run like a flow's, with the item steps as definition. A
+        lane whose flow's definition no longer fits is stopped: the flow ends by its own task."""
+        record = found.record
+        assert record.scope is not None
+        items = foreach.item_flow(flow, record.scope)
+        mismatch = gone or _definition_mismatch(flow, record.position)
+        if mismatch:
+            stopped = self._store.change(
+                record.flow_id, lambda lane: planner.cancel_lane(self._plan(items), lane)
+            )
+            return Ran.ADVANCED if stopped else Ran.STALE
+        if record.position.kind in _UNCLAIMED:
+            return self._commit(found, record.position, items, self._execute(items, record))
+        return self._run_claimed(found, items)
+
+    def _run_foreach_task(self, found: Snapshot, flow: Flow, kind: TaskKind) -> Ran:
+        position = found.record.position
+        if kind is TaskKind.JOIN:
+            return self._commit(found, position, flow, foreach.join(self._store, found))
+        if kind is TaskKind.GATHER:
+            effects = foreach.gather(self._store, self._plan(flow), found.record)
+            return self._write(
+                found,
+                lambda latest: _applied(latest, position, self._plan(flow), effects),
+            )
+        return self._fan_out(found, flow)
+
+    def _fan_out(self, found: Snapshot, flow: Flow) -> Ran:
+        """List the ForEach's items, record the fan-out, start its lanes, then end its task."""
+        record = found.record
+        scope = record.position.step
+        each = flow.named(scope)
+        assert isinstance(each, ForEach)
+        if record.tracks[scope].fanout is None:
+            try:
+                items = foreach.list_items(each, self._context(flow, record))
+            except (foreach.BadItems, Exception) as exc:
+                failed = Failed(PermanentError(f"{type(exc).__name__}: {exc}", code="BAD_ITEMS"))
+                return self._commit(found, record.position, flow, failed)
+            plan = self._plan(flow)
+            written = self._store.change_versioned(
+                record.flow_id,
+                lambda latest: _fanned(latest, record.position, plan, items),
+            )
+            if written is None:
+                return Ran.STALE
+            found = written
+            if found.record.tracks.get(scope) is None:  # no items: the ForEach is done
+                self._settle(found.record, version=found)
+                return Ran.ADVANCED
+        return self._start_lanes(found, flow, scope)
+
+    def _start_lanes(self, found: Snapshot, flow: Flow, scope: str) -> Ran:
+        record = found.record.focused(scope)
+        each = flow.named(scope)
+        assert isinstance(each, ForEach)
+        items = foreach.list_items(each, self._context(flow, record))
+        item_plan = self._plan(each.item_flow)
+        for lane in foreach.start_lanes(self._store, item_plan, record, scope, items):
+            self._settle(lane)
+        position = record.position
+        return self._write(
+            Snapshot(record, found.version),
+            lambda latest: _started(latest, position),
+        )
+
+    def _report_lane(self, lane: FlowRecord) -> None:
+        """Tell a lane's flow what the lane has not told it yet (items failed, lane ended)."""
+        try:
+            parent_flow = self._definition(lane)[0]
+        except UnknownFlow:
+            return  # the flow ends by its own task
+        written = foreach.report(self._store, self._plan(parent_flow), lane)
+        if written is not None:
+            self._settle(written)
+        foreach.mark_reported(self._store, lane)
 
     def _run_claimed(self, found: Snapshot, flow: Flow) -> Ran:
         """An action or compensation: claim the position for this delivery, run the handler,
@@ -465,16 +556,16 @@ class Engine:
             self._store.fail_unreadable(flow_id, reason=str(unreadable), now=self._clock.now())
             return None
 
-    def _execute(self, flow: Flow, record: FlowRecord) -> Outcome:
+    def _context(self, flow: Flow, record: FlowRecord) -> StepContext:
+        """What a handler is told: the focused track's step, its try, its budget."""
         pos = record.position
-        step = flow.step(pos.step_index)
-        handler = _handler_for(step, pos.kind)
         track = record.tracks.get(record.focus or "")
         outputs = record.outputs
         if track is not None and track.sent is not None:  # a callback's check sees what it sent
             outputs = {**outputs, pos.step: track.sent}
-        context = StepContext(
-            flow_id=record.flow_id,
+        index = record.item_index
+        return StepContext(
+            flow_id=record.parent or record.flow_id,
             flow=record.flow,
             step=pos.step,
             input=record.input,
@@ -488,7 +579,14 @@ class Engine:
             deadline=self._clock.now() + timedelta(seconds=self._budget_s(pos.kind)),
             clock=self._clock.now,
             callback_token=(track.token or "") if track is not None else "",
+            item=None if index is None else record.items[record.cursor]["item"],
+            item_index=index,
         )
+
+    def _execute(self, flow: Flow, record: FlowRecord) -> Outcome:
+        pos = record.position
+        handler = _handler_for(planner.step_at(flow, pos), pos.kind)
+        context = self._context(flow, record)
         name = f"{pos.kind.value} {pos.step}"
         with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:
             outcome = _call(handler, context, extra={"flow_id": record.flow_id, "at": pos.label()})
@@ -508,11 +606,15 @@ class Engine:
         Both happen in the flow's trace, whoever settles it (a task, the sweeper, an operator).
         ``version``, the snapshot just written, spares the publish mark a read.
         """
+        if record.is_lane and foreach.news(record) is not None:
+            self._report_lane(record)
         with telemetry.joined(record.trace):
             if record.status in ACTIVE:
                 for track in record.tracks.values():
                     if track.next is not None:
                         self._queue.ensure(record.flow_id, track.next)
+            elif record.is_lane:
+                return  # a lane's end is news for its flow, not a result event
             elif record.status in TERMINAL and not record.result_published and record.result:
                 self._publish_result(record, version)
 
@@ -747,6 +849,7 @@ class Engine:
 
     def _plan(self, flow: Flow | None) -> Plan:
         return Plan(
+            nonce=secrets.token_hex(16),
             definition=flow,
             queues=self._queues,
             now=self._clock.now(),
@@ -771,6 +874,31 @@ def _not_awaited(record: FlowRecord) -> str:
     return "no step awaits this token: it was completed already, or belongs to an earlier run"
 
 
+def _fanned(
+    latest: FlowRecord, position: Position, plan: Plan, items: list[Any]
+) -> FlowRecord | None:
+    current = _focused_at(latest, position)
+    if current is None or current.tracks[position.step].fanout is not None:
+        return None
+    return planner.fanned_out(plan, current, items)
+
+
+def _started(latest: FlowRecord, position: Position) -> FlowRecord | None:
+    current = _focused_at(latest, position)
+    if current is None or current.next is None:
+        return None
+    return planner.lanes_started(current)
+
+
+def _applied(
+    latest: FlowRecord, position: Position, plan: Plan, effects: list[Effect]
+) -> FlowRecord | None:
+    current = _focused_at(latest, position)
+    return None if current is None else planner.gathered(plan, current, effects)
+
+
+# The engine's own tasks of a ForEach: list and start, join, gather.
+_FOREACH = frozenset({TaskKind.FANOUT, TaskKind.JOIN, TaskKind.GATHER})
 # Tasks that only read (a poll, a choice, a callback's wait): they claim nothing.
 _UNCLAIMED = frozenset({TaskKind.POLL, TaskKind.CHOICE, TaskKind.WAIT})
 
@@ -788,6 +916,11 @@ def _focused_at(record: FlowRecord, position: Position) -> FlowRecord | None:
 
 def _definition_mismatch(flow: Flow, position: Position) -> str:
     """Why ``position`` no longer fits ``flow`` (its definition changed mid-flight), or ''."""
+    if position.scope is not None:  # an item's step, undone by the flow
+        scope = flow.named(position.scope) if position.scope in flow.graph.order else None
+        if not isinstance(scope, ForEach):
+            return f"flow {flow.name!r} has no ForEach {position.scope!r} any more"
+        flow = scope.item_flow
     if position.step_index >= len(flow.steps):
         return f"flow {flow.name!r} has no step {position.step_index} any more"
     step = flow.step(position.step_index)
@@ -798,6 +931,8 @@ def _definition_mismatch(flow: Flow, position: Position) -> str:
     if (position.kind is TaskKind.CHOICE) != isinstance(step, IfStep):
         return f"step {step.name!r} of {flow.name!r} changed kind"
     if position.kind is TaskKind.WAIT and not isinstance(step, CallbackStep):
+        return f"step {step.name!r} of {flow.name!r} changed kind"
+    if (position.kind in _FOREACH) != isinstance(step, ForEach):
         return f"step {step.name!r} of {flow.name!r} changed kind"
     if position.kind is TaskKind.COMPENSATE and not getattr(step, "compensate", None):
         return f"step {step.name!r} of {flow.name!r} no longer has a compensation"
@@ -834,6 +969,7 @@ def _trace_outcome(span: Span, outcome: Outcome) -> None:
 
 
 def _handler_for(step: Step, kind: TaskKind) -> Handler:
+    assert not isinstance(step, ForEach), "a ForEach's tasks are the engine's own"
     if isinstance(step, PollStep):
         return step.check
     if isinstance(step, IfStep):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -57,6 +57,9 @@ class StepContext:
     clock: Callable[[], datetime] = field(default=_utcnow, repr=False, compare=False)
     # A callback step's one-use token, to hand to the system that will report completion.
     callback_token: str = ""
+    # In a ForEach's steps: the item, and its index in the list.
+    item: Any = None
+    item_index: int | None = None
 
     def time_left_s(self, *, cap_s: float | None = None, floor_s: float = 0.5) -> float:
         """Seconds left of the handler's budget (at most ``cap_s``, at least ``floor_s``), to
@@ -222,7 +225,44 @@ class CallbackStep:
             raise ConfigError(f"callback step {self.name!r}: timeout_s must be > 0")
 
 
-Step = ActionStep | PollStep | IfStep | CallbackStep
+ItemsOf = Callable[[StepContext], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class ForEach:
+    """Run ``steps`` (actions and polls, a small flow of their own) once per item of the list
+    ``items`` returns (read from the input or earlier outputs), at most ``concurrency`` items
+    at a time. Each item has its own idempotency keys, retries and polls, and sees itself as
+    ``ctx.item`` (``ctx.item_index``). The step's output is ``{"items": [each item's output, in
+    the list's order], "failed": [indexes]}``.
+
+    An item that fails for good has its own effects undone at once. More than ``tolerate``
+    such items fail the flow: every item's and every step's effects are undone, newest first.
+    Items run in ``concurrency`` lanes, one Firestore document each (lane k runs items k,
+    k + concurrency, …), so they never contend for the flow's document.
+    """
+
+    name: str
+    items: ItemsOf
+    steps: tuple[ActionStep | PollStep, ...]
+    concurrency: int = 10
+    tolerate: int = 0
+    after: After = None
+    # The items' steps as a flow of their own, each lane runs it (set in __post_init__).
+    item_flow: Flow = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.concurrency <= 1000:
+            raise ConfigError(f"ForEach {self.name!r}: concurrency must be in 1..1000")
+        if self.tolerate < 0:
+            raise ConfigError(f"ForEach {self.name!r}: tolerate must be >= 0")
+        if not all(isinstance(s, ActionStep | PollStep) for s in self.steps):
+            raise ConfigError(f"ForEach {self.name!r}: its steps are actions and polls")
+        flow = Flow(name=self.name.replace("_", "-"), steps=self.steps)
+        object.__setattr__(self, "item_flow", flow)
+
+
+Step = ActionStep | PollStep | IfStep | CallbackStep | ForEach
 # Steps whose forward handler may have a side effect: claimed, retried, undone.
 EffectStep = ActionStep | CallbackStep
 

@@ -26,13 +26,22 @@ from relayflow.core.errors import (
     RetryableError,
     UnknownFlow,
 )
-from relayflow.core.flows import CallbackStep, EffectStep, Flow, IfStep, PollStep
-from relayflow.core.position import Position, TaskKind, task_id
+from relayflow.core.flows import (
+    CallbackStep,
+    EffectStep,
+    Flow,
+    ForEach,
+    IfStep,
+    PollStep,
+    Step,
+)
+from relayflow.core.position import Position, TaskKind, split_effect_name, task_id
 from relayflow.core.records import (
     UNDO_TRACK,
     Claim,
     Effect,
     EffectState,
+    FanOut,
     FlowRecord,
     HistoryEntry,
     NextTask,
@@ -118,6 +127,8 @@ def kind_of(flow: Flow, index: int) -> TaskKind:
     step = flow.step(index)
     if isinstance(step, PollStep):
         return TaskKind.POLL
+    if isinstance(step, ForEach):
+        return TaskKind.FANOUT
     return TaskKind.CHOICE if isinstance(step, IfStep) else TaskKind.ACTION
 
 
@@ -173,7 +184,12 @@ def _start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowReco
         index = flow.index_of(name)
         assert index is not None
         position = Position(
-            generation=generation, step_index=index, step=name, kind=kind_of(flow, index)
+            generation=generation,
+            step_index=index,
+            step=name,
+            kind=kind_of(flow, index),
+            scope=record.scope,  # in a lane: the ForEach and the item
+            item=record.item_index,
         )
         nxt = schedule(plan, record, position, 0.0)
         token = _token(plan, record, name, generation) if _is_callback(flow, name) else None
@@ -228,7 +244,7 @@ def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowReco
     """The focused step is done: its track ends, and every step that became ready starts."""
     pos = record.position
     if pos.kind is TaskKind.ACTION:
-        record = _effect_done(plan, record, pos.step)
+        record = _effect_done(plan, record, pos.effect_name)
         if _is_callback(plan.flow, pos.step):
             return _await(plan, record, output)
     entry = _entry(plan, record, _done_outcome(pos.kind, output))
@@ -239,6 +255,8 @@ def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowReco
         skipped = plan.flow.graph.skipped_by(pos.step, output.get("branch") == "then")
         record = record.model_copy(update={"skipped": [*record.skipped, *skipped]})
     record = _end_track(record, pos.step)
+    if record.is_lane and _all_done(plan.flow, record):
+        return _item_done(plan, record)
     if _all_done(plan.flow, record):
         # The product: the output of the step nothing runs after (each one's, if several).
         data = _data(plan.flow, record)
@@ -257,6 +275,10 @@ def _done_outcome(kind: TaskKind, output: dict[str, Any]) -> str:
         return f"chose {output.get('branch')}"
     if kind is TaskKind.WAIT:
         return "completed"
+    if kind is TaskKind.JOIN:
+        return (
+            f"items done ({len(output.get('items', []))}, {len(output.get('failed', []))} failed)"
+        )
     return "succeeded" if kind is TaskKind.ACTION else "ready"
 
 
@@ -322,7 +344,7 @@ def _data(flow: Flow, record: FlowRecord) -> dict[str, Any]:
 
 def _retry_action(plan: Plan, record: FlowRecord, error: RetryableError) -> FlowRecord:
     pos = record.position
-    step = plan.flow.step(pos.step_index)
+    step = step_at(plan.flow, pos)
     assert isinstance(step, EffectStep)
     tries = pos.attempt + 1 + record.uncommitted  # crashed deliveries count too
     if tries >= step.retry.max_attempts:
@@ -425,6 +447,10 @@ def _begin_failure(
     claimed) are undone with the rest."""
     result = Result(status=status, code=error["code"], message=error["message"], error=error)
     record = _log(plan, record, _entry(plan, record, seen, detail=error["message"]))
+    if record.is_lane:  # a lane never fails: its item does, and the flow decides
+        index = record.item_index
+        assert index is not None
+        record = record.model_copy(update={"failed_items": [*record.failed_items, index]})
     return _compensate_next(plan, _stop_all(record), result)
 
 
@@ -436,10 +462,13 @@ def _compensate_next(plan: Plan, record: FlowRecord, result: Result) -> FlowReco
     """Undo the newest effect that may be live and can be undone; end the flow when none is."""
     if plan.definition is None:  # no handlers to undo with: say what stays behind
         return _finish(plan, record, _with_left_behind(record, result))
-    index = _next_compensation(plan.definition, record)
-    if index is None:
-        return _finish(plan, record, result)
-    return _compensate_at(plan, record, index, result)
+    if record.lanes and not record.gathered:  # first collect what the items did
+        return _gather_at(plan, record, result)
+    only = record.item_index if record.is_lane else None  # a lane undoes its failed item
+    effect = _next_compensation(plan.definition, record, item=only)
+    if effect is None:
+        return _next_item(plan, record) if record.is_lane else _finish(plan, record, result)
+    return _compensate_at(plan, record, effect, result)
 
 
 def _with_left_behind(record: FlowRecord, result: Result) -> Result:
@@ -449,25 +478,84 @@ def _with_left_behind(record: FlowRecord, result: Result) -> Result:
     return result.model_copy(update={"error": {**(result.error or {}), "not_undone": live}})
 
 
-def _compensate_at(plan: Plan, record: FlowRecord, index: int, result: Result) -> FlowRecord:
-    """Start undoing the step at ``index``: the flow's only track is the undo track."""
+def _compensate_at(plan: Plan, record: FlowRecord, effect: Effect, result: Result) -> FlowRecord:
+    """Start undoing ``effect``: the flow's only track is the undo track. (A lane undoing its
+    failed item stays RUNNING: it goes on with its next item afterwards.)"""
+    scope, item, step = split_effect_name(effect.step)
+    index = _index_in(plan.flow, scope, step)
     pos = Position(
         generation=record.position.generation,
         step_index=index,
-        step=plan.flow.step(index).name,
+        step=step,
         kind=TaskKind.COMPENSATE,
+        scope=scope,
+        item=item,
     )
+    return _undo_track(plan, record, pos, result)
+
+
+def _undo_track(plan: Plan, record: FlowRecord, pos: Position, result: Result) -> FlowRecord:
     nxt = schedule(plan, record, pos, 0.0)
     track = Track(position=pos, next=nxt, started_at=plan.now)
-    moved = _move(plan, record, Status.COMPENSATING).model_copy(
+    status = Status.RUNNING if record.is_lane else Status.COMPENSATING
+    moved = _move(plan, record, status).model_copy(
         update={"tracks": {UNDO_TRACK: track}, "pending_result": result, "aside_until": None}
     )
     return moved.focused(UNDO_TRACK)
 
 
-def _next_compensation(flow: Flow, record: FlowRecord) -> int | None:
-    """The index of the step whose effect is undone next: done or unknown (its responses may
-    have been lost), newest first, and with a compensation in ``flow``."""
+def _gather_at(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
+    """Before undoing: a task that stops the ForEach lanes and brings their items' effects
+    here, so everything is undone in one order, newest first."""
+    scope = record.lanes[0].split(".")[1]
+    index = _index_in(plan.flow, None, scope)
+    pos = Position(
+        generation=record.position.generation, step_index=index, step=scope, kind=TaskKind.GATHER
+    )
+    return _undo_track(plan, record, pos, result)
+
+
+def gathered(plan: Plan, record: FlowRecord, effects: list[Effect]) -> FlowRecord:
+    """The lanes are stopped and ``effects`` are their items' effects: undo from here."""
+    known = {e.step for e in record.effects}
+    merged = [*record.effects, *(e for e in effects if e.step not in known)]
+    entry = _entry(plan, record, "gathered", detail=f"{len(effects)} item effects from lanes")
+    record = _log(plan, record, entry, a_try=False)
+    record = record.model_copy(update={"effects": merged, "gathered": True})
+    assert record.pending_result is not None
+    return _compensate_next(plan, _stop_all(record), record.pending_result).stored()
+
+
+def _index_in(flow: Flow, scope: str | None, step: str) -> int:
+    """The index of ``step`` in the flow, or in the steps of ForEach ``scope``."""
+    index = _container(flow, scope).index_of(step)
+    if index is None:
+        raise UnknownFlow(f"flow {flow.name!r} has no step {step!r} any more")
+    return index
+
+
+def _container(flow: Flow, scope: str | None) -> Flow:
+    """Where an item step of ForEach ``scope`` is defined: its item steps' flow, unless
+    ``flow`` is that already (a lane's plan)."""
+    if scope is None or scope not in flow.graph.order:
+        return flow
+    return _item_flow(flow, scope)
+
+
+def _item_flow(flow: Flow, scope: str) -> Flow:
+    each = flow.named(scope)
+    assert isinstance(each, ForEach)
+    return each.item_flow
+
+
+def step_at(flow: Flow, position: Position) -> Step:
+    """The definition of the step a position names (inside its ForEach, for an item's)."""
+    return _container(flow, position.scope).step(position.step_index)
+
+
+def _next_compensation(flow: Flow, record: FlowRecord, *, item: int | None) -> Effect | None:
+    """The effect undone next: done or unknown (its responses may have been lost), newest
+    first, with a compensation in ``flow`` (of the item ``item`` only, if given)."""
     pending = [
         (effect.order, i, effect)
         for i, effect in enumerate(record.effects)
@@ -475,10 +563,15 @@ def _next_compensation(flow: Flow, record: FlowRecord) -> int | None:
     ]
     # Newest first; effects of one instant in the reverse of the order they were recorded.
     for _, _, effect in sorted(pending, key=lambda t: (t[0], t[1]), reverse=True):
-        index = flow.index_of(effect.step)
-        step = None if index is None else flow.step(index)
+        scope, at, name = split_effect_name(effect.step)
+        if item is not None and at != item:
+            continue
+        try:
+            step: Step | None = _container(flow, scope).named(name)
+        except KeyError:
+            step = None
         if isinstance(step, EffectStep) and step.compensate is not None:
-            return index
+            return effect
     return None
 
 
@@ -489,10 +582,11 @@ def begin_effect(plan: Plan, record: FlowRecord) -> FlowRecord:
     carries the same idempotency key and finds it rather than making a second.
     """
     pos = record.position
-    if record.live_effect(pos.step) is not None:
+    name = pos.effect_name
+    if record.live_effect(name) is not None:
         return record
-    over = sum(1 for e in record.effects if e.step == pos.step)  # none is live: all are over
-    effect = Effect(step=pos.step, n=over, generation=pos.generation, at=plan.now)
+    over = sum(1 for e in record.effects if e.step == name)  # none is live: all are over
+    effect = Effect(step=name, n=over, generation=pos.generation, at=plan.now)
     return record.model_copy(update={"effects": [*record.effects, effect]})
 
 
@@ -515,13 +609,13 @@ def _forget_first_try(record: FlowRecord) -> FlowRecord:
     and no earlier try can have made it. (It stays listed, so a retried flow calls again under
     a fresh key rather than replaying the refusal.)"""
     pos = record.position
-    effect = record.live_effect(pos.step)
+    effect = record.live_effect(pos.effect_name)
     first = pos.kind is TaskKind.ACTION and pos.attempt == 0 and record.uncommitted == 0
     if effect is None or not first or effect.state is not EffectState.UNKNOWN:
         return record
     if effect.generation != pos.generation:
         return record  # begun by an earlier generation: it may be live
-    return _set_effect(record, pos.step, state=EffectState.REFUSED)
+    return _set_effect(record, pos.effect_name, state=EffectState.REFUSED)
 
 
 def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
@@ -530,7 +624,8 @@ def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flo
     assert isinstance(step, EffectStep)
     tries = pos.attempt + 1 + record.uncommitted
     if isinstance(outcome, Retry) and tries < step.retry.max_attempts:
-        delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:undo")
+        key = f"{record.flow_id}:{pos.effect_name}:undo"
+        delay = step.retry.delay_s(retry=pos.attempt, key=key)
         delay = max(delay, min(outcome.error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
         entry = _entry(plan, record, "retryable error", detail=outcome.error.message, delay_s=delay)
         nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
@@ -541,11 +636,11 @@ def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flo
     outcome_name = "compensated" if undone else "compensation failed"
     record = _log(plan, record, _entry(plan, record, outcome_name, detail=detail))
     state = EffectState.UNDONE if undone else EffectState.UNDO_FAILED
-    record = _set_effect(record, pos.step, state=state)
+    record = _set_effect(record, pos.effect_name, state=state)
     assert record.pending_result is not None
     result = record.pending_result
     if not isinstance(outcome, Completed):
-        failures = [*(result.error or {}).get("compensation_failures", []), pos.step]
+        failures = [*(result.error or {}).get("compensation_failures", []), pos.effect_name]
         result = result.model_copy(
             update={"error": {**(result.error or {}), "compensation_failures": failures}}
         )
@@ -787,7 +882,7 @@ def exhausted(plan: Plan, record: FlowRecord) -> bool:
     """Whether the current action or compensation has been delivered as often as its retry
     policy allows (committed retries and deliveries that never committed alike)."""
     pos = record.position
-    step = plan.flow.step(pos.step_index)
+    step = step_at(plan.flow, pos)
     claimed = pos.kind in (TaskKind.ACTION, TaskKind.COMPENSATE)
     if not isinstance(step, EffectStep) or not claimed:
         return False
@@ -864,3 +959,145 @@ def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:
     entry = _entry(plan, record, "rescued", detail=f"task {record.next.task_id} was lost")
     moved = _log(plan, record, entry, a_try=False).model_copy(update={"position": position})
     return _with_next(moved, schedule(plan, moved, position, 0.0)).stored()
+
+
+# -- ForEach --------------------------------------------------------------------------------------
+
+
+def lane_id(flow_id: str, scope: str, lane: int) -> str:
+    """The document id of ForEach ``scope``'s lane ``lane`` of flow ``flow_id``."""
+    return f"{flow_id}.{scope}.{lane}"
+
+
+def fanned_out(plan: Plan, record: FlowRecord, items: list[Any]) -> FlowRecord:
+    """The focused ForEach has listed its ``items``: it now runs them in lanes (created by the
+    engine after this commit), or, with no items, is done at once."""
+    each = plan.flow.named(record.position.step)
+    assert isinstance(each, ForEach)
+    if not items:
+        return after(plan, record, Completed({"items": [], "failed": []}))
+    lanes = min(each.concurrency, len(items))
+    fan = FanOut(total=len(items), lanes=lanes)
+    detail = f"{len(items)} items in {lanes} lanes"
+    record = _log(plan, record, _entry(plan, record, "fanned out", detail=detail), a_try=False)
+    key = record.position.step
+    ids = [lane_id(record.flow_id, key, k) for k in range(lanes)]
+    tracks = {**record.tracks, key: record.tracks[key].model_copy(update={"fanout": fan})}
+    moved = _move(plan, record, Status.RUNNING)
+    return moved.model_copy(update={"tracks": tracks, "lanes": [*record.lanes, *ids]}).stored()
+
+
+def lanes_started(record: FlowRecord) -> FlowRecord:
+    """The focused ForEach's lanes exist: its own task is done (the lanes report to it)."""
+    return record.model_copy(update={"next": None}).stored()
+
+
+def new_lane(
+    plan: Plan, parent: FlowRecord, *, scope: str, lane: int, items: list[Any]
+) -> FlowRecord:
+    """Lane ``lane`` of ForEach ``scope`` (``plan`` is for the ForEach's item steps): items
+    lane, lane + lanes, …, its first item due now. It shares the flow's input and
+    incarnation, so its idempotency keys are the flow's."""
+    stride = min(len(items), _concurrency(parent, scope, plan))
+    mine = [{"index": i, "item": items[i]} for i in range(lane, len(items), stride)]
+    first = Position(step_index=0, step=plan.flow.step(0).name, kind=kind_of(plan.flow, 0))
+    record = FlowRecord(
+        flow_id=lane_id(parent.flow_id, scope, lane),
+        flow=parent.flow,
+        version=parent.version,
+        input=parent.input,
+        status=Status.PENDING,
+        position=first,
+        created_at=parent.created_at,
+        updated_at=plan.now,
+        trace=parent.trace,
+        parent=parent.flow_id,
+        scope=scope,
+        lane=lane,
+        items=mine,
+    )
+    return _start_ready(plan, record, generation=parent.position.generation)
+
+
+def _concurrency(parent: FlowRecord, scope: str, plan: Plan) -> int:
+    track = parent.tracks.get(scope)
+    assert track is not None and track.fanout is not None
+    return track.fanout.lanes
+
+
+def lane_reported(
+    plan: Plan, record: FlowRecord, *, lane: int, failed: list[int], ended: bool, detail: str
+) -> FlowRecord | None:
+    """Lane ``lane`` of the focused ForEach reports items that failed for good and, when it has
+    run all its items, that it ended. More failed items than tolerated fail the flow; when every
+    lane has ended the ForEach's join is due. None if it changes nothing (a repeat)."""
+    each = plan.flow.named(record.position.step)
+    track = record.tracks[record.position.step]
+    assert isinstance(each, ForEach) and track.fanout is not None
+    fan = track.fanout
+    now_failed = sorted(set(fan.failed) | set(failed))
+    now_ended = sorted(set(fan.ended) | ({lane} if ended else set()))
+    if (now_failed, now_ended) == (fan.failed, fan.ended):
+        return None
+    fan = fan.model_copy(update={"failed": now_failed, "ended": now_ended})
+    tracks = {**record.tracks, record.position.step: track.model_copy(update={"fanout": fan})}
+    record = record.model_copy(update={"tracks": tracks})
+    if len(now_failed) > each.tolerate:
+        message = f"{len(now_failed)} of {fan.total} items failed (tolerated: {each.tolerate})"
+        err: dict[str, Any] = {"code": "ITEMS_FAILED", "step": each.name}
+        err["message"] = f"{message}; {detail}"[:2000]
+        err["items"] = now_failed[:100]
+        return _begin_failure(plan, record, Status.FAILED, err, "items failed").stored()
+    if len(now_ended) < fan.lanes:
+        return record.stored()
+    join = record.position.model_copy(update={"kind": TaskKind.JOIN})
+    moved = record.model_copy(update={"position": join})
+    return _with_next(moved, schedule(plan, moved, join, 0.0)).stored()
+
+
+def _item_done(plan: Plan, record: FlowRecord) -> FlowRecord:
+    """A lane's item ran all its steps: keep its output, go on with the next item."""
+    index = record.item_index
+    assert index is not None
+    outputs = {**record.item_outputs, str(index): _data(plan.flow, record)}
+    return _next_item(plan, record.model_copy(update={"item_outputs": outputs}))
+
+
+def _next_item(plan: Plan, record: FlowRecord) -> FlowRecord:
+    """A lane moves to its next item (after one done, or failed and undone), or ends."""
+    moved = _move(plan, record, Status.RUNNING).model_copy(
+        update={
+            "cursor": record.cursor + 1,
+            "outputs": {},
+            "skipped": [],
+            "tracks": {},
+            "focus": None,
+            "pending_result": None,
+        }
+    )
+    if moved.item_index is None:  # past its last item: the lane has done its part
+        done = len(moved.item_outputs)
+        result = Result(status=Status.SUCCEEDED, code="OK", message=f"{done} items done")
+        return _finish(plan, moved, result)
+    return _start_ready(plan, moved, generation=record.position.generation)
+
+
+def cancel_lane(plan: Plan, record: FlowRecord) -> FlowRecord | None:
+    """Stop a lane (its flow is being undone): its pending tasks become stale; nothing is
+    reported back (the flow stopped it). None if it has ended already."""
+    if record.status in TERMINAL:
+        return None
+    result = Result(status=Status.CANCELLED, code="CANCELLED", message="the flow is being undone")
+    ended = _finish(plan, _stop_all(record), result)
+    return ended.model_copy(update={"result_published": True}).stored()
+
+
+def join_output(lanes: list[FlowRecord], total: int) -> dict[str, Any]:
+    """A ForEach's output: each item's output in the list's order, and the failed indexes."""
+    outputs: dict[str, Any] = {}
+    failed: set[int] = set()
+    for lane in lanes:
+        outputs.update(lane.item_outputs)
+        failed |= set(lane.failed_items)
+    items = [outputs.get(str(i)) for i in range(total)]
+    return {"items": items, "failed": sorted(failed)}

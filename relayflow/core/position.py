@@ -14,6 +14,9 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 FLOW_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
+# A ForEach lane's document: ``{flow_id}.{step}.{lane}`` (a dot never appears in a flow id).
+LANE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}\.[a-z][a-z0-9_]{0,62}\.[0-9]{1,4}$"
+TASK_FLOW_PATTERN = r"^[A-Za-z0-9_-]{1,100}(\.[a-z][a-z0-9_]{0,62}\.[0-9]{1,4})?$"
 STEP_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 MAX_TASK_ID = 500
 _TASK_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
@@ -33,6 +36,9 @@ class TaskKind(StrEnum):
     COMPENSATE = "compensate"
     CHOICE = "choice"  # an If step deciding its branch: no side effect, no claim
     WAIT = "wait"  # a callback step waiting: its timeout, or its safety-net poll
+    FANOUT = "fanout"  # a ForEach starting: its items listed, its lanes created
+    JOIN = "join"  # a ForEach whose lanes have all ended: its items' outputs gathered, in order
+    GATHER = "gather"  # before undoing: the ForEach lanes stopped, their items' effects collected
 
 
 # One letter per kind in a task id (choice is "i", for If: "c" is a compensation).
@@ -42,6 +48,9 @@ _KIND_LETTER = {
     TaskKind.COMPENSATE: "c",
     TaskKind.CHOICE: "i",
     TaskKind.WAIT: "w",
+    TaskKind.FANOUT: "f",
+    TaskKind.JOIN: "j",
+    TaskKind.GATHER: "x",
 }
 
 
@@ -61,6 +70,16 @@ class Position(BaseModel):
     attempt: int = Field(default=0, ge=0)
     poll: int = Field(default=0, ge=0)
     rescue: int = Field(default=0, ge=0)
+    # A ForEach item's step: the ForEach (``scope``) and the item's index in its list.
+    scope: str | None = Field(default=None, pattern=STEP_NAME_PATTERN)
+    item: int | None = Field(default=None, ge=0)
+
+    @property
+    def effect_name(self) -> str:
+        """What names this step's effect: the step, or ``each[7].charge`` for an item's."""
+        if self.scope is None:
+            return self.step
+        return f"{self.scope}[{self.item}].{self.step}"
 
     def same_try(self, other: Position) -> bool:
         """Whether ``other`` is this try of this step, whatever its rescue number (the sweeper
@@ -70,8 +89,8 @@ class Position(BaseModel):
     def label(self) -> str:
         """A short human-readable form, e.g. ``await_registration poll 3``."""
         if self.kind is TaskKind.POLL:
-            return f"{self.step} poll {self.poll}"
-        return f"{self.step} {self.kind} attempt {self.attempt}"
+            return f"{self.effect_name} poll {self.poll}"
+        return f"{self.effect_name} {self.kind} attempt {self.attempt}"
 
 
 class TaskPayload(BaseModel):
@@ -79,8 +98,17 @@ class TaskPayload(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    flow_id: str = Field(pattern=FLOW_ID_PATTERN)
+    flow_id: str = Field(pattern=TASK_FLOW_PATTERN)  # a flow's id, or a ForEach lane's
     position: Position
+
+
+def split_effect_name(name: str) -> tuple[str | None, int | None, str]:
+    """``each[7].charge`` -> ("each", 7, "charge"); ``charge`` -> (None, None, "charge")."""
+    scope, sep, rest = name.partition("[")
+    if not sep:
+        return None, None, name
+    item, _, step = rest.partition("].")
+    return scope, int(item), step
 
 
 def task_id(flow_id: str, position: Position) -> str:
@@ -90,11 +118,14 @@ def task_id(flow_id: str, position: Position) -> str:
     operation on a queue. The readable rest makes a task easy to find in a console.
     """
     p = position
+    item = "" if p.scope is None else f"-s{p.scope}-i{p.item}"
     body = (
-        f"{flow_id}-{p.step_index}{p.step}-{_KIND_LETTER[p.kind]}{p.attempt}"
-        f"-p{p.poll}-g{p.generation}r{p.rescue}"
+        f"{flow_id.replace('.', '-')}-{p.step_index}{p.step}{item}-{_KIND_LETTER[p.kind]}"
+        f"{p.attempt}-p{p.poll}-g{p.generation}r{p.rescue}"
     )
-    prefix = hashlib.sha256(body.encode("utf-8")).hexdigest()[:8]
+    # The raw id in the hash: a lane's dots become dashes in the body, and must not collide
+    # with a flow id that has dashes there.
+    prefix = hashlib.sha256(f"{flow_id}|{body}".encode()).hexdigest()[:8]
     candidate = f"{prefix}-{body}"
     if len(candidate) <= MAX_TASK_ID and _TASK_ID_OK.match(candidate):
         return candidate

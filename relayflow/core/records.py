@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from relayflow.core.position import FLOW_ID_PATTERN, Position, TaskKind
+from relayflow.core.position import TASK_FLOW_PATTERN, Position, TaskKind
 from relayflow.core.state import Status
 
 
@@ -108,6 +108,16 @@ class Effect(_Model):
         return self.done_at or self.at
 
 
+class FanOut(_Model):
+    """A ForEach's items, run by ``lanes`` lanes (one document each, so items never contend
+    for the flow document): lane k runs items k, k + lanes, k + 2·lanes … one at a time."""
+
+    total: int
+    lanes: int
+    ended: list[int] = Field(default_factory=list)  # lanes that ran all their items
+    failed: list[int] = Field(default_factory=list)  # indexes of items that failed for good
+
+
 class Track(_Model):
     """One step running: its position, the task that must exist for it, its claim.
 
@@ -129,6 +139,7 @@ class Track(_Model):
     token: str | None = None
     sent: dict[str, Any] | None = None
     early: dict[str, Any] | None = None
+    fanout: FanOut | None = None
 
 
 UNDO_TRACK = "~undo"
@@ -145,7 +156,7 @@ class FlowRecord(_Model):
     track last acted on: for an ended flow, where it ended.
     """
 
-    flow_id: str = Field(pattern=FLOW_ID_PATTERN)
+    flow_id: str = Field(pattern=TASK_FLOW_PATTERN)  # a flow's id, or a ForEach lane's
     flow: str
     # The definition version the flow started on; it runs to its end on that version.
     version: int = 1
@@ -178,6 +189,21 @@ class FlowRecord(_Model):
     # operator actions) joins the flow's one trace. None when tracing was off at the start.
     trace: str | None = None
     effects: list[Effect] = Field(default_factory=list)
+    # The ForEach lanes this generation made (their document ids), and whether their items'
+    # effects were gathered here to be undone.
+    lanes: list[str] = Field(default_factory=list)
+    gathered: bool = False
+    # Set on a lane's own document: whose lane it is, which ForEach, which lane, its items
+    # ({index, item}), which of them it is at, each done item's output, those that failed, and
+    # how many of those the flow has been told of.
+    parent: str | None = None
+    scope: str | None = None
+    lane: int | None = None
+    items: list[dict[str, Any]] = Field(default_factory=list)
+    cursor: int = 0
+    item_outputs: dict[str, Any] = Field(default_factory=dict)
+    failed_items: list[int] = Field(default_factory=list)
+    reported_failures: int = 0
     # The focused track, copied (see the class docstring); never stored.
     focus: str | None = Field(default=None, exclude=True)
     step_started_at: datetime | None = Field(default=None, exclude=True)
@@ -227,6 +253,19 @@ class FlowRecord(_Model):
     def track_at(self, position: Position) -> str | None:
         """The key of the track at exactly ``position``, or None."""
         return next((k for k, t in self.tracks.items() if t.position == position), None)
+
+    @property
+    def is_lane(self) -> bool:
+        """Whether this is a ForEach lane's document rather than a flow's."""
+        return self.parent is not None
+
+    @property
+    def item_index(self) -> int | None:
+        """A lane's current item index (None past its last item, or for a flow)."""
+        if not self.is_lane or self.cursor >= len(self.items):
+            return None
+        index: int = self.items[self.cursor]["index"]
+        return index
 
     def live_effect(self, step: str) -> Effect | None:
         """The effect of ``step`` that may still exist, if any (there is at most one)."""

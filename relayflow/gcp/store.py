@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -48,10 +49,13 @@ class FlowStore:
         *,
         flows: str = "flows",
         rejected: str = "rejected",
+        lanes: str = "flow_lanes",
         counters: Counters | None = None,
     ) -> None:
         self._client = client
         self._flows = client.collection(flows)
+        # ForEach lanes live apart: listings of flows never see them; the sweeper does.
+        self._lanes = client.collection(lanes)
         self._rejected = client.collection(rejected)
         self._counters = counters or Counters()
 
@@ -59,7 +63,7 @@ class FlowStore:
         """Create the flow document; False if one with that id exists already."""
         self._counters.add("firestore_writes")
         try:
-            self._flows.document(record.flow_id).create(record.to_doc(), timeout=RPC_TIMEOUT_S)
+            self._doc(record.flow_id).create(record.to_doc(), timeout=RPC_TIMEOUT_S)
         except AlreadyExists:
             return False
         return True
@@ -67,7 +71,7 @@ class FlowStore:
     def read(self, flow_id: str) -> Snapshot | None:
         """The flow and its version, or None."""
         self._counters.add("firestore_reads")
-        snap = self._flows.document(flow_id).get(timeout=RPC_TIMEOUT_S)
+        snap = self._doc(flow_id).get(timeout=RPC_TIMEOUT_S)
         if not snap.exists:
             return None
         try:
@@ -100,7 +104,7 @@ class FlowStore:
         deadlock with a 2 s lock timeout and soon gives up. A precondition never locks.)
         ``start``, a snapshot the caller has just read, saves the first read.
         """
-        ref = self._flows.document(flow_id)
+        ref = self._doc(flow_id)
         for _ in range(CHANGE_ATTEMPTS):
             current, start = start or self.read(flow_id), None
             if current is None:
@@ -156,9 +160,9 @@ class FlowStore:
         """Active flows whose next task should have run before ``cutoff``, most overdue first
         (and any document there that no longer parses, so the sweeper can end it)."""
         found: list[tuple[datetime, FlowRecord | Unreadable]] = []
-        for status in sorted(ACTIVE):
+        for collection, status in itertools.product((self._flows, self._lanes), sorted(ACTIVE)):
             query = (
-                self._flows.where(filter=firestore.FieldFilter("status", "==", status.value))
+                collection.where(filter=firestore.FieldFilter("status", "==", status.value))
                 .where(filter=firestore.FieldFilter("next_run_at", "<", cutoff))
                 .order_by("next_run_at")
                 .limit(limit)
@@ -185,19 +189,27 @@ class FlowStore:
             "result_published": True,  # nothing can be said on flow-results about it
         }
         self._counters.add("firestore_writes")
-        self._flows.document(flow_id).update(fields, timeout=RPC_TIMEOUT_S)
+        self._doc(flow_id).update(fields, timeout=RPC_TIMEOUT_S)
 
     def unpublished(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord]:
-        """Flows that ended before ``cutoff`` whose result event never went out."""
-        query = (
-            self._flows.where(filter=firestore.FieldFilter("result_published", "==", False))
-            .where(filter=firestore.FieldFilter("finished_at", "<", cutoff))
-            .order_by("finished_at")
-            .limit(limit)
-        )
-        found = list(self._parse(query.stream(timeout=RPC_TIMEOUT_S)))
+        """Flows that ended before ``cutoff`` whose result event never went out (and ForEach
+        lanes that ended without their flow hearing of it)."""
+        found: list[FlowRecord] = []
+        for collection in (self._flows, self._lanes):
+            query = (
+                collection.where(filter=firestore.FieldFilter("result_published", "==", False))
+                .where(filter=firestore.FieldFilter("finished_at", "<", cutoff))
+                .order_by("finished_at")
+                .limit(limit)
+            )
+            found += self._parse(query.stream(timeout=RPC_TIMEOUT_S))
         self._counters.add("firestore_reads", max(1, len(found)))
-        return found
+        return found[:limit]
+
+    def _doc(self, flow_id: str) -> Any:
+        """A flow's document, or a ForEach lane's (its id has dots)."""
+        collection = self._lanes if "." in flow_id else self._flows
+        return collection.document(flow_id)
 
     def _parse(self, snapshots: Iterable[Any]) -> Iterator[FlowRecord]:
         """Records from query results; one that no longer parses is logged and skipped, so a

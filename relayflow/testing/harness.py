@@ -28,6 +28,7 @@ from relayflow.core.flows import (
     CallbackStep,
     Condition,
     Flow,
+    ForEach,
     Handler,
     IfStep,
     PollStep,
@@ -331,21 +332,37 @@ def _message(
 
 
 def _with_handler(flow: Flow, step: str, role: str, handler: Handler) -> Flow:
-    steps = list(flow.steps)
-    index = flow.index_of(step)
-    assert index is not None
-    current = steps[index]
-    if isinstance(current, IfStep):
-        raise AssertionError(f"{step!r} is a choice: script the outputs it reads instead")
+    """``flow`` with ``step``'s handler replaced; ``each.charge`` (or a name found only inside
+    a ForEach) names an item step."""
+    scope, _, inner = step.rpartition(".")
+    if not scope and flow.index_of(step) is None:
+        scope = next(
+            (
+                f.name
+                for f in flow.steps
+                if isinstance(f, ForEach) and f.item_flow.index_of(step) is not None
+            ),
+            "",
+        )
+    if scope:
+        each = flow.named(scope)
+        assert isinstance(each, ForEach)
+        inside = _with_handler(each.item_flow, inner, role, handler)
+        return _replace_step(flow, replace(each, steps=inside.steps))  # type: ignore[arg-type]
+    current = flow.named(step)
+    if isinstance(current, IfStep | ForEach):
+        raise AssertionError(f"{step!r} runs no handler of its own to script")
     if isinstance(current, PollStep):
         if role != "run":
             raise AssertionError(f"poll step {step!r} has no compensation to script")
-        steps[index] = replace(current, check=handler)
-    elif role == "run":
-        steps[index] = replace(current, run=handler)
-    else:
-        steps[index] = replace(current, compensate=handler)
-    return replace(flow, steps=tuple(steps))
+        return _replace_step(flow, replace(current, check=handler))
+    if role == "run":
+        return _replace_step(flow, replace(current, run=handler))
+    return _replace_step(flow, replace(current, compensate=handler))
+
+
+def _replace_step(flow: Flow, new: Step) -> Flow:
+    return replace(flow, steps=tuple(new if s.name == new.name else s for s in flow.steps))
 
 
 def _recorded(registry: Registry, calls: list[Call]) -> Registry:
@@ -368,6 +385,9 @@ def _recorded(registry: Registry, calls: list[Call]) -> Registry:
     def wrap_step(step: Step) -> Step:
         if isinstance(step, IfStep):
             return replace(step, condition=choose(step))
+        if isinstance(step, ForEach):
+            inner = tuple(wrap_step(s) for s in step.steps)
+            return replace(step, steps=inner)  # type: ignore[arg-type]
         if isinstance(step, PollStep):
             return replace(step, check=wrap(step.name, TaskKind.POLL, step.check))
         if isinstance(step, CallbackStep):

@@ -129,6 +129,7 @@ class MemoryStore:
         chosen = [
             r
             for r in self._records()
+            if not r.is_lane
             if status in (None, r.status)
             and flow in (None, r.flow)
             and version in (None, r.version)

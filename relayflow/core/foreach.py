@@ -1,0 +1,149 @@
+"""The engine's part of ForEach: list the items and start the lanes, gather the lanes' outputs
+when they have all ended, stop them and collect their effects before undoing, and pass each
+lane's news (items failed, lane ended) to its flow.
+
+A lane is a document of its own (``{flow_id}.{step}.{lane}``), run by the same engine code as
+a flow, with the ForEach's item steps as its definition; only these hand-overs between a lane
+and its flow are here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from relayflow.core import planner
+from relayflow.core.flows import Flow, ForEach, StepContext
+from relayflow.core.planner import Completed, Plan
+from relayflow.core.ports import Snapshot, Store
+from relayflow.core.records import Effect, EffectState, FlowRecord
+from relayflow.core.state import ACTIVE, TERMINAL
+from relayflow.core.values import UnstorableValue, check_storable
+
+log = logging.getLogger("relayflow.foreach")
+MAX_ITEMS = 10_000
+MAX_ITEMS_BYTES = 512 * 1024
+
+
+class BadItems(Exception):
+    """Raised when a ForEach's ``items`` is not a list of storable JSON values."""
+
+
+def list_items(each: ForEach, ctx: StepContext) -> list[Any]:
+    """The ForEach's items, checked: a list of JSON values Firestore can store."""
+    items = each.items(ctx)
+    if not isinstance(items, list | tuple):
+        raise BadItems(f"items of {each.name!r} is a {type(items).__name__}, not a list")
+    if len(items) > MAX_ITEMS:
+        raise BadItems(f"{each.name!r} has {len(items)} items; at most {MAX_ITEMS}")
+    try:
+        check_storable(list(items), where=f"items of {each.name}", max_bytes=MAX_ITEMS_BYTES)
+    except UnstorableValue as exc:
+        raise BadItems(str(exc)) from None
+    return list(items)
+
+
+def item_flow(flow: Flow, scope: str) -> Flow:
+    """What a lane of ForEach ``scope`` runs: its item steps, as a flow."""
+    each = flow.named(scope)
+    assert isinstance(each, ForEach)
+    return each.item_flow
+
+
+def start_lanes(
+    store: Store, item_plan: Plan, parent: FlowRecord, scope: str, items: list[Any]
+) -> list[FlowRecord]:
+    """Create the ForEach's lanes that do not exist yet; every lane (to settle its task)."""
+    track = parent.tracks[scope]
+    assert track.fanout is not None
+    lanes = []
+    for k in range(track.fanout.lanes):
+        lane = planner.new_lane(item_plan, parent, scope=scope, lane=k, items=items)
+        if not store.create(lane):
+            existing = store.get(lane.flow_id)
+            lane = existing if existing is not None else lane
+        lanes.append(lane)
+    return lanes
+
+
+def read_lanes(store: Store, parent: FlowRecord, scope: str) -> list[FlowRecord]:
+    """The lanes of ForEach ``scope``, as stored."""
+    prefix = f"{parent.flow_id}.{scope}."
+    found = [store.get(lane_id) for lane_id in parent.lanes if lane_id.startswith(prefix)]
+    return [lane for lane in found if lane is not None]
+
+
+def gather(store: Store, plan: Plan, parent: FlowRecord) -> list[Effect]:
+    """Stop every lane of the flow and return its items' effects that may be live."""
+    effects: list[Effect] = []
+    for lane_id in parent.lanes:
+        stopped = store.change(lane_id, lambda lane: planner.cancel_lane(plan, lane))
+        lane = stopped or store.get(lane_id)
+        if lane is not None:
+            live = (EffectState.UNKNOWN, EffectState.DONE)
+            effects += [e for e in lane.effects if e.state in live]
+    return effects
+
+
+def news(lane: FlowRecord) -> tuple[list[int], bool] | None:
+    """What a lane has not yet told its flow: items that failed since, and whether it ended."""
+    failed = lane.failed_items[lane.reported_failures :]
+    ended = lane.status in TERMINAL and not lane.result_published
+    return (failed, ended) if failed or ended else None
+
+
+def report(store: Store, plan: Plan, lane: FlowRecord) -> FlowRecord | None:
+    """Tell the lane's flow what it has not heard; the flow as written (None if unchanged)."""
+    told = news(lane)
+    assert told is not None and lane.parent is not None and lane.scope is not None
+    failed, ended = told
+    generation = lane.position.generation
+    detail = f"item {failed[0]} of lane {lane.lane} failed" if failed else ""
+
+    def heard(current: FlowRecord) -> FlowRecord | None:
+        track = current.tracks.get(lane.scope or "")
+        stale = current.status not in ACTIVE or track is None or track.fanout is None
+        if stale or current.position.generation != generation:
+            return None
+        focused = current.focused(lane.scope or "")
+        assert lane.lane is not None
+        return planner.lane_reported(
+            plan, focused, lane=lane.lane, failed=failed, ended=ended, detail=detail
+        )
+
+    return store.change(lane.parent, heard)
+
+
+def mark_reported(store: Store, lane: FlowRecord) -> None:
+    """Remember that the lane's flow has heard everything the lane had to say."""
+
+    def marked(current: FlowRecord) -> FlowRecord | None:
+        update: dict[str, Any] = {"reported_failures": len(current.failed_items)}
+        if current.status in TERMINAL:
+            update["result_published"] = True
+        return current.model_copy(update=update).stored()
+
+    store.change(lane.flow_id, marked)
+
+
+def join(store: Store, found: Snapshot) -> Completed:
+    """The ForEach's output from its lanes: each item's output, in order."""
+    parent = found.record
+    scope = parent.position.step
+    fan = parent.tracks[scope].fanout
+    assert fan is not None
+    return Completed(planner.join_output(read_lanes(store, parent, scope), fan.total))
+
+
+__all__ = [
+    "BadItems",
+    "gather",
+    "item_flow",
+    "join",
+    "list_items",
+    "mark_reported",
+    "news",
+    "read_lanes",
+    "report",
+    "start_lanes",
+]

@@ -1,0 +1,174 @@
+"""ForEach: one small flow per item, at most `concurrency` items at a time, each with its own
+idempotency key, retries and polls; outputs in the list's order; a failing item undone at
+once, too many failing the flow with everything undone newest first. Item state lives in lane
+documents, never in the flow's. Through relayflow.testing's time-skipping harness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relayflow import ActionStep, Flow, NotReady, PermanentError, PollPolicy, PollStep, StepContext
+from relayflow.core.flows import ForEach
+from relayflow.core.state import TERMINAL, Status
+from relayflow.testing import Harness, scripted
+
+POLL = PollPolicy(initial_s=5.0, multiplier=1.0, max_interval_s=5.0, jitter=0.0)
+
+
+class Api:
+    """Creates keyed by idempotency key; what is live."""
+
+    def __init__(self, refuse: set[int] | None = None) -> None:
+        self.made: dict[str, str] = {}
+        self.live: set[str] = set()
+        self.refuse = refuse or set()
+        self.order: list[str] = []  # effects in the order they were made, and undone
+
+    def create(self, ctx: StepContext) -> dict[str, Any]:
+        if ctx.item_index in self.refuse:
+            raise PermanentError(f"item {ctx.item_index} refused", code="REFUSED")
+        key = ctx.idempotency_key
+        if key not in self.made:
+            self.made[key] = f"r{ctx.item_index}"
+            self.live.add(self.made[key])
+            self.order.append(f"+{self.made[key]}")
+        return {"id": self.made[key], "value": ctx.item["value"] * 2}
+
+    def delete(self, ctx: StepContext) -> dict[str, Any]:
+        done = ctx.outputs.get("register") or self.create_replay(ctx)
+        self.live.discard(done["id"])
+        self.order.append(f"-{done['id']}")
+        return {}
+
+    def create_replay(self, ctx: StepContext) -> dict[str, Any]:
+        return {"id": self.made[ctx.action_key]}
+
+
+def flow(api: Api, *, items: int, concurrency: int, tolerate: int = 0, last: Any = None) -> Flow:
+    def ready(ctx: StepContext) -> dict[str, Any]:
+        if ctx.poll < 1:
+            raise NotReady("activating")
+        return {"active": True, "value": ctx.outputs["register"]["value"]}
+
+    return Flow(
+        name="batch",
+        steps=(
+            ActionStep("prepare", scripted({"n": items}), compensate=scripted({})),
+            ForEach(
+                "each",
+                items=lambda ctx: [{"value": i} for i in range(ctx.outputs["prepare"]["n"])],
+                steps=(
+                    ActionStep("register", api.create, compensate=api.delete),
+                    PollStep("await_active", ready, policy=POLL),
+                ),
+                concurrency=concurrency,
+                tolerate=tolerate,
+            ),
+            ActionStep("report", last or scripted({"done": True})),
+        ),
+    )
+
+
+def in_flight(h: Harness) -> int:
+    """Items whose steps are running now, across the lanes."""
+    return sum(
+        1
+        for doc_id, doc in h.store.docs.items()
+        if "." in doc_id and doc["status"] not in TERMINAL and doc["tracks"]
+    )
+
+
+def test_fifty_items_at_concurrency_ten_never_run_more_than_ten_and_keep_their_order() -> None:
+    api = Api()
+    h = Harness(flow(api, items=50, concurrency=10))
+    flow_id = h.start("batch")
+    most = 0
+    while h.flow(flow_id).status not in TERMINAL:
+        h.deliver_next()
+        most = max(most, in_flight(h))
+    record = h.flow(flow_id)
+    assert record.status is Status.SUCCEEDED
+    assert most == 10
+    output = record.outputs["each"]
+    assert [item["value"] for item in output["items"]] == [2 * i for i in range(50)]
+    assert output["failed"] == []
+    assert len(record.lanes) == 10
+    # the flow's document never held an item's state: it was written a few times per lane
+    assert "items" not in h.store.docs[flow_id] or h.store.docs[flow_id]["items"] == []
+    assert len(api.live) == 50
+
+
+def test_each_item_has_its_own_idempotency_key() -> None:
+    api = Api()
+    h = Harness(flow(api, items=5, concurrency=2))
+    h.run(h.start("batch"))
+    keys = [c.idempotency_key for c in h.calls_of("register")]
+    assert len(set(keys)) == 5
+    assert all(f"each[{i}].register" in key for i, key in enumerate(sorted(keys)))
+
+
+def test_a_failing_item_fails_the_flow_and_everything_is_undone_newest_first() -> None:
+    api = Api(refuse={7})
+    h = Harness(flow(api, items=12, concurrency=3))
+    record = h.run(h.start("batch"))
+    assert record is not None and record.status is Status.FAILED
+    assert record.result is not None and record.result.code == "ITEMS_FAILED"
+    assert api.live == set()
+    # undone in the reverse of the order the effects were made (item effects, then prepare)
+    made = [e[1:] for e in api.order if e.startswith("+")]
+    undone = [e[1:] for e in api.order if e.startswith("-")]
+    assert undone == list(reversed(made))
+    assert [c.step for c in h.calls if c.kind == "compensate"][-1] == "prepare"
+
+
+def test_tolerated_failures_are_reported_and_the_flow_goes_on() -> None:
+    api = Api(refuse={2, 5})
+    h = Harness(flow(api, items=8, concurrency=4, tolerate=2))
+    record = h.run(h.start("batch"))
+    assert record is not None and record.status is Status.SUCCEEDED
+    output = record.outputs["each"]
+    assert output["failed"] == [2, 5]
+    assert output["items"][2] is None and output["items"][5] is None
+    assert output["items"][3] == {"active": True, "value": 6}  # its last step's output
+    assert len(api.live) == 6
+
+
+def test_no_items_is_done_at_once() -> None:
+    h = Harness(flow(Api(), items=0, concurrency=4))
+    record = h.run(h.start("batch"))
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert record.outputs["each"] == {"items": [], "failed": []}
+    assert record.lanes == []
+
+
+def test_every_task_delivered_twice_makes_each_item_effect_once() -> None:
+    api = Api()
+    h = Harness(flow(api, items=9, concurrency=3), duplicate_deliveries=True)
+    record = h.run(h.start("batch"))
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert len(api.made) == 9 and len(api.live) == 9
+    assert len(h.results()) == 1
+
+
+def test_a_failure_after_the_foreach_undoes_its_items_too() -> None:
+    api = Api()
+    h = Harness(flow(api, items=4, concurrency=2, last=scripted(PermanentError("no report"))))
+    record = h.run(h.start("batch"))
+    assert record is not None and record.status is Status.FAILED
+    assert api.live == set()
+    assert record.gathered is True
+
+
+def test_cancel_stops_the_lanes_and_undoes_what_the_items_did() -> None:
+    api = Api()
+    h = Harness(flow(api, items=20, concurrency=4))
+    flow_id = h.start("batch")
+    for _ in range(12):
+        h.deliver_next()
+    assert api.live  # some items have registered
+    h.cancel(flow_id, "stop")
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.CANCELLED
+    assert api.live == set()
+    lanes = [doc for doc_id, doc in h.store.docs.items() if "." in doc_id]
+    assert all(doc["status"] in ("CANCELLED", "SUCCEEDED") for doc in lanes)
