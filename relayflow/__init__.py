@@ -28,8 +28,11 @@ if TYPE_CHECKING:
     )
     from relayflow.core.flows import (
         ActionStep,
+        CallbackStep,
         Flow,
+        ForEach,
         Handler,
+        IfStep,
         PollPolicy,
         PollStep,
         Registry,
@@ -41,6 +44,9 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "ActionStep": "relayflow.core.flows",
+    "CallbackStep": "relayflow.core.flows",
+    "ForEach": "relayflow.core.flows",
+    "IfStep": "relayflow.core.flows",
     "Flow": "relayflow.core.flows",
     "Handler": "relayflow.core.flows",
     "PollPolicy": "relayflow.core.flows",
@@ -62,9 +68,12 @@ _EXPORTS = {
 
 __all__ = [
     "ActionStep",
+    "CallbackStep",
     "ConfigError",
     "Flow",
+    "ForEach",
     "Handler",
+    "IfStep",
     "Jitter",
     "NotReady",
     "PermanentError",

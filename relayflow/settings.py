@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     # Where Cloud Tasks delivers: the worker and poller services' base URLs.
     worker_url: HttpUrl = HttpUrl("http://127.0.0.1:8127")
     poller_url: HttpUrl = HttpUrl("http://127.0.0.1:8128")
+    # The api's base URL: external systems complete callback tokens at {api_url}/callbacks/.
+    api_url: HttpUrl = HttpUrl("http://127.0.0.1:8129")
     # The external API the reference flow talks to (the fake one locally).
     client_api_url: HttpUrl = HttpUrl("http://127.0.0.1:8125")
     client_api_timeout_s: float = Field(default=10.0, gt=0, le=300)

@@ -21,6 +21,8 @@ class Topics(_Frozen):
     requests: str
     results: str
     dead_letter: str
+    # Completions of callback tokens, pushed to the api's /signals.
+    signals: str = "flow-signals"
 
 
 class Subscription(_Frozen):
@@ -37,6 +39,7 @@ class Subscriptions(_Frozen):
     start: Subscription
     dead_letter: Subscription
     results: Subscription
+    signals: Subscription | None = None
 
 
 class Queue(_Frozen):

@@ -19,7 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from relayflow import (
     ActionStep,
+    CallbackStep,
     Flow,
+    ForEach,
+    IfStep,
     NotReady,
     PermanentError,
     PollPolicy,
@@ -58,8 +61,11 @@ class ClientApi:
             self._session, method, url, timeout_s=self._timeout_s, headers=headers, **kw
         )
 
-    def register(self, resource: str, *, key: str) -> dict[str, Any]:
-        return dict(self._call("POST", "/registrations", key, json={"resource": resource}))
+    def register(
+        self, resource: str, *, key: str, callback_url: str | None = None
+    ) -> dict[str, Any]:
+        body = {"resource": resource, **({"callback_url": callback_url} if callback_url else {})}
+        return dict(self._call("POST", "/registrations", key, json=body))
 
     def registration(self, registration_id: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/registrations/{registration_id}"))
@@ -148,6 +154,125 @@ def registration_flow(api: ClientApi, *, poll: PollPolicy, retry: RetryPolicy) -
     )
 
 
+class FleetInput(BaseModel):
+    """What a ``fleet`` flow needs: the resources to register, and how many must activate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resources: list[str] = Field(min_length=1, max_length=1000)
+    min_active: int = Field(default=1, ge=0)
+    group: str = Field(default="fleet", min_length=1, max_length=100)
+
+
+class FleetSteps:
+    """The handlers of the ``fleet`` flow: every shape of flow, against the client API."""
+
+    def __init__(self, api: ClientApi, *, callbacks_url: str) -> None:
+        self._api = api
+        self._callbacks = callbacks_url.rstrip("/")
+
+    def register(self, ctx: Ctx) -> dict[str, Any]:
+        # The client API calls back when the registration is ACTIVE; the URL holds the token.
+        url = f"{self._callbacks}/callbacks/{ctx.callback_token}"
+        made = self._api.within(ctx).register(
+            str(ctx.item), key=ctx.idempotency_key, callback_url=url
+        )
+        return {"registration_id": made["id"]}
+
+    def unregister(self, ctx: Ctx) -> dict[str, Any]:
+        api = self._api.within(ctx)
+        sent = ctx.outputs.get("activate")
+        reg_id = sent.get("registration_id") if isinstance(sent, dict) else None
+        if not reg_id:  # the run's responses were lost: replay it under its key to learn its id
+            url = f"{self._callbacks}/callbacks/{ctx.callback_token}"
+            reg_id = api.register(str(ctx.item), key=ctx.action_key, callback_url=url)["id"]
+        return api.cancel(str(reg_id), key=ctx.idempotency_key)
+
+    def still_pending(self, ctx: Ctx) -> dict[str, Any]:
+        """The safety net for a callback that never comes: the registration itself."""
+        reg_id = str(ctx.outputs["activate"]["registration_id"])
+        status = str(self._api.within(ctx).registration(reg_id)["status"])
+        if status == "ACTIVE":
+            return {"registration_id": reg_id, "status": status, "via": "poll"}
+        if status == "PENDING":
+            raise NotReady(f"registration {reg_id} is {status}")
+        raise PermanentError(f"registration {reg_id} is {status}", code=f"REGISTRATION_{status}")
+
+    @staticmethod
+    def active(ctx: Ctx) -> list[str]:
+        return [o["registration_id"] for o in ctx.outputs["register_all"]["items"] if o]
+
+    def enough_active(self, ctx: Ctx) -> bool:
+        return len(self.active(ctx)) >= int(ctx.input.get("min_active", 1))
+
+    def create_group(self, ctx: Ctx) -> dict[str, Any]:
+        first = self.active(ctx)[0]
+        name = str(ctx.input.get("group") or "fleet")
+        made = self._api.within(ctx).create_entity(first, name, key=ctx.idempotency_key)
+        return {"entity_id": made["id"], "members": len(self.active(ctx))}
+
+    def delete_group(self, ctx: Ctx) -> dict[str, Any]:
+        done = ctx.outputs.get("create_group")
+        if done is None:
+            name = str(ctx.input.get("group") or "fleet")
+            api = self._api.within(ctx)
+            done = {
+                "entity_id": api.create_entity(self.active(ctx)[0], name, key=ctx.action_key)["id"]
+            }
+        return self._api.within(ctx).delete_entity(str(done["entity_id"]))
+
+    def shortfall(self, ctx: Ctx) -> dict[str, Any]:
+        return {"active": len(self.active(ctx)), "wanted": int(ctx.input.get("min_active", 1))}
+
+    def summarize(self, ctx: Ctx) -> dict[str, Any]:
+        each = ctx.outputs["register_all"]
+        return {
+            "active": len(self.active(ctx)),
+            "failed": each["failed"],
+            "group": ctx.outputs.get("create_group"),
+            "shortfall": ctx.outputs.get("report_shortfall"),
+        }
+
+
+def fleet_flow(api: ClientApi, *, callbacks_url: str, timeout_s: float, safety: PollPolicy) -> Flow:
+    """Register many resources at once (ForEach, 10 at a time), each awaiting activation by
+    callback with a slow poll as a safety net; then, if enough activated (If), group them in an
+    entity, else report the shortfall; then summarize."""
+    steps = FleetSteps(api, callbacks_url=callbacks_url)
+    return Flow(
+        name="fleet",
+        description="Register resources in parallel, await each by callback, group them.",
+        input_model=FleetInput,
+        steps=(
+            ForEach(
+                "register_all",
+                items=lambda ctx: list(ctx.input["resources"]),
+                steps=(
+                    CallbackStep(
+                        "activate",
+                        steps.register,
+                        timeout_s=timeout_s,
+                        check=steps.still_pending,
+                        policy=safety,
+                        compensate=steps.unregister,
+                    ),
+                ),
+                concurrency=10,
+                tolerate=1000,  # every failure is counted; the If decides what is enough
+            ),
+            IfStep(
+                "enough",
+                steps.enough_active,
+                then=("create_group",),
+                otherwise=("report_shortfall",),
+            ),
+            ActionStep("create_group", steps.create_group, compensate=steps.delete_group),
+            ActionStep("report_shortfall", steps.shortfall, after=("enough",)),
+            ActionStep("summarize", steps.summarize, after=("create_group", "report_shortfall")),
+        ),
+    )
+
+
 def build_registry(settings: Settings, session: requests.Session | None = None) -> Registry:
     """The flows this deployment runs, configured from settings."""
     api = ClientApi(
@@ -168,7 +293,21 @@ def build_registry(settings: Settings, session: requests.Session | None = None) 
         initial_s=settings.retry_initial_s,
         max_interval_s=settings.retry_max_interval_s,
     )
-    return Registry((registration_flow(api, poll=poll, retry=retry),))
+    safety = PollPolicy(
+        initial_s=settings.poll_max_interval_s,
+        multiplier=2.0,
+        max_interval_s=settings.poll_max_interval_s * 4,
+        jitter=settings.poll_jitter,
+        max_polls=settings.poll_max_polls,
+        deadline_s=settings.poll_deadline_s,
+    )
+    fleet = fleet_flow(
+        api,
+        callbacks_url=str(settings.api_url),
+        timeout_s=settings.poll_deadline_s,
+        safety=safety,
+    )
+    return Registry((registration_flow(api, poll=poll, retry=retry), fleet))
 
 
 # -- the demo batch (``relayflow demo``) -------------------------------------------------------

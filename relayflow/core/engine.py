@@ -61,6 +61,7 @@ from relayflow.core.ports import (
 )
 from relayflow.core.position import (
     FLOW_ID_PATTERN,
+    TASK_FLOW_PATTERN,
     Position,
     TaskKind,
     TaskPayload,
@@ -634,8 +635,8 @@ class Engine:
         A token is one-use: completed twice, after its step timed out, or for an ended flow,
         it changes nothing and the answer says why.
         """
-        flow_id = token.partition(".")[0]
-        if not re.fullmatch(FLOW_ID_PATTERN[1:-1], flow_id) or "." not in token:
+        flow_id = token.rpartition(".")[0]  # a flow's id, or a ForEach lane's
+        if not re.fullmatch(TASK_FLOW_PATTERN[1:-1], flow_id):
             return CallbackAnswer(Completion.IGNORED, "not a callback token")
         found = self._read(flow_id)
         if found is None:

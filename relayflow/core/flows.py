@@ -244,7 +244,7 @@ class ForEach:
 
     name: str
     items: ItemsOf
-    steps: tuple[ActionStep | PollStep, ...]
+    steps: tuple[ActionStep | PollStep | CallbackStep, ...]
     concurrency: int = 10
     tolerate: int = 0
     after: After = None
@@ -256,8 +256,8 @@ class ForEach:
             raise ConfigError(f"ForEach {self.name!r}: concurrency must be in 1..1000")
         if self.tolerate < 0:
             raise ConfigError(f"ForEach {self.name!r}: tolerate must be >= 0")
-        if not all(isinstance(s, ActionStep | PollStep) for s in self.steps):
-            raise ConfigError(f"ForEach {self.name!r}: its steps are actions and polls")
+        if not all(isinstance(s, ActionStep | PollStep | CallbackStep) for s in self.steps):
+            raise ConfigError(f"ForEach {self.name!r}: its steps are actions, polls, callbacks")
         flow = Flow(name=self.name.replace("_", "-"), steps=self.steps)
         object.__setattr__(self, "item_flow", flow)
 

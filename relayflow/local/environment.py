@@ -32,6 +32,7 @@ def relayflow_env(ports: Ports, app: str | None = None) -> dict[str, str]:
         "RELAYFLOW_PROJECT_ID": PROJECT_ID,
         "RELAYFLOW_WORKER_URL": f"http://{HOST}:{ports.worker}",
         "RELAYFLOW_POLLER_URL": f"http://{HOST}:{ports.poller}",
+        "RELAYFLOW_API_URL": f"http://{HOST}:{ports.api}",
         "RELAYFLOW_CLIENT_API_URL": f"http://{HOST}:{ports.client_api}",
         # The example app's own setting (examples/orders), pointed at its fake dependencies.
         "ORDERS_API_URL": f"http://{HOST}:{ports.orders_api}",

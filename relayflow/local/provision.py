@@ -40,6 +40,7 @@ def provision_pubsub(ports: Ports, topology: topo.Topology) -> None:
             topology.topics.requests,
             topology.topics.results,
             topology.topics.dead_letter,
+            topology.topics.signals,
         ):
             _ignore_existing(partial(publisher.create_topic, name=_topic_path(topic)))
     with subscriber_client(host) as subscriber:
@@ -47,6 +48,10 @@ def provision_pubsub(ports: Ports, topology: topo.Topology) -> None:
         _create_subscription(subscriber, _subscription(start, push_endpoint(ports, start.topic)))
         for pull in (topology.subscriptions.dead_letter, topology.subscriptions.results):
             _create_subscription(subscriber, _subscription(pull, push=None))
+        signals = topology.subscriptions.signals
+        if signals is not None:  # callback completions, pushed to the api
+            api = f"http://{HOST}:{ports.api}/signals"
+            _create_subscription(subscriber, _subscription(signals, push=api))
 
 
 def provision_queues(ports: Ports, topology: topo.Topology) -> None:

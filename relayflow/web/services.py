@@ -28,6 +28,7 @@ from relayflow.gcp.auth import TokenVerifier, Unauthorized
 from relayflow.gcp.store import FlowStore
 from relayflow.runtime import Runtime
 from relayflow.telemetry import Counters
+from relayflow.web.callbacks import add_callback_routes
 
 log = logging.getLogger("relayflow.web.services")
 MAX_LIST = 500
@@ -204,6 +205,7 @@ def api_app(runtime: Runtime) -> Flask:
     def list_flows() -> Any:
         return _list(runtime.store)
 
+    add_callback_routes(app, engine)
     return app
 
 

@@ -44,9 +44,9 @@ def refusal(target: str) -> str:
     return message
 
 
-def test_the_default_app_is_the_reference_registration_flow() -> None:
+def test_the_default_app_is_the_reference_app() -> None:
     registry = load_registry(DEFAULT_APP, Settings())
-    assert registry.names() == ["registration"]
+    assert registry.names() == ["fleet", "registration"]
 
 
 def test_a_registry_object_is_loaded(app_dir: Path) -> None:
