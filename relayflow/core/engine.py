@@ -645,7 +645,7 @@ class Engine:
         if key is None:
             return CallbackAnswer(Completion.IGNORED, _not_awaited(found.record), flow_id)
         try:
-            plan = self._plan(self._definition(found.record)[0])
+            plan = self._plan(self._planning_flow(found.record))
         except UnknownFlow as exc:
             return CallbackAnswer(Completion.IGNORED, str(exc), flow_id)
         waiting = found.record.tracks[key].position.kind is TaskKind.WAIT
@@ -774,7 +774,7 @@ class Engine:
         if not record.tracks:
             return
         try:
-            flow = self._definition(record)[0]
+            flow = self._planning_flow(record)
         except UnknownFlow:
             self._recover_unknown_type(record, report)
             return
@@ -838,6 +838,13 @@ class Engine:
         self._settle(committed)
         log.warning("rescued a lost task", extra={"flow_id": record.flow_id})
         return 1
+
+    def _planning_flow(self, record: FlowRecord) -> Flow:
+        """What plans ``record``: its flow's definition, or a lane's item steps."""
+        flow = self._definition(record)[0]
+        if record.is_lane and record.scope is not None:
+            return foreach.item_flow(flow, record.scope)
+        return flow
 
     def _definition(self, record: FlowRecord) -> tuple[Flow, str]:
         """The definition to plan ``record`` with, and why it is not the flow's own version

@@ -172,3 +172,41 @@ def test_cancel_stops_the_lanes_and_undoes_what_the_items_did() -> None:
     assert api.live == set()
     lanes = [doc for doc_id, doc in h.store.docs.items() if "." in doc_id]
     assert all(doc["status"] in ("CANCELLED", "SUCCEEDED") for doc in lanes)
+
+
+def test_items_that_await_a_callback_resume_when_their_tokens_are_completed() -> None:
+    from relayflow.core.engine import Completion
+    from relayflow.core.flows import CallbackStep
+
+    h = Harness(
+        Flow(
+            name="fleet",
+            steps=(
+                ForEach(
+                    "each",
+                    items=lambda ctx: ["a", "b", "c"],
+                    steps=(CallbackStep("activate", scripted({"sent": True}), timeout_s=600),),
+                    concurrency=2,
+                ),
+            ),
+        )
+    )
+    flow_id = h.start("fleet")
+    for _ in range(3):  # the fan-out, then each lane's first item sends
+        h.deliver_next()
+    lanes = [doc_id for doc_id in h.store.docs if "." in doc_id]
+    tokens = [h.token(lane, "activate") for lane in sorted(lanes)]
+    assert all(token.startswith(f"{flow_id}.each.") for token in tokens)
+    for token in tokens:
+        assert h.complete(token, {"active": True}).outcome is Completion.COMPLETED
+    h.deliver_next()  # lane 0 starts its second item, "c"
+    h.deliver_next()
+    third = h.token(f"{flow_id}.each.0", "activate")
+    assert h.complete(third, {"active": "late but in time"}).outcome is Completion.COMPLETED
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert record.outputs["each"]["items"] == [
+        {"active": True},
+        {"active": True},
+        {"active": "late but in time"},
+    ]
