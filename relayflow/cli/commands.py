@@ -24,7 +24,8 @@ from typing import Any
 from google.api_core.exceptions import GoogleAPIError
 from pydantic import ValidationError
 
-from relayflow.core.errors import ConfigError
+from relayflow.cli import shapes
+from relayflow.core.errors import ConfigError, UnknownFlow
 from relayflow.core.messages import MAX_DEADLINE_S, describe
 from relayflow.core.position import FLOW_ID_PATTERN
 from relayflow.core.records import FlowRecord, HistoryEntry
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--timeout-s", type=_positive, default=180.0)
 
     sub.add_parser("sweep", parents=[app], help="re-enqueue overdue flows whose next task was lost")
+    shapes.register(sub, app)
     _register_local(sub)
     return parser
 
@@ -225,8 +227,7 @@ def format_record(record: FlowRecord) -> str:
         f"  polls     {record.polls}   attempts {record.attempts}",
         f"  created   {record.created_at.isoformat()}",
     ]
-    if record.next:
-        lines.append(f"  next run  {record.next.run_at.isoformat()} ({record.next.queue})")
+    lines += shapes.running(record)
     if record.result:
         lines.append(f"  result    {record.result.code}: {record.result.message}")
         payload = record.result.data or record.result.error
@@ -303,6 +304,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_settings(args), flows=args.flows, timeout_s=args.timeout_s)
 
 
+def cmd_graph(args: argparse.Namespace) -> int:
+    from relayflow.app import load_registry
+
+    settings = _settings_offline(args)
+    flow = load_registry(settings.app, settings).get(args.flow, args.version)
+    print(shapes.render(flow, mermaid=args.mermaid))
+    return 0
+
+
+def _settings_offline(args: argparse.Namespace) -> Settings:
+    """Settings for a command that only reads the app (no emulator, no cloud)."""
+    app = getattr(args, "app", None)
+    if app and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return load_settings(**({"app": app} if app else {}))
+    except ValidationError as exc:
+        raise UsageError(f"bad configuration: {describe(exc)}") from None
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from relayflow.runtime import build_runtime
 
@@ -319,6 +340,7 @@ COMMANDS = {
     "list": cmd_list,
     "demo": cmd_demo,
     "sweep": cmd_sweep,
+    "graph": cmd_graph,
 }
 
 
@@ -327,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = COMMANDS.get(args.command) or args.handler
     try:
         code: int = handler(args)
-    except (UsageError, ConfigError) as exc:
+    except (UsageError, ConfigError, UnknownFlow) as exc:
         print(f"relayflow: {exc}", file=sys.stderr)
         return 2
     except (GoogleAPIError, TimeoutError) as exc:

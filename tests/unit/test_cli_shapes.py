@@ -1,0 +1,58 @@
+"""relayflow graph: a flow's shape as text and Mermaid, every kind of step named; status lines
+for the branches of a running flow."""
+
+from __future__ import annotations
+
+from relayflow import ActionStep, Flow, ForEach, IfStep, PollStep
+from relayflow.cli import shapes
+from relayflow.cli.commands import main
+from relayflow.testing import Harness, scripted
+
+
+def shaped() -> Flow:
+    return Flow(
+        name="shaped",
+        steps=(
+            ForEach("each", items=lambda ctx: [1, 2, 3], steps=(ActionStep("go", scripted({})),)),
+            IfStep("big", lambda ctx: True, then=("a",), otherwise=("b",)),
+            ActionStep("a", scripted({})),
+            PollStep("b", scripted({}), after=("big",)),
+            ActionStep("end", scripted({}), after=("a", "b")),
+        ),
+    )
+
+
+def test_text_names_every_step_its_kind_and_what_it_runs_after() -> None:
+    text = shapes.render(shaped(), mermaid=False).splitlines()
+    assert text[0] == "shaped v1"
+    assert "for each item, 10 at a time" in text[1] and text[2].strip() == "go  <- (start)   [action]"
+    assert "[if: then a; otherwise b]" in text[3]
+    assert text[5].split() == ["b", "<-", "big|otherwise|", "[poll]"]
+    assert "end" in text[6] and "<- a, b" in text[6]
+
+
+def test_mermaid_draws_the_foreach_items_as_a_subgraph() -> None:
+    mermaid = shapes.render(shaped(), mermaid=True)
+    assert mermaid.startswith("flowchart TD")
+    assert "subgraph each_items [each: each item]" in mermaid
+    assert "each -.-> each_items" in mermaid
+
+
+def test_status_lines_show_each_running_branch_and_the_foreach_progress() -> None:
+    h = Harness(shaped())
+    flow_id = h.start("shaped")
+    h.deliver_next()  # the fan-out
+    lines = shapes.running(h.flow(flow_id))
+    assert lines[0].startswith("  running   each fanout")
+    assert "3 items in 3 lanes: 0 lanes done, 0 items failed" in lines[1]
+
+
+def test_the_cli_prints_the_graph_of_an_app_flow(capsys: object) -> None:
+    assert main(["graph", "fleet"]) == 0
+    out = capsys.readouterr().out  # type: ignore[attr-defined]
+    assert "register_all" in out and "callback, timeout" in out
+
+
+def test_an_unknown_flow_is_refused_with_status_2(capsys: object) -> None:
+    assert main(["graph", "nope"]) == 2
+    assert "unknown flow 'nope'" in capsys.readouterr().err  # type: ignore[attr-defined]
