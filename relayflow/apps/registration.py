@@ -193,7 +193,12 @@ class FleetSteps:
         reg_id = str(ctx.outputs["activate"]["registration_id"])
         status = str(self._api.within(ctx).registration(reg_id)["status"])
         if status == "ACTIVE":
-            return {"registration_id": reg_id, "status": status, "via": "poll"}
+            return {
+                "registration_id": reg_id,
+                "resource": ctx.item,
+                "status": status,
+                "via": "poll",
+            }
         if status == "PENDING":
             raise NotReady(f"registration {reg_id} is {status}")
         raise PermanentError(f"registration {reg_id} is {status}", code=f"REGISTRATION_{status}")

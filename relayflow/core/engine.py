@@ -564,7 +564,13 @@ class Engine:
         outputs = record.outputs
         if track is not None and track.sent is not None:  # a callback's check sees what it sent
             outputs = {**outputs, pos.step: track.sent}
+        effect = record.live_effect(pos.effect_name)
+        if pos.kind is TaskKind.COMPENSATE and effect is not None and effect.output is not None:
+            outputs = {**outputs, pos.step: effect.output}  # what the action answered
         index = record.item_index
+        item = None if index is None else record.items[record.cursor]["item"]
+        if pos.scope is not None and not record.is_lane:  # an item's undo, run by its flow
+            index, item = pos.item, effect.item if effect is not None else None
         return StepContext(
             flow_id=record.parent or record.flow_id,
             flow=record.flow,
@@ -580,7 +586,7 @@ class Engine:
             deadline=self._clock.now() + timedelta(seconds=self._budget_s(pos.kind)),
             clock=self._clock.now,
             callback_token=(track.token or "") if track is not None else "",
-            item=None if index is None else record.items[record.cursor]["item"],
+            item=item,
             item_index=index,
         )
 
@@ -643,7 +649,7 @@ class Engine:
             return CallbackAnswer(Completion.IGNORED, "no flow has this token", flow_id)
         key = _track_with(found.record, token)
         if key is None:
-            return CallbackAnswer(Completion.IGNORED, _not_awaited(found.record), flow_id)
+            return CallbackAnswer(Completion.IGNORED, self._why_not(found.record), flow_id)
         try:
             plan = self._plan(self._planning_flow(found.record))
         except UnknownFlow as exc:
@@ -663,9 +669,19 @@ class Engine:
 
         if self._write(found, completed) is Ran.STALE:
             latest = self._store.get(flow_id)
-            why = _not_awaited(latest) if latest else "the flow is gone"
+            why = self._why_not(latest) if latest else "the flow is gone"
             return CallbackAnswer(Completion.IGNORED, why, flow_id)
         return CallbackAnswer(Completion.COMPLETED if waiting else Completion.KEPT, "", flow_id)
+
+    def _why_not(self, record: FlowRecord) -> str:
+        """Why no step awaits a token of ``record`` (for a ForEach lane: of its flow)."""
+        if record.is_lane and record.parent is not None:
+            parent = self._store.get(record.parent)
+            if parent is not None and parent.status in TERMINAL:
+                return _not_awaited(parent)
+            if record.status is Status.SUCCEEDED:
+                return "no step awaits this token: its item is done (completed already)"
+        return _not_awaited(record)
 
     # -- operations ----------------------------------------------------------------------
 

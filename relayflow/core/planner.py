@@ -244,7 +244,7 @@ def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowReco
     """The focused step is done: its track ends, and every step that became ready starts."""
     pos = record.position
     if pos.kind is TaskKind.ACTION:
-        record = _effect_done(plan, record, pos.effect_name)
+        record = _effect_done(plan, record, pos.effect_name, output)
         if _is_callback(plan.flow, pos.step):
             return _await(plan, record, output)
     entry = _entry(plan, record, _done_outcome(pos.kind, output))
@@ -374,7 +374,7 @@ def _past_deadline(plan: Plan, record: FlowRecord, when: datetime) -> bool:
 def poll_deadline(plan: Plan, record: FlowRecord) -> datetime:
     """When polling (or waiting for a callback) must stop: the step's own deadline or the
     flow's, if sooner."""
-    step = plan.flow.step(record.position.step_index)
+    step = step_at(plan.flow, record.position)
     assert isinstance(step, PollStep | CallbackStep)
     assert record.step_started_at is not None, "poll_deadline() needs a focused record"
     limit = step.timeout_s if isinstance(step, CallbackStep) else step.policy.deadline_s
@@ -384,7 +384,7 @@ def poll_deadline(plan: Plan, record: FlowRecord) -> datetime:
 
 def _poll_again(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     pos = record.position
-    step = plan.flow.step(pos.step_index)
+    step = step_at(plan.flow, pos)
     assert isinstance(step, PollStep | CallbackStep)
     seen, hint = _seen(outcome)
     failing = isinstance(outcome, Retry)
@@ -586,14 +586,15 @@ def begin_effect(plan: Plan, record: FlowRecord) -> FlowRecord:
     if record.live_effect(name) is not None:
         return record
     over = sum(1 for e in record.effects if e.step == name)  # none is live: all are over
-    effect = Effect(step=name, n=over, generation=pos.generation, at=plan.now)
+    item = record.items[record.cursor]["item"] if record.item_index is not None else None
+    effect = Effect(step=name, n=over, generation=pos.generation, at=plan.now, item=item)
     return record.model_copy(update={"effects": [*record.effects, effect]})
 
 
-def _effect_done(plan: Plan, record: FlowRecord, step: str) -> FlowRecord:
+def _effect_done(plan: Plan, record: FlowRecord, step: str, output: dict[str, Any]) -> FlowRecord:
     if record.live_effect(step) is None:
         record = begin_effect(plan, record)
-    return _set_effect(record, step, state=EffectState.DONE, done_at=plan.now)
+    return _set_effect(record, step, state=EffectState.DONE, done_at=plan.now, output=output)
 
 
 def _set_effect(record: FlowRecord, step: str, **update: Any) -> FlowRecord:
@@ -620,7 +621,7 @@ def _forget_first_try(record: FlowRecord) -> FlowRecord:
 
 def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
     pos = record.position
-    step = plan.flow.step(pos.step_index)
+    step = step_at(plan.flow, pos)
     assert isinstance(step, EffectStep)
     tries = pos.attempt + 1 + record.uncommitted
     if isinstance(outcome, Retry) and tries < step.retry.max_attempts:
@@ -1011,6 +1012,7 @@ def new_lane(
         created_at=parent.created_at,
         updated_at=plan.now,
         trace=parent.trace,
+        deadline_at=parent.deadline_at,  # the flow's deadline bounds its items too
         parent=parent.flow_id,
         scope=scope,
         lane=lane,

@@ -101,6 +101,10 @@ class Effect(_Model):
     state: EffectState = EffectState.UNKNOWN
     at: datetime
     done_at: datetime | None = None
+    # What the action answered (when it did), and a ForEach item's item: its undo reads
+    # them, wherever the undo runs (in the flow, after the lanes were gathered).
+    output: dict[str, Any] | None = None
+    item: Any = None
 
     @property
     def order(self) -> datetime:

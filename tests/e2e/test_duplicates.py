@@ -73,6 +73,28 @@ def test_every_task_delivered_twice_still_gives_one_effect_per_step(
     assert duplicated >= sum(len(r.history) for r in records)
 
 
+def test_every_task_delivered_twice_in_a_flow_of_every_shape_changes_nothing(
+    doubled_stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in doubled_stack.env().items():
+        monkeypatch.setenv(name, value)
+    db = firestore.Client(project="relayflow-local")
+    harness = Harness(doubled_stack, FlowStore(db), db)
+    before = harness.side_effects()
+    # given a fleet (ForEach of callback steps, an If, a join) whose tasks all come twice
+    resources = [f"dupfleet-{i}" for i in range(6)]
+    body = {"flow": "fleet", "flow_id": "dupfleet", "input": {"resources": resources}}
+    harness.publish(body)
+    record = harness.wait_terminal("dupfleet", timeout_s=120)
+    # then one registration per resource, one group entity, and each step once in history
+    assert record.status is Status.SUCCEEDED, record.result
+    after = harness.side_effects()
+    assert after["registrations_created"] - before["registrations_created"] == len(resources)
+    assert after["entities_created"] - before["entities_created"] == 1
+    steps = Counter((h.step, h.kind) for h in record.history)
+    assert steps[("create_group", "action")] == 1 and steps[("enough", "choice")] == 1
+
+
 def _tasks_stats(ports: Ports) -> dict[str, int]:
     response = requests.get(f"http://{HOST}:{ports.cloud_tasks_rest}/stats", timeout=10)
     response.raise_for_status()

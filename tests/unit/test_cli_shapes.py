@@ -25,7 +25,9 @@ def shaped() -> Flow:
 def test_text_names_every_step_its_kind_and_what_it_runs_after() -> None:
     text = shapes.render(shaped(), mermaid=False).splitlines()
     assert text[0] == "shaped v1"
-    assert "for each item, 10 at a time" in text[1] and text[2].strip() == "go  <- (start)   [action]"
+    assert (
+        "for each item, 10 at a time" in text[1] and text[2].strip() == "go  <- (start)   [action]"
+    )
     assert "[if: then a; otherwise b]" in text[3]
     assert text[5].split() == ["b", "<-", "big|otherwise|", "[poll]"]
     assert "end" in text[6] and "<- a, b" in text[6]

@@ -210,3 +210,35 @@ def test_items_that_await_a_callback_resume_when_their_tokens_are_completed() ->
         {"active": True},
         {"active": "late but in time"},
     ]
+
+
+def test_a_later_failure_undoes_items_that_awaited_callbacks_with_what_they_sent() -> None:
+    from relayflow.core.flows import CallbackStep
+
+    undo = scripted({})
+    h = Harness(
+        Flow(
+            name="f",
+            steps=(
+                ForEach(
+                    "each",
+                    items=lambda ctx: ["a"],
+                    steps=(
+                        CallbackStep(
+                            "activate", scripted({"sent": 1}), timeout_s=60, compensate=undo
+                        ),
+                    ),
+                ),
+                ActionStep("last", scripted(PermanentError("no"))),
+            ),
+        )
+    )
+    flow_id = h.start("f")
+    h.deliver_next()
+    h.deliver_next()
+    h.complete(h.token(f"{flow_id}.each.0", "activate"), {"active": True})
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.FAILED
+    (ctx,) = undo.calls
+    assert (ctx.item, ctx.item_index) == ("a", 0)  # the item, though the flow runs the undo
+    assert ctx.outputs["activate"] == {"sent": 1}  # what its run answered
