@@ -118,7 +118,9 @@ class FlowStore:
                 # update() replaces each top-level field; to_doc() always has every field.
                 result = ref.update(updated.to_doc(), option=unchanged, timeout=RPC_TIMEOUT_S)
             except (FailedPrecondition, NotFound):
-                continue  # somebody changed (or removed) it since the read: read again
+                # somebody changed (or removed) it since the read: read again
+                self._counters.add("firestore_conflicts")
+                continue
             except InvalidArgument as exc:  # too large, too many index entries: for good
                 raise UnstorableChange(str(exc.message)[:500]) from exc
             return Snapshot(updated, result.update_time)
