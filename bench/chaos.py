@@ -20,6 +20,9 @@ duplicates scenario on a second stack whose Cloud Tasks emulator delivers every 
                 client timeout, on every business route, for the whole run
     duplicates  every task delivered twice, concurrently; every start message published twice
 
+Each scenario runs --flows registration flows and one `fleet` flow per 20 of them (every shape:
+a ForEach of five callback steps with a safety-net poll, an If, a join).
+
 For each it prints: flows, terminal, stuck (not ended when the drain times out), SUCCEEDED,
 live registrations and entities at the client API against SUCCEEDED flows, duplicate effects
 (two live registrations for one resource, two live entities for one registration), orphaned
@@ -75,6 +78,7 @@ CHAOS_ENV = {
     "RELAYFLOW_HANDLER_BUDGET_S": "10",
 }
 SWEEP_INTERVAL_S = 5.0
+FLEET_SIZE = 5  # resources per fleet flow
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED"}
 
 
@@ -88,6 +92,7 @@ class Outcome:
     succeeded: int
     statuses: dict[str, int]
     live_registrations: int
+    expected_registrations: int
     live_entities: int
     duplicates: int
     orphans: int
@@ -100,7 +105,8 @@ class Outcome:
     @property
     def ok(self) -> bool:
         clean = self.stuck == 0 and self.duplicates == 0 and self.orphans == 0
-        effects = self.live_registrations == self.live_entities == self.succeeded
+        effects = self.live_registrations == self.expected_registrations
+        effects = effects and self.live_entities == self.succeeded
         return clean and effects and self.succeeded == self.flows
 
 
@@ -204,6 +210,16 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
         }
         for i in range(args.flows)
     ]
+    # and a few flows of every shape: a ForEach of callback steps (with a safety-net poll),
+    # an If, a join, against the same client API
+    bodies += [
+        {
+            "flow": "fleet",
+            "flow_id": f"{name}-{run}-fleet{j}",
+            "input": {"resources": [f"{name}-{run}-fleet{j}-{k}" for k in range(FLEET_SIZE)]},
+        }
+        for j in range(max(1, args.flows // 20))
+    ]
     events = Events(build_publisher(), project="relayflow-local")
     stop, started = threading.Event(), threading.Event()
     injector = threading.Thread(target=FAULTS[name], args=(stack, stop, started, args), daemon=True)
@@ -266,9 +282,10 @@ def outcome(
     by_resource: dict[str, list[str]] = live["registrations_by_resource"]
     entities: dict[str, list[str]] = live["entities_by_registration"]
     live_regs = {reg for regs in by_resource.values() for reg in regs}
-    succeeded = {
-        b["input"]["resource"] for b in bodies if statuses.get(b["flow_id"]) == "SUCCEEDED"
-    }
+    ok = [b for b in bodies if statuses.get(b["flow_id"]) == "SUCCEEDED"]
+    # what must be live: a registration for each resource of a flow that succeeded, and one
+    # entity per such flow (a fleet's group entity, on one of its registrations)
+    succeeded = {r for b in ok for r in b["input"].get("resources", [b["input"].get("resource")])}
     duplicates = sum(len(regs) - 1 for regs in by_resource.values() if len(regs) > 1)
     duplicates += sum(
         len(ids) - 1 for reg, ids in entities.items() if reg in live_regs and len(ids) > 1
@@ -282,9 +299,10 @@ def outcome(
         scenario=name,
         flows=len(bodies),
         terminal=sum(1 for s in statuses.values() if s in TERMINAL),
-        succeeded=len(succeeded),
+        succeeded=len(ok),
         statuses=counted,
         live_registrations=len(live_regs),
+        expected_registrations=len(succeeded),
         live_entities=sum(len(ids) for ids in entities.values()),
         duplicates=duplicates,
         orphans=orphans,

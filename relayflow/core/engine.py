@@ -692,6 +692,12 @@ class Engine:
             raise FlowNotFound(f"no flow with id {flow_id!r}")
         return record
 
+    def lanes(self, flow_id: str) -> list[FlowRecord]:
+        """The ForEach lanes of a flow's current run (FlowNotFound if there is no flow)."""
+        record = self.get(flow_id)
+        found = [self._store.get(lane_id) for lane_id in record.lanes]
+        return [lane for lane in found if lane is not None]
+
     def cancel(self, flow_id: str, reason: str = "cancelled by an operator") -> FlowRecord:
         """Cancel an active flow; InvalidTransition if it has already ended. A flow whose type
         is not deployed is cancelled without undoing anything (there are no handlers to undo

@@ -71,4 +71,32 @@ def _error(status: int, code: str, message: str) -> tuple[Response, int]:
     return jsonify({"error": {"code": status, "status": code, "message": message}}), status
 
 
-__all__ = ["add_callback_routes", "completion_of"]
+__all__ = ["add_callback_routes", "add_item_routes", "completion_of"]
+
+
+def add_item_routes(app: Flask, engine: Engine) -> None:
+    """``GET /flows/{id}/lanes``: where each ForEach item of a flow is (its lanes' progress)."""
+
+    @app.get("/flows/<flow_id>/lanes")
+    def lanes(flow_id: str) -> Any:
+        from relayflow.core.errors import FlowNotFound
+
+        try:
+            found = engine.lanes(flow_id)
+        except FlowNotFound as exc:
+            return _error(404, "NOT_FOUND", str(exc))
+        return {"lanes": [_lane_view(lane) for lane in found]}
+
+
+def _lane_view(lane: Any) -> dict[str, Any]:
+    return {
+        "lane_id": lane.flow_id,
+        "step": lane.scope,
+        "status": str(lane.status),
+        "items": [item["index"] for item in lane.items],
+        "at_item": lane.item_index,
+        "position": lane.position.label() if lane.tracks else None,
+        "done": sorted(int(i) for i in lane.item_outputs),
+        "failed": lane.failed_items,
+        "updated_at": lane.updated_at.isoformat(),
+    }

@@ -28,7 +28,7 @@ from relayflow.gcp.auth import TokenVerifier, Unauthorized
 from relayflow.gcp.store import FlowStore
 from relayflow.runtime import Runtime
 from relayflow.telemetry import Counters
-from relayflow.web.callbacks import add_callback_routes
+from relayflow.web.callbacks import add_callback_routes, add_item_routes
 
 log = logging.getLogger("relayflow.web.services")
 MAX_LIST = 500
@@ -206,6 +206,7 @@ def api_app(runtime: Runtime) -> Flask:
         return _list(runtime.store)
 
     add_callback_routes(app, engine)
+    add_item_routes(app, engine)
     return app
 
 

@@ -55,6 +55,11 @@ def test_items_run_in_parallel_ten_at_a_time_and_join_in_order(
     assert (record.finished_at - record.created_at).total_seconds() < 12
     assert record.outputs["enough"] == {"branch": "then"}
     assert record.skipped == ["report_shortfall"]
+    # the api shows where each item is: lane 0 ran items 0 and 10, lane 1 items 1 and 11
+    url = harness.url(harness.ports.api, f"/flows/{flow_id}/lanes")
+    lanes = {lane["lane_id"]: lane for lane in requests.get(url, timeout=10).json()["lanes"]}
+    first = lanes[f"{flow_id}.register_all.0"]
+    assert (first["items"], first["done"], first["status"]) == ([0, 10], [0, 10], "SUCCEEDED")
 
 
 def test_an_if_skips_the_branch_not_taken(harness: Harness, new_id: Callable[[str], str]) -> None:
