@@ -75,7 +75,9 @@ def test_health_probes_and_phases(tmp_path: Path) -> None:
     assert components["start_function"].probe is Probe.ANY_HTTP
     assert components["api"].health_url == "http://127.0.0.1:9009/healthz"
     services = [c.name for c in components.values() if c.phase is Phase.SERVICE]
-    assert services == ["start_function", "worker", "poller", "api"]
+    assert services == ["start_function", "worker", "poller", "api", "sweeper"]
+    assert components["sweeper"].probe is Probe.ALIVE and components["sweeper"].ports == ()
+    assert components["orders_api"].health_url == "http://127.0.0.1:9010/healthz"
 
 
 def test_relayflow_env_points_at_the_ports() -> None:
@@ -89,10 +91,15 @@ def test_relayflow_env_points_at_the_ports() -> None:
         "RELAYFLOW_PROJECT_ID": "relayflow-local",
         "RELAYFLOW_WORKER_URL": "http://127.0.0.1:9007",
         "RELAYFLOW_POLLER_URL": "http://127.0.0.1:9008",
+        "RELAYFLOW_API_URL": "http://127.0.0.1:9009",
         "RELAYFLOW_CLIENT_API_URL": "http://127.0.0.1:9005",
+        "ORDERS_API_URL": "http://127.0.0.1:9010",
         "RELAYFLOW_OIDC_CERTS_URL": "http://127.0.0.1:9004/oauth2/v1/certs",
         "RELAYFLOW_VERIFY_TOKENS": "true",
     }
+    assert relayflow_env(Ports(9000), "myflows.flows:registry")["RELAYFLOW_APP"] == (
+        "myflows.flows:registry"
+    )
 
 
 def test_child_env_overrides_the_callers_and_bypasses_proxies() -> None:
