@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from relayflow.core.errors import InvalidMessage, UnknownFlow
 from relayflow.core.flows import Flow, Registry
 from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
+from relayflow.core.tenants import TENANT_PATTERN, Priority
 from relayflow.core.values import UnstorableValue, check_storable
 
 MAX_INPUT_BYTES = 64 * 1024
@@ -23,7 +24,8 @@ MAX_DEADLINE_S = 30 * 24 * 3600  # Cloud Tasks schedules at most 30 days ahead
 
 
 class StartMessage(BaseModel):
-    """``{"flow": name, "input": {...}, "flow_id"?: id, "deadline_s"?: seconds}``."""
+    """``{"flow": name, "input": {...}, "flow_id"?: id, "deadline_s"?: seconds,
+    "tenant"?: name, "priority"?: "high" | "low"}``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -31,6 +33,8 @@ class StartMessage(BaseModel):
     input: dict[str, Any]
     flow_id: str | None = Field(default=None, pattern=FLOW_ID_PATTERN)
     deadline_s: float | None = Field(default=None, gt=0, le=MAX_DEADLINE_S)
+    tenant: str | None = Field(default=None, pattern=TENANT_PATTERN)
+    priority: Priority | None = None
 
     @field_validator("flow_id")
     @classmethod
@@ -90,10 +94,18 @@ def decode_json(data: bytes) -> dict[str, Any]:
     return value
 
 
-def parse_start(data: bytes, registry: Registry) -> tuple[StartMessage, Flow]:
-    """Validate a start message against the schema, the registry and the flow's input model."""
+def parse_start(
+    data: bytes, registry: Registry, attributes: dict[str, str] | None = None
+) -> tuple[StartMessage, Flow]:
+    """Validate a start message against the schema, the registry and the flow's input model.
+
+    A ``tenant`` or ``priority`` message attribute counts when the body does not say."""
     try:
-        message = StartMessage.model_validate(decode_json(data))
+        body = decode_json(data)
+        for name in ("tenant", "priority"):
+            if name not in body and (attributes or {}).get(name):
+                body[name] = (attributes or {})[name]
+        message = StartMessage.model_validate(body)
     except ValidationError as exc:
         raise InvalidMessage(describe(exc)) from None
     try:
