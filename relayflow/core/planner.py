@@ -512,7 +512,7 @@ def _timeout(record: FlowRecord, code: str, message: str) -> dict[str, Any]:
     return {"code": code, "message": message, "step": pos.step, "polls": pos.poll + 1}
 
 
-def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
+def cancel(plan: Plan, record: FlowRecord, reason: str, *, by: str = "") -> FlowRecord:
     """Cancel an active flow: undo its completed steps (if any can be undone), then end it
     CANCELLED. Its pending task becomes a stale no-op.
 
@@ -529,12 +529,14 @@ def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
             f"{record.claim.until.isoformat()}); cancel again once it has committed"
         )
     result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
-    record = _log(plan, record, _entry(plan, record, "cancelled", detail=reason), a_try=False)
+    entry = _entry(plan, record, "cancelled", detail=reason).model_copy(update={"by": by})
+    record = _log(plan, record, entry, a_try=False)
     return _compensate_next(plan, record, result)
 
 
-def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
-    """Run a failed, timed-out or cancelled flow again, as a new generation.
+def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -> FlowRecord:
+    """Run a failed, timed-out or cancelled flow again, as a new generation; ``reason`` and
+    ``by`` (the operator) are recorded on its history entry.
 
     It keeps the outputs of steps that are still in effect (done and not undone by this
     generation's compensations) and resumes at the first step without one: a step whose undo
@@ -553,7 +555,8 @@ def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
         step=plan.flow.step(index).name,
         kind=kind_of(plan.flow, index),
     )
-    entry = _entry(plan, record, "restarted", detail=f"generation {position.generation}")
+    detail = f"generation {position.generation}" + (f": {reason}" if reason else "")
+    entry = _entry(plan, record, "restarted", detail=detail).model_copy(update={"by": by})
     moved = _move(plan, _log(plan, record, entry, a_try=False), Status.PENDING).model_copy(
         update={
             "position": position,
