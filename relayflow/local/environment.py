@@ -37,6 +37,10 @@ def relayflow_env(ports: Ports, app: str | None = None) -> dict[str, str]:
         "ORDERS_API_URL": f"http://{HOST}:{ports.orders_api}",
         "RELAYFLOW_OIDC_CERTS_URL": f"http://{HOST}:{ports.cloud_tasks_rest}/oauth2/v1/certs",
         "RELAYFLOW_VERIFY_TOKENS": "true",
+        # The api (and its console, and the CLI's operator commands) on 127.0.0.1: open to
+        # this machine only, as "local"; tasks are still verified.
+        "RELAYFLOW_API_URL": f"http://{HOST}:{ports.api}",
+        "RELAYFLOW_API_VERIFY_TOKENS": "false",
     }
 
 

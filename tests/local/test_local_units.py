@@ -75,7 +75,7 @@ def test_health_probes_and_phases(tmp_path: Path) -> None:
     assert components["start_function"].probe is Probe.ANY_HTTP
     assert components["api"].health_url == "http://127.0.0.1:9009/healthz"
     services = [c.name for c in components.values() if c.phase is Phase.SERVICE]
-    assert services == ["start_function", "worker", "poller", "api"]
+    assert services == ["start_function", "worker", "poller", "api", "sweeper"]
 
 
 def test_relayflow_env_points_at_the_ports() -> None:
@@ -92,6 +92,9 @@ def test_relayflow_env_points_at_the_ports() -> None:
         "RELAYFLOW_CLIENT_API_URL": "http://127.0.0.1:9005",
         "RELAYFLOW_OIDC_CERTS_URL": "http://127.0.0.1:9004/oauth2/v1/certs",
         "RELAYFLOW_VERIFY_TOKENS": "true",
+        "ORDERS_API_URL": "http://127.0.0.1:9010",
+        "RELAYFLOW_API_URL": "http://127.0.0.1:9009",
+        "RELAYFLOW_API_VERIFY_TOKENS": "false",
     }
 
 
