@@ -12,6 +12,7 @@ from relayflow.app import AppError, load_registry
 from relayflow.core.clock import SystemClock
 from relayflow.core.engine import Engine, Limits
 from relayflow.core.errors import ConfigError
+from relayflow.core.flows import Registry
 from relayflow.core.messages import describe
 from relayflow.core.planner import QueueNames
 from relayflow.gcp import events, queue, store
@@ -43,6 +44,7 @@ class Runtime:
     counters: Counters
     tracer: Tracer | None = None  # None: tracing is off
     metrics: Metrics = field(default_factory=Metrics)  # the base class: metrics are off
+    registry: Registry | None = None  # the flows this deployment runs
 
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
@@ -98,7 +100,7 @@ def build_runtime(
         tracer=tracer,
         metrics=metrics,
     )
-    return Runtime(settings, topology, engine, flow_store, counters, tracer, metrics)
+    return Runtime(settings, topology, engine, flow_store, counters, tracer, metrics, registry)
 
 
 def limits(settings: Settings, topology: Topology) -> Limits:

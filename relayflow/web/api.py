@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, g, redirect, request, url_for
 
 from relayflow.core.engine import Engine
 from relayflow.core.errors import FlowNotFound, InvalidTransition, RelayflowError
+from relayflow.core.flows import Registry
 from relayflow.core.listing import FlowSummary, Page
 from relayflow.core.ports import Store
 from relayflow.core.records import FlowRecord
@@ -42,6 +43,7 @@ from relayflow.web.services import base_app, error
 
 log = logging.getLogger("relayflow.web.api")
 View = Callable[..., Any]
+Guard = Callable[[View], View]
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
 
 # How each refusal is answered: HTTP status and Google's status name.
@@ -75,6 +77,8 @@ class Operations:
     dead_letters: DeadLetters
     counters: Counters
     metrics: Metrics
+    # The deployed flow definitions: the console draws poll waits against their curves.
+    registry: Registry | None = None
 
 
 def api_app(runtime: Runtime) -> Flask:
@@ -87,6 +91,7 @@ def api_app(runtime: Runtime) -> Flask:
             dead_letters=_dead_letter_hold(runtime),
             counters=runtime.counters,
             metrics=runtime.metrics,
+            registry=runtime.registry,
         )
     )
 
@@ -99,10 +104,15 @@ def build_api(ops: Operations) -> Flask:
     _register_flows(app, ops)
     _register_messages(app, ops)
     app.register_blueprint(console.blueprint(ops))
+
+    @app.get("/")
+    def home() -> Any:
+        return redirect(url_for("console.home"))
+
     return app
 
 
-def guarded(access: Access, role: Role, action: str) -> Callable[[View], View]:
+def guarded(access: Access, role: Role, action: str) -> Guard:
     """Identify the caller (``g.caller``) and refuse one whose role may not ``action``."""
 
     def wrap(view: View) -> View:

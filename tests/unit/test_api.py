@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 
 from emulators.cloud_tasks.oidc import TokenIssuer
 from relayflow.core.errors import NotReady, PermanentError
-from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, StepContext
+from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, Registry, StepContext
 from relayflow.core.state import Status
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.dead_letters import DeadLetter, DeadLetterNotFound
@@ -102,6 +102,7 @@ def build(access: Access) -> Api:
         dead_letters=letters,
         counters=Counters(),
         metrics=Metrics(),
+        registry=Registry((FLOW,)),
     )
     return Api(h, build_api(ops).test_client(), letters)
 
