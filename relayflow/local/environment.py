@@ -13,6 +13,8 @@ from pathlib import Path
 from relayflow.local.ports import HOST, Ports
 
 PROJECT_ID = "relayflow-local"
+# Where a stack keeps its state, logs and env file (relative to where ``local up`` ran).
+DEFAULT_STATE_DIR = Path(".relayflow/local")
 # Loopback traffic must never go through a developer's proxy (gRPC honours http_proxy too).
 _NO_PROXY = "127.0.0.1,localhost"
 
