@@ -10,13 +10,10 @@ from pathlib import Path
 
 from relayflow.local.environment import PROJECT_ID
 from relayflow.local.health import Probe
+from relayflow.local.names import ALL, EMULATORS, FAKES, GROUPS, SERVICES
 from relayflow.local.ports import HOST, Ports
 
-EMULATORS = ("pubsub", "firestore", "cloud_tasks")
-FAKES = ("client_api", "orders_api")
-SERVICES = ("start_function", "worker", "poller", "api", "sweeper")
-ALL = (*EMULATORS, *FAKES, *SERVICES)
-GROUPS = {"emulators": EMULATORS, "services": SERVICES, "all": ALL}
+__all__ = ["ALL", "EMULATORS", "FAKES", "GROUPS", "SERVICES", "Component", "Phase", "Toolchain"]
 
 
 class Phase(IntEnum):

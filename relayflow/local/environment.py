@@ -10,11 +10,11 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
+from relayflow.local.names import DEFAULT_STATE_DIR
 from relayflow.local.ports import HOST, Ports
 
 PROJECT_ID = "relayflow-local"
-# Where a stack keeps its state, logs and env file (relative to where ``local up`` ran).
-DEFAULT_STATE_DIR = Path(".relayflow/local")
+__all__ = ["DEFAULT_STATE_DIR", "PROJECT_ID", "child_env", "relayflow_env", "write_env_file"]
 # Loopback traffic must never go through a developer's proxy (gRPC honours http_proxy too).
 _NO_PROXY = "127.0.0.1,localhost"
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -100,6 +101,7 @@ def build_api(ops: Operations) -> Flask:
     from relayflow.web import console
 
     app = base_app("relayflow-api", ops.counters, ops.metrics)
+    _register_timing(app)
     _register_errors(app)
     _register_flows(app, ops)
     _register_messages(app, ops)
@@ -137,6 +139,23 @@ def caller() -> Caller:
 def refusal(exc: RelayflowError) -> tuple[int, str]:
     """The HTTP status and status name ``exc`` is answered with."""
     return next((v for t, v in ERRORS.items() if isinstance(exc, t)), (500, "INTERNAL"))
+
+
+def _register_timing(app: Flask) -> None:
+    """``Server-Timing: app;dur=<ms>`` on every answer: the api's own time, almost all of it
+    Firestore's, which a browser's developer tools and bench/cli_startup.py read."""
+
+    @app.before_request
+    def started() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def timed(response: Response) -> Response:
+        began = g.get("started")
+        if began is not None:
+            elapsed_ms = (time.perf_counter() - began) * 1000
+            response.headers["Server-Timing"] = f"app;dur={elapsed_ms:.1f}"
+        return response
 
 
 def _register_errors(app: Flask) -> None:
