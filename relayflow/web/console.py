@@ -234,6 +234,10 @@ def _register_filters(bp: Blueprint) -> None:
     def when(at: datetime | None) -> str:
         return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if at else ""
 
+    @bp.app_template_filter("short")
+    def short(at: datetime | None) -> str:
+        return at.astimezone(UTC).strftime("%m-%d %H:%M:%S") if at else ""
+
     @bp.app_template_filter("seconds")
     def seconds(value: float | None) -> str:
         return "" if value is None else duration(value)
