@@ -28,7 +28,7 @@ from relayflow.local.ports import HOST, Ports
 from relayflow.local.stack import Stack
 from tests.e2e.conftest import FAST_POLICIES, PROJECT, Harness
 
-CONSOLE_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 500
+CONSOLE_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 700
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM_FLAGS = (
