@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry.trace import Tracer
 from pydantic import ValidationError
@@ -12,10 +12,12 @@ from relayflow.app import AppError, load_registry
 from relayflow.core.clock import SystemClock
 from relayflow.core.engine import Engine, Limits
 from relayflow.core.errors import ConfigError
+from relayflow.core.flows import Registry
 from relayflow.core.messages import describe
 from relayflow.core.planner import QueueNames
 from relayflow.gcp import events, queue, store
 from relayflow.gcp.auth import TokenVerifier
+from relayflow.metrics import Metrics, configure_metrics
 from relayflow.settings import Settings, load_settings
 from relayflow.telemetry import Counters, configure_logging, configure_tracing
 from relayflow.topology import Topology, load_topology
@@ -41,6 +43,8 @@ class Runtime:
     store: store.FlowStore
     counters: Counters
     tracer: Tracer | None = None  # None: tracing is off
+    metrics: Metrics = field(default_factory=Metrics)  # the base class: metrics are off
+    registry: Registry | None = None  # the flows this deployment runs
 
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
@@ -53,11 +57,15 @@ def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Targ
     }
 
 
-def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtime:
+def build_runtime(
+    settings: Settings, *, tracer: Tracer | None = None, metrics: Metrics | None = None
+) -> Runtime:
     """Connect to Firestore, Cloud Tasks and Pub/Sub (or their emulators) and build the engine.
 
-    ``tracer`` is what ``telemetry.configure_tracing`` returned (None: tracing off).
+    ``tracer`` is what ``telemetry.configure_tracing`` returned (None: tracing off);
+    ``metrics`` what ``metrics.configure_metrics`` did (None: metrics off).
     """
+    metrics = metrics or Metrics()
     registry = load_registry(settings.app, settings)  # first: a bad app fails before any client
     topology = load_topology()
     counters = Counters()
@@ -91,8 +99,9 @@ def build_runtime(settings: Settings, *, tracer: Tracer | None = None) -> Runtim
         queues=QueueNames(steps=topology.queues.steps.name, polls=topology.queues.polls.name),
         limits=limits(settings, topology),
         tracer=tracer,
+        metrics=metrics,
     )
-    return Runtime(settings, topology, engine, flow_store, counters, tracer)
+    return Runtime(settings, topology, engine, flow_store, counters, tracer, metrics, registry)
 
 
 def limits(settings: Settings, topology: Topology) -> Limits:
@@ -123,7 +132,11 @@ def boot(service: str) -> Runtime:
         raise ConfigError(f"{service}: bad configuration: {describe(exc)}") from None
     configure_logging(project_id=settings.project_id)
     try:
-        return build_runtime(settings, tracer=configure_tracing(settings, service=service))
+        return build_runtime(
+            settings,
+            tracer=configure_tracing(settings, service=service),
+            metrics=configure_metrics(settings, service=service),
+        )
     except AppError as exc:
         logging.getLogger("relayflow.boot").critical(
             "cannot load the app", extra={"service": service, "reason": str(exc)}

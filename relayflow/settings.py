@@ -40,8 +40,6 @@ class Settings(BaseSettings):
     # Where Cloud Tasks delivers: the worker and poller services' base URLs.
     worker_url: HttpUrl = HttpUrl("http://127.0.0.1:8127")
     poller_url: HttpUrl = HttpUrl("http://127.0.0.1:8128")
-    # The api's base URL: external systems complete callback tokens at {api_url}/callbacks/.
-    api_url: HttpUrl = HttpUrl("http://127.0.0.1:8129")
     # The external API the reference flow talks to (the fake one locally).
     client_api_url: HttpUrl = HttpUrl("http://127.0.0.1:8125")
     client_api_timeout_s: float = Field(default=10.0, gt=0, le=300)
@@ -78,6 +76,23 @@ class Settings(BaseSettings):
     # on a stack whose handlers are known to be quick (the chaos bench does).
     claim_lease_s: float | None = Field(default=None, gt=0)
     handler_budget_s: float | None = Field(default=None, gt=0)
+
+    # The operator api: its own URL is the audience of the ID tokens its callers send
+    # (``api_audiences`` adds others, e.g. the OAuth client of a proxy that mints them).
+    api_url: HttpUrl = HttpUrl("http://127.0.0.1:8129")
+    api_audiences: tuple[str, ...] = ()
+    # False only on a machine's loopback (the local stack): the api is then open to requests
+    # from 127.0.0.1, which act as "local" with the operator role.
+    api_verify_tokens: bool = True
+    # Who may read flows (viewers) and also cancel, retry and replay them (operators): the
+    # verified emails of callers, as JSON lists.
+    api_viewers: tuple[str, ...] = ()
+    api_operators: tuple[str, ...] = ()
+
+    # Metrics: "none" builds nothing, so metrics off cost nothing; "local" only keeps them
+    # for GET /metrics; "console" also prints them to stderr; "gcp" exports to Cloud Monitoring.
+    metrics_exporter: Literal["none", "gcp", "console", "local"] = "none"
+    metrics_export_interval_s: float = Field(default=60.0, ge=5, le=3600)
 
     # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
     trace_exporter: Literal["none", "gcp", "console"] = "none"

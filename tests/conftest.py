@@ -11,7 +11,9 @@ never leaves processes behind.
 
 Port blocks (10 ports each) as offsets from ``test_base_port`` (``RELAYFLOW_TEST_BASE_PORT``,
 default 18120; move it when two test runs share a machine): +0 ``emulators``, +100
-``local_stack``, +200 tests/e2e, +300 and +400 the stack lifecycle tests in tests/local.
+``local_stack``, +200 tests/e2e, +300 and +400 the stack lifecycle tests in tests/local, +500
+tests/e2e/test_duplicates and tests/project, +600 tests/chaos, +700 tests/console (the
+console in a browser).
 """
 
 from __future__ import annotations

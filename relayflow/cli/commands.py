@@ -1,12 +1,19 @@
-"""The ``relayflow`` command: publish flows, read them, watch them, run the local stack.
+"""The ``relayflow`` command: publish flows, read and operate them, run the local stack.
 
     relayflow publish registration --input '{"resource": "acme-1"}'
     relayflow status FLOW_ID          relayflow watch FLOW_ID
-    relayflow list --status RUNNING   relayflow demo
-    relayflow local up | down | status
+    relayflow list --status RUNNING --flow registration --counts
+    relayflow cancel FLOW_ID --reason "duplicate order"    relayflow retry FLOW_ID --reason …
+    relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
+    relayflow demo                    relayflow local up | down | status
 
-Talks to whatever the environment points at: the local stack after
-``source .relayflow/local/env``, or Google Cloud with application default credentials.
+``publish``, ``watch``, ``demo`` and ``sweep`` talk to Pub/Sub and Firestore directly, as the
+environment says (``source .relayflow/local/env``, or Google Cloud with application default
+credentials); the operator commands go through the api (``RELAYFLOW_API_URL``), as the
+console does, so they act with the caller's identity and role.
+
+This module imports only the standard library: ``relayflow --help`` must print at once, and
+each command loads what it needs when it runs (bench/cli_startup.py measures both).
 """
 
 from __future__ import annotations
@@ -15,22 +22,24 @@ import argparse
 import json
 import os
 import re
-import socket
 import sys
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from google.api_core.exceptions import GoogleAPIError
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from relayflow.settings import Settings
 
-from relayflow.cli import shapes
-from relayflow.core.errors import ConfigError, UnknownFlow
-from relayflow.core.messages import MAX_DEADLINE_S, describe
-from relayflow.core.position import FLOW_ID_PATTERN
-from relayflow.core.records import FlowRecord, HistoryEntry
-from relayflow.core.state import TERMINAL, Status
-from relayflow.settings import Settings, load_settings
+# The same rules as relayflow.core (a unit test keeps them equal); repeated here so that
+# checking an argument imports nothing.
+FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
+STATUSES = ("PENDING", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
+MAX_DEADLINE_S = 30 * 24 * 3600
+MAX_LIST = 500
+MAX_REASON_CHARS = 500
 
 LOCAL_ENV_HINT = (
     "no emulator hosts are set and the project is relayflow-local: start the local stack with "
@@ -40,6 +49,9 @@ LOCAL_ENV_HINT = (
 
 class UsageError(Exception):
     """Raised for a command line that cannot be acted on; printed, exit status 2."""
+
+
+# -- arguments -------------------------------------------------------------------------------
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -53,8 +65,8 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _flow_id(text: str) -> str:
-    if not re.fullmatch(FLOW_ID_PATTERN[1:-1], text):
-        raise argparse.ArgumentTypeError(f"{text!r} does not match {FLOW_ID_PATTERN}")
+    if not FLOW_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} does not match ^[A-Za-z0-9_-]{{1,100}}$")
     return text
 
 
@@ -74,8 +86,14 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _page_size(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIST:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer in 1..{MAX_LIST}")
+    return int(text)
+
+
 def _flow_name(text: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", text):
+    if not FLOW_NAME.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a flow name ([a-z][a-z0-9_-]{{0,62}})")
     return text
 
@@ -86,28 +104,67 @@ def _version(text: str) -> int:
     return int(text)
 
 
-def _status(text: str) -> Status:
+def _status(text: str) -> str:
+    if text.upper() not in STATUSES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(STATUSES)}")
+    return text.upper()
+
+
+def _time(text: str) -> str:
     try:
-        return Status(text.upper())
+        datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        allowed = ", ".join(s.value for s in Status)
-        raise argparse.ArgumentTypeError(f"{text!r} is not one of {allowed}") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 time like 2026-03-01T12:00:00Z (no zone: UTC)"
+        ) from None
+    return text
+
+
+def _cursor(text: str) -> str:
+    if not CURSOR.fullmatch(text):
+        raise argparse.ArgumentTypeError("not a cursor (copy it from the `more:` line)")
+    return text
+
+
+def _reason(text: str) -> str:
+    reason = " ".join(text.split())
+    if not reason:
+        raise argparse.ArgumentTypeError("say why: the reason is recorded with your name")
+    if len(reason) > MAX_REASON_CHARS or not reason.isprintable():
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_REASON_CHARS} printable characters")
+    return reason
+
+
+def _message_id(text: str) -> str:
+    if not 0 < len(text) <= 200 or not text.isprintable():
+        raise argparse.ArgumentTypeError("not a message id (1..200 printable characters)")
+    return text
+
+
+# -- the parser ------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="relayflow",
-        description="Publish, read and watch relayflow flows; run the local stack.",
+        description="Publish, read, watch and operate relayflow flows; run the local stack.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _register_flows(sub)
+    _register_operations(sub)
+    _register_tools(sub)
+    _register_local(sub)
+    return parser
 
+
+def _register_flows(sub: Any) -> None:
     pub = sub.add_parser("publish", help="publish a start message to flow-requests")
     pub.add_argument("flow", help="flow name, e.g. registration")
     pub.add_argument("--input", type=_json_object, default={}, help="flow input (JSON object)")
     pub.add_argument("--flow-id", type=_flow_id, help="idempotent id: republishing starts nothing")
     pub.add_argument("--deadline-s", type=_positive, help="absolute deadline for the flow")
 
-    st = sub.add_parser("status", help="show a flow")
+    st = sub.add_parser("status", help="show a flow (through the api)")
     st.add_argument("flow_id", type=_flow_id)
     st.add_argument("--json", action="store_true", help="print the whole document as JSON")
 
@@ -115,12 +172,48 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("flow_id", type=_flow_id)
     watch.add_argument("--timeout-s", type=_positive, default=1800.0)
 
-    ls = sub.add_parser("list", help="list flows, newest first")
-    ls.add_argument("--status", type=_status)
+    ls = sub.add_parser("list", help="list flows, newest update first (through the api)")
     ls.add_argument("--flow", type=_flow_name, help="only flows of this name")
+    ls.add_argument("--status", type=_status)
     ls.add_argument("--version", type=_version, help="only flows started on this version")
-    ls.add_argument("--limit", type=_count, default=20)
+    ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
+    ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
+    ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")
+    ls.add_argument("--cursor", type=_cursor, help="the next page, as the last one said")
+    ls.add_argument("--counts", action="store_true", help="first, how many in each status")
+    ls.add_argument("--json", action="store_true", help="print the api's answer as JSON")
 
+
+def _register_operations(sub: Any) -> None:
+    for name, does in (("cancel", "undo its done steps and end it"), ("retry", "run it again")):
+        action = sub.add_parser(name, help=f"{name} a flow: {does} (operator role)")
+        action.add_argument("flow_id", type=_flow_id)
+        action.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+        action.add_argument("--wait", action="store_true", help="follow it until it ends")
+
+    rejected = sub.add_parser("rejected", help="messages refused with their reasons")
+    rejected_sub = rejected.add_subparsers(dest="rejected_action", required=True)
+    rl = rejected_sub.add_parser("list", help="newest first")
+    rl.add_argument("--limit", type=_page_size, default=20)
+    rl.add_argument("--cursor", type=_cursor)
+
+    dead = sub.add_parser("dead-letters", help="start messages that failed every delivery")
+    dead_sub = dead.add_subparsers(dest="dead_letters_action", required=True)
+    dl = dead_sub.add_parser("list", help="what the dead-letter hold keeps")
+    dl.add_argument("--limit", type=_page_size, default=100)
+    replay = dead_sub.add_parser(
+        "replay", help="publish one onto flow-requests, then drop it (operator role)"
+    )
+    replay.add_argument("message_id", type=_message_id)
+    replay.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+    replay.add_argument(
+        "--edit-json",
+        type=_json_object,
+        help="publish this start message instead (a JSON object), e.g. with a fixed input",
+    )
+
+
+def _register_tools(sub: Any) -> None:
     app = argparse.ArgumentParser(add_help=False)
     app.add_argument(
         "--app",
@@ -132,11 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--flows", type=_count, default=24)
     demo.add_argument("--timeout-s", type=_positive, default=180.0)
-
     sub.add_parser("sweep", parents=[app], help="re-enqueue overdue flows whose next task was lost")
-    shapes.register(sub, app)
-    _register_local(sub)
-    return parser
+    graph = sub.add_parser("graph", parents=[app], help="print a flow's shape (text, or --mermaid)")
+    graph.add_argument("flow", type=_flow_name, help="flow name")
+    graph.add_argument("--version", type=_version, default=None, help="default: the newest")
+    graph.add_argument("--mermaid", action="store_true", help="a Mermaid flowchart")
 
 
 def _register_local(sub: Any) -> None:
@@ -145,7 +238,15 @@ def _register_local(sub: Any) -> None:
     commands.register(sub)
 
 
+# -- commands that talk to Google directly ---------------------------------------------------
+
+
 def _settings(args: argparse.Namespace | None = None) -> Settings:
+    from pydantic import ValidationError
+
+    from relayflow.core.messages import describe
+    from relayflow.settings import load_settings
+
     app = getattr(args, "app", None)
     if app and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # a team's package, as `python -m` would find it
@@ -165,6 +266,8 @@ def _check_emulators(settings: Settings) -> None:
 
     The client libraries would otherwise retry a refused connection for a minute or more.
     """
+    import socket
+
     hosts = {
         "Pub/Sub": settings.pubsub_emulator_host,
         "Firestore": settings.firestore_emulator_host,
@@ -199,55 +302,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(settings: Settings) -> Any:
-    from relayflow.gcp.store import FlowStore, build_client
-    from relayflow.topology import load_topology
-
-    names = load_topology().firestore
-    return FlowStore(
-        build_client(settings), flows=names.flows_collection, rejected=names.rejected_collection
-    )
-
-
-def format_entry(entry: HistoryEntry) -> str:
-    """One history line: time, step, try, what was seen, the delay chosen."""
-    at = entry.at.strftime("%H:%M:%S.%f")[:-3]
-    which = f"poll {entry.poll}" if entry.kind == "poll" else f"{entry.kind} #{entry.attempt}"
-    delay = f"  next in {entry.delay_s:.2f}s" if entry.delay_s is not None else ""
-    detail = f" ({entry.detail})" if entry.detail and entry.detail not in entry.outcome else ""
-    return f"  {at}  {entry.step:<20} {which:<12} {entry.outcome}{detail}{delay}"
-
-
-def format_record(record: FlowRecord) -> str:
-    lines = [
-        f"flow {record.flow_id} ({record.flow} v{record.version}, "
-        f"generation {record.position.generation})",
-        f"  status    {record.status}",
-        f"  position  {record.position.label()}",
-        f"  polls     {record.polls}   attempts {record.attempts}",
-        f"  created   {record.created_at.isoformat()}",
-    ]
-    lines += shapes.running(record)
-    if record.result:
-        lines.append(f"  result    {record.result.code}: {record.result.message}")
-        payload = record.result.data or record.result.error
-        lines.append(f"            {json.dumps(payload, default=str)}")
-    lines.append("history:")
-    lines.extend(format_entry(e) for e in record.history[-20:])
-    return "\n".join(lines)
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    record = _store(_settings()).get(args.flow_id)
-    if record is None:
-        print(f"no flow with id {args.flow_id!r}", file=sys.stderr)
-        return 1
-    print(record.model_dump_json(indent=2) if args.json else format_record(record))
-    return 0
-
-
 def cmd_watch(args: argparse.Namespace) -> int:
     """Follow a flow through a Firestore listener: each new history entry as it lands."""
+    from relayflow.cli import render
+    from relayflow.core.records import FlowRecord
     from relayflow.gcp.store import build_client
     from relayflow.topology import load_topology
 
@@ -262,13 +320,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if not doc.exists:
                 print(f"waiting for flow {args.flow_id} to exist…", flush=True)
                 continue
-            record = FlowRecord.from_doc(doc.to_dict() or {})
-            total = record.history_dropped + len(record.history)
-            for entry in record.history[max(0, len(record.history) - (total - shown[0])) :]:
-                print(format_entry(entry), flush=True)
+            record = FlowRecord.from_doc(doc.to_dict() or {}).model_dump(mode="json")
+            history = record["history"]
+            total = record["history_dropped"] + len(history)
+            for entry in history[max(0, len(history) - (total - shown[0])) :]:
+                print(render.entry(entry), flush=True)
             shown[0] = total
-            if record.status in TERMINAL:
-                print(format_record(record).split("history:")[0], flush=True)
+            if record["status"] in render.TERMINAL:
+                print(render.flow(record).split("history:")[0], flush=True)
                 ended.set()
 
     watch = ref.on_snapshot(on_snapshot)
@@ -282,46 +341,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    records = _store(_settings()).recent(
-        status=args.status, flow=args.flow, version=args.version, limit=args.limit
-    )
-    print(f"{'FLOW ID':<40} {'FLOW':<18} {'STATUS':<13} {'POSITION':<32} UPDATED")
-    for r in records:
-        name = f"{r.flow} v{r.version}"
-        print(
-            f"{r.flow_id:<40} {name:<18} {r.status:<13} {r.position.label():<32} "
-            f"{r.updated_at.isoformat(timespec='seconds')}"
-        )
-    if not records:
-        print("(no flows)")
-    return 0
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from relayflow.cli.demo import run_demo
 
     return run_demo(_settings(args), flows=args.flows, timeout_s=args.timeout_s)
-
-
-def cmd_graph(args: argparse.Namespace) -> int:
-    from relayflow.app import load_registry
-
-    settings = _settings_offline(args)
-    flow = load_registry(settings.app, settings).get(args.flow, args.version)
-    print(shapes.render(flow, mermaid=args.mermaid))
-    return 0
-
-
-def _settings_offline(args: argparse.Namespace) -> Settings:
-    """Settings for a command that only reads the app (no emulator, no cloud)."""
-    app = getattr(args, "app", None)
-    if app and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return load_settings(**({"app": app} if app else {}))
-    except ValidationError as exc:
-        raise UsageError(f"bad configuration: {describe(exc)}") from None
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -333,14 +356,56 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {
+def cmd_graph(args: argparse.Namespace) -> int:
+    """Print a flow's shape; reads the app only (no emulator, no cloud)."""
+    from relayflow.app import load_registry
+    from relayflow.cli import shapes
+
+    settings = _app_settings(args)
+    flow = load_registry(settings.app, settings).get(args.flow, args.version)
+    print(shapes.render(flow, mermaid=args.mermaid))
+    return 0
+
+
+def _app_settings(args: argparse.Namespace) -> Settings:
+    from pydantic import ValidationError
+
+    from relayflow.core.messages import describe
+    from relayflow.settings import load_settings
+
+    app = getattr(args, "app", None)
+    if app and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a team's package, as `python -m` would find it
+    try:
+        return load_settings(**({"app": app} if app else {}))
+    except ValidationError as exc:
+        raise UsageError(f"bad configuration: {describe(exc)}") from None
+
+
+def _operation(name: str) -> Callable[[argparse.Namespace], int]:
+    """A command of relayflow.cli.operate, imported when it runs."""
+
+    def run(args: argparse.Namespace) -> int:
+        from relayflow.cli import operate
+
+        handler: Callable[[argparse.Namespace], int] = getattr(operate, name)
+        return handler(args)
+
+    return run
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "publish": cmd_publish,
-    "status": cmd_status,
     "watch": cmd_watch,
-    "list": cmd_list,
     "demo": cmd_demo,
     "sweep": cmd_sweep,
     "graph": cmd_graph,
+    "status": _operation("cmd_status"),
+    "list": _operation("cmd_list"),
+    "cancel": _operation("cmd_cancel"),
+    "retry": _operation("cmd_retry"),
+    "rejected": _operation("cmd_rejected"),
+    "dead-letters": _operation("cmd_dead_letters"),
 }
 
 
@@ -349,15 +414,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = COMMANDS.get(args.command) or args.handler
     try:
         code: int = handler(args)
-    except (UsageError, ConfigError, UnknownFlow) as exc:
-        print(f"relayflow: {exc}", file=sys.stderr)
-        return 2
-    except (GoogleAPIError, TimeoutError) as exc:
-        print(f"relayflow {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        return _failed(args.command, exc)
     return code
+
+
+def _failed(command: str, exc: Exception) -> int:
+    """Print why ``command`` failed; its exit status (2: the command line or the environment
+    needs fixing, 1: the call failed). Anything else is a bug, raised with its traceback."""
+    from relayflow.cli.api import ApiError, ApiUnreachable
+    from relayflow.core.errors import ConfigError, UnknownFlow
+
+    if isinstance(exc, UsageError | ConfigError | ApiUnreachable | UnknownFlow):
+        print(f"relayflow: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, ApiError | TimeoutError) or _is_google_error(exc):
+        print(f"relayflow {command}: {exc}", file=sys.stderr)
+        return 1
+    raise exc
+
+
+def _is_google_error(exc: Exception) -> bool:
+    from google.api_core.exceptions import GoogleAPIError
+
+    return isinstance(exc, GoogleAPIError)
 
 
 if __name__ == "__main__":

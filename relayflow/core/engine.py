@@ -14,6 +14,7 @@ import hashlib
 import logging
 import re
 import secrets
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ from relayflow.core.position import (
 from relayflow.core.records import Effect, FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
+from relayflow.metrics import Metrics
 
 log = logging.getLogger("relayflow.core.engine")
 # One step's output; the whole document stays under Firestore's 1 MiB with room to spare.
@@ -194,6 +196,7 @@ class Engine:
         queues: QueueNames | None = None,
         limits: Limits | None = None,
         tracer: Tracer | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
@@ -203,6 +206,7 @@ class Engine:
         self._queues = queues or QueueNames()
         self._limits = limits or Limits()
         self._tracer = tracer  # None: tracing is off
+        self._metrics = metrics or Metrics()  # the base class records nothing
 
     # -- start ---------------------------------------------------------------------------
 
@@ -234,6 +238,7 @@ class Engine:
             message, flow = parse_start(data, self._registry)
         except InvalidMessage as exc:
             self._reject(data, message_id, attributes, exc.reason)
+            self._metrics.message_rejected("", "INVALID_MESSAGE")
             return StartResult(Started.REJECTED, reason=exc.reason)
         flow_id = message.flow_id or safe_id(message_id)
         record = planner.new_record(
@@ -245,6 +250,7 @@ class Engine:
         ).model_copy(update={"trace": telemetry.current_traceparent()})
         if not self._store.create(record):
             return self._duplicate(record, data, message_id, attributes)
+        self._metrics.flow_started(flow.name)
         self._settle(record)
         log.info("flow started", extra={"flow_id": flow_id, "flow": flow.name})
         return StartResult(Started.STARTED, flow_id=flow_id)
@@ -262,6 +268,7 @@ class Engine:
                 "different input; choose a new flow_id"
             )
             self._reject(data, message_id, attributes, reason)
+            self._metrics.message_rejected(existing.flow, "FLOW_ID_CONFLICT")
             return StartResult(Started.REJECTED, flow_id=record.flow_id, reason=reason)
         self._settle(existing)  # the first start may have died before enqueueing
         log.info("duplicate start", extra={"flow_id": record.flow_id, "message_id": message_id})
@@ -440,6 +447,7 @@ class Engine:
             return Ran.NO_FLOW
         if _track_of(latest.record, position) is not None:
             log.info("position busy", extra={"flow_id": found.record.flow_id})
+            self._metrics.claim_conflict(found.record.flow, position.step)
             return Ran.BUSY  # another delivery is running it: come back later
         self._settle(latest.record)
         return Ran.STALE
@@ -596,8 +604,13 @@ class Engine:
         context = self._context(flow, record)
         name = f"{pos.kind.value} {pos.step}"
         with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:
+            began = time.perf_counter()
             outcome = _call(handler, context, extra={"flow_id": record.flow_id, "at": pos.label()})
             _trace_outcome(span, outcome)
+        elapsed_s = time.perf_counter() - began
+        self._metrics.step_ran(record.flow, pos, _outcome_name(outcome), elapsed_s)
+        if isinstance(outcome, Retry):
+            self._metrics.step_retried(record.flow, pos.step, outcome.error.code)
         return outcome
 
     def _budget_s(self, kind: TaskKind) -> float:
@@ -631,7 +644,9 @@ class Engine:
             self._tracer, "publish result", kind=SpanKind.PRODUCER, attributes=attributes
         ):
             self._events.publish_result(record)
-        self._store.mark_published(record.flow_id, record.position.generation, start=version)
+        # Counted by whoever marks it: once per generation, however often it was settled.
+        if self._store.mark_published(record.flow_id, record.position.generation, start=version):
+            self._metrics.flow_ended(record)
 
     # -- callbacks -----------------------------------------------------------------------
 
@@ -698,14 +713,18 @@ class Engine:
         found = [self._store.get(lane_id) for lane_id in record.lanes]
         return [lane for lane in found if lane is not None]
 
-    def cancel(self, flow_id: str, reason: str = "cancelled by an operator") -> FlowRecord:
+    def cancel(
+        self, flow_id: str, reason: str = "cancelled by an operator", *, by: str = ""
+    ) -> FlowRecord:
         """Cancel an active flow; InvalidTransition if it has already ended. A flow whose type
         is not deployed is cancelled without undoing anything (there are no handlers to undo
-        with); its result names the effects left behind."""
-        return self._operate(flow_id, lambda plan, r: planner.cancel(plan, r, reason))
+        with); its result names the effects left behind. ``by`` (the operator) and ``reason``
+        are recorded on the flow's history."""
+        return self._operate(flow_id, lambda plan, r: planner.cancel(plan, r, reason, by=by))
 
-    def retry(self, flow_id: str) -> FlowRecord:
-        """Run a failed, timed-out or cancelled flow again as a new generation.
+    def retry(self, flow_id: str, *, reason: str = "", by: str = "") -> FlowRecord:
+        """Run a failed, timed-out or cancelled flow again as a new generation; ``by`` and
+        ``reason`` are recorded on the flow's history.
 
         The ended generation's result event goes out first if it has not yet, so a retry
         never swallows it.
@@ -713,7 +732,9 @@ class Engine:
         ended = self.get(flow_id)
         if ended.status in TERMINAL and not ended.result_published:
             self._settle(ended)
-        return self._operate(flow_id, planner.restart)
+        return self._operate(
+            flow_id, lambda plan, r: planner.restart(plan, r, reason=reason, by=by)
+        )
 
     def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
         record = self.get(flow_id)
@@ -752,7 +773,9 @@ class Engine:
         """
         cutoff = self._clock.now() - timedelta(seconds=grace_s)
         report = SweepReport()
-        for found in self._store.overdue(cutoff=cutoff, limit=limit):
+        overdue = self._store.overdue(cutoff=cutoff, limit=limit)
+        self._metrics.sweep_found(overdue, now=self._clock.now())
+        for found in overdue:
             report.overdue += 1
             if isinstance(found, Unreadable):
                 self._fail_unreadable(found, report)
@@ -859,6 +882,7 @@ class Engine:
             return 0
         self._settle(committed)
         log.warning("rescued a lost task", extra={"flow_id": record.flow_id})
+        self._metrics.sweeper_rescued(record.flow)
         return 1
 
     def _planning_flow(self, record: FlowRecord) -> Flow:
@@ -991,9 +1015,14 @@ def _span_attributes(record: FlowRecord) -> dict[str, str | int]:
     }
 
 
+def _outcome_name(outcome: Outcome) -> str:
+    """How a handler ended: completed, waiting, retry or failed."""
+    return type(outcome).__name__.lower()
+
+
 def _trace_outcome(span: Span, outcome: Outcome) -> None:
     """Name how the handler ended on its span (completed, waiting, retry, failed)."""
-    span.set_attribute("outcome", type(outcome).__name__.lower())
+    span.set_attribute("outcome", _outcome_name(outcome))
     if isinstance(outcome, Retry | Failed):
         telemetry.mark_error(span, outcome.error.message)
 

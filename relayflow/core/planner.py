@@ -741,7 +741,7 @@ def _timeout(record: FlowRecord, code: str, message: str) -> dict[str, Any]:
     return {"code": code, "message": message, "step": pos.step, "polls": pos.poll + 1}
 
 
-def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
+def cancel(plan: Plan, record: FlowRecord, reason: str, *, by: str = "") -> FlowRecord:
     """Cancel an active flow: undo its completed steps (if any can be undone), then end it
     CANCELLED. Its pending tasks become stale no-ops.
 
@@ -761,12 +761,14 @@ def cancel(plan: Plan, record: FlowRecord, reason: str) -> FlowRecord:
                 f"{running.claim.until.isoformat()}); cancel again once it has committed"
             )
     result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
-    record = _log(plan, record, _entry(plan, record, "cancelled", detail=reason), a_try=False)
+    entry = _entry(plan, record, "cancelled", detail=reason).model_copy(update={"by": by})
+    record = _log(plan, record, entry, a_try=False)
     return _compensate_next(plan, _stop_all(record), result).stored()
 
 
-def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
-    """Run a failed, timed-out or cancelled flow again, as a new generation.
+def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -> FlowRecord:
+    """Run a failed, timed-out or cancelled flow again, as a new generation; ``reason`` and
+    ``by`` (the operator) are recorded on its history entry.
 
     It keeps the outputs of steps that are still in effect (done and not undone) and of the
     steps before them, and starts every step that is then ready: a step whose undo failed is
@@ -774,7 +776,8 @@ def restart(plan: Plan, record: FlowRecord) -> FlowRecord:
     """
     kept = _outputs_kept(plan.flow, record)
     generation = record.position.generation + 1
-    entry = _entry(plan, record, "restarted", detail=f"generation {generation}")
+    detail = f"generation {generation}" + (f": {reason}" if reason else "")
+    entry = _entry(plan, record, "restarted", detail=detail).model_copy(update={"by": by})
     moved = _move(plan, _log(plan, record, entry, a_try=False), Status.PENDING).model_copy(
         update={
             "outputs": kept,

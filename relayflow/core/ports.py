@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from relayflow.core.errors import RelayflowError
+from relayflow.core.listing import Cursor, FlowFilter, FlowSummary, Page, RejectedMessage
 from relayflow.core.records import FlowRecord, NextTask
 from relayflow.core.state import Status
 
@@ -111,6 +112,31 @@ class Store(Protocol):
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:
         """Record a refused message under its id (idempotent for a redelivery)."""
+        ...
+
+    # -- what operators list (the api, the console, the CLI) ---------------------------------
+
+    def flows(
+        self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
+    ) -> Page[FlowRecord]:
+        """Whole documents of the flows ``filter`` admits, newest update first, from after
+        ``after``."""
+        ...
+
+    def summaries(
+        self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
+    ) -> Page[FlowSummary]:
+        """``flows``, as summaries (read as a projection: a fraction of each document)."""
+        ...
+
+    def count_by_status(self, filter: FlowFilter) -> dict[Status, int]:
+        """How many flows ``filter`` admits in each status (its own status aside)."""
+        ...
+
+    def rejected_messages(
+        self, *, after: Cursor | None = None, limit: int = 50
+    ) -> Page[RejectedMessage]:
+        """Refused messages with their reasons, newest first, from after ``after``."""
         ...
 
 

@@ -32,6 +32,7 @@ class HistoryEntry(_Model):
     outcome: str
     detail: str = ""
     delay_s: float | None = None
+    by: str = ""  # who did it, for an operator action (cancel, retry): the caller's identity
 
 
 class NextTask(_Model):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import google.auth.transport.requests
@@ -24,6 +24,10 @@ ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
 
 class Unauthorized(RelayflowError):
     """Raised when a request's bearer token is missing, invalid, or not from an allowed caller."""
+
+
+class NotAllowed(Unauthorized):
+    """Raised when a valid token names a caller who is not on the service's allowlist."""
 
 
 class CachingRequest(Request):
@@ -62,12 +66,14 @@ class CachingRequest(Request):
         return response
 
 
-Verify = Callable[[str, Request, str, str], Mapping[str, Any]]
+Audience = str | list[str]
+Verify = Callable[[str, Request, Audience, str], Mapping[str, Any]]
 
 
 def _google_verify(
-    token: str, request: Request, audience: str, certs_url: str
+    token: str, request: Request, audience: Audience, certs_url: str
 ) -> Mapping[str, Any]:
+    # google-auth checks ``aud`` against one audience or any of a list.
     return id_token.verify_token(token, request, audience=audience, certs_url=certs_url)
 
 
@@ -77,13 +83,13 @@ class TokenVerifier:
     def __init__(
         self,
         *,
-        audience: str,
+        audience: str | Sequence[str],
         allowed_emails: Iterable[str],
         certs_url: str | None = None,
         request: Request | None = None,
         verify: Verify = _google_verify,
     ) -> None:
-        self._audience = audience
+        self._audience = audience if isinstance(audience, str) else list(audience)
         self._allowed = frozenset(allowed_emails)
         self._certs_url = certs_url or GOOGLE_CERTS_URL
         self._request = request or CachingRequest(google.auth.transport.requests.Request())
@@ -107,5 +113,5 @@ class TokenVerifier:
         if not claims.get("email_verified", False):
             raise Unauthorized(f"token email {email!r} is not verified")
         if email not in self._allowed:
-            raise Unauthorized(f"caller {email!r} may not call this service")
+            raise NotAllowed(f"caller {email!r} may not call this service")
         return email

@@ -6,7 +6,7 @@ import json
 from concurrent.futures import Future
 from typing import Any
 
-from google.cloud.pubsub_v1 import PublisherClient
+from google.cloud.pubsub_v1 import PublisherClient, SubscriberClient
 
 from relayflow.core.records import FlowRecord, result_attributes, result_event
 from relayflow.telemetry import Counters, pubsub_trace_attributes
@@ -17,6 +17,11 @@ PUBLISH_TIMEOUT_S = 30.0
 def build_publisher() -> PublisherClient:
     """A publisher; the library itself honours PUBSUB_EMULATOR_HOST."""
     return PublisherClient()
+
+
+def subscriber() -> SubscriberClient:
+    """A subscriber (pull, ack); the library itself honours PUBSUB_EMULATOR_HOST."""
+    return SubscriberClient()
 
 
 class Events:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from google.api_core.exceptions import (
     Aborted,
@@ -17,9 +18,18 @@ from google.api_core.exceptions import (
     NotFound,
 )
 from google.cloud import firestore
-from pydantic import ValidationError
+from google.cloud.firestore_v1.field_path import FieldPath
+from pydantic import BaseModel, ValidationError
 
 from relayflow.core import planner
+from relayflow.core.listing import (
+    SUMMARY_FIELDS,
+    Cursor,
+    FlowFilter,
+    FlowSummary,
+    Page,
+    RejectedMessage,
+)
 from relayflow.core.ports import Change, Snapshot, Unreadable, UnreadableFlow, UnstorableChange
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, Status
@@ -33,6 +43,7 @@ CHANGE_ATTEMPTS = 32
 # Every call is bounded: a handler must answer well inside its Cloud Tasks dispatch deadline
 # (and the start function inside its Pub/Sub ack deadline) rather than hang on a dead backend.
 RPC_TIMEOUT_S = 15.0
+_Item = TypeVar("_Item", bound=BaseModel)
 
 
 def build_client(settings: Settings) -> firestore.Client:
@@ -238,6 +249,109 @@ class FlowStore:
         self._counters.add("firestore_reads")
         snap = self._rejected.document(doc_id).get(timeout=RPC_TIMEOUT_S)
         return snap.to_dict() if snap.exists else None
+
+    # -- what operators list -------------------------------------------------------------------
+    #
+    # Each filter combination with the (updated_at, flow_id) order needs a composite index in
+    # the cloud (the emulator needs none); see the README's "Console and operations".
+
+    def flows(
+        self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
+    ) -> Page[FlowRecord]:
+        """Whole documents of the flows ``filter`` admits, newest update first."""
+        query = self._listing(filter, after=after, limit=limit)
+        return self._page(query, limit, lambda snap: FlowRecord.from_doc(_doc(snap)))
+
+    def summaries(
+        self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
+    ) -> Page[FlowSummary]:
+        """``flows`` as summaries, read as a projection: a fraction of each document."""
+        query = self._listing(filter, after=after, limit=limit).select(SUMMARY_FIELDS)
+        return self._page(query, limit, lambda snap: FlowSummary.from_doc(_doc(snap)))
+
+    def count_by_status(self, filter: FlowFilter) -> dict[Status, int]:
+        """How many flows ``filter`` admits in each status: one count aggregation per status
+        (billed one read per 1,000 entries), run side by side."""
+        admitted = filter.without_status()
+
+        def count(status: Status) -> int:
+            query = self._filtered(admitted).where(
+                filter=firestore.FieldFilter("status", "==", status.value)
+            )
+            (result,) = query.count(alias="n").get(timeout=RPC_TIMEOUT_S)
+            return int(result[0].value)
+
+        with ThreadPoolExecutor(max_workers=len(Status)) as pool:
+            counts = dict(zip(Status, pool.map(count, Status), strict=True))
+        self._counters.add("firestore_reads", len(Status))
+        return counts
+
+    def rejected_messages(
+        self, *, after: Cursor | None = None, limit: int = 50
+    ) -> Page[RejectedMessage]:
+        """Refused messages with their reasons, newest first."""
+        by_id = FieldPath.document_id()
+        query: Any = self._rejected.order_by(
+            "rejected_at", direction=firestore.Query.DESCENDING
+        ).order_by(by_id, direction=firestore.Query.DESCENDING)
+        if after is not None:
+            start = {"rejected_at": after.at, by_id: self._rejected.document(after.id)}
+            query = query.start_after(start)
+        query = query.limit(limit + 1)
+
+        def parse(snap: Any) -> RejectedMessage:
+            return RejectedMessage.from_doc(snap.id, _doc(snap))
+
+        return self._page(query, limit, parse, at_field="rejected_at")
+
+    def _filtered(self, filter: FlowFilter) -> Any:
+        query: Any = self._flows
+        for field, value in filter.equalities():
+            query = query.where(filter=firestore.FieldFilter(field, "==", value))
+        bounds = (("updated_at", ">=", filter.updated_from), ("updated_at", "<", filter.updated_to))
+        for field, op, bound in bounds:
+            if bound is not None:
+                query = query.where(filter=firestore.FieldFilter(field, op, bound))
+        return query
+
+    def _listing(self, filter: FlowFilter, *, after: Cursor | None, limit: int) -> Any:
+        """The query for one page: newest update first, ties by id; one more than ``limit``,
+        to know whether a next page exists."""
+        descending = firestore.Query.DESCENDING
+        query = (
+            self._filtered(filter)
+            .order_by("updated_at", direction=descending)
+            .order_by("flow_id", direction=descending)
+        )
+        if after is not None:
+            query = query.start_after({"updated_at": after.at, "flow_id": after.id})
+        return query.limit(limit + 1)
+
+    def _page(
+        self,
+        query: Any,
+        limit: int,
+        parse: Callable[[Any], _Item],
+        *,
+        at_field: str = "updated_at",
+    ) -> Page[_Item]:
+        """One page of ``query``'s results. A document that does not parse is logged and left
+        out, but still counts for where the page ends, so it cannot hide the pages after it."""
+        snaps = list(query.stream(timeout=RPC_TIMEOUT_S))
+        self._counters.add("firestore_reads", max(1, len(snaps)))
+        shown = snaps[:limit]
+        items: list[_Item] = []
+        for snap in shown:
+            try:
+                items.append(parse(snap))
+            except ValidationError as exc:
+                log.error("unreadable document", extra={"doc": snap.id, "error": str(exc)})
+        last = shown[-1] if len(snaps) > limit and shown else None
+        return Page(items, Cursor(_doc(last)[at_field], last.id) if last else None)
+
+
+def _doc(snap: Any) -> dict[str, Any]:
+    return snap.to_dict() or {}
 
 
 def _first_error(error: ValidationError) -> str:

@@ -11,12 +11,12 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from relayflow.core.errors import ConfigError
-from relayflow.local.components import ALL, GROUPS
-from relayflow.local.ports import DEFAULT_BASE_PORT, Ports
-from relayflow.local.stack import DEFAULT_STATE_DIR, ComponentStatus, Stack, StackError
+from relayflow.local.names import ALL, DEFAULT_BASE_PORT, DEFAULT_STATE_DIR, GROUPS
+
+if TYPE_CHECKING:  # the stack (and the clients it uses) loads only when a command runs
+    from relayflow.local.stack import ComponentStatus, Stack
 
 BASE_PORT_ENV = "RELAYFLOW_BASE_PORT"
 APP_ENV = "RELAYFLOW_APP"
@@ -70,6 +70,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """Handle ``relayflow local ACTION``; returns the exit code."""
+    from relayflow.core.errors import ConfigError
+    from relayflow.local.stack import StackError
+
     out = out or sys.stdout
     try:
         stack = _stack(args, os.environ)
@@ -91,6 +94,12 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
     duplicate_rate = getattr(args, "duplicate_rate", 0.0)
     sweep_interval_s = getattr(args, "sweep_interval_s", 60.0)
     app = getattr(args, "app", None) or environ.get(APP_ENV) or None
+    from relayflow.local.ports import Ports
+    from relayflow.local.stack import Stack
+
+    def progress(line: str) -> None:
+        print(f"  {line}", file=sys.stderr, flush=True)
+
     return Stack(
         ports=Ports(base),
         state_dir=args.state_dir,
@@ -99,6 +108,7 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
         sweep_interval_s=sweep_interval_s,
         app=app,
         app_path=Path.cwd() if app else None,
+        progress=progress,
     )
 
 

@@ -8,17 +8,12 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from gunicorn.config import KNOWN_SETTINGS
-
 from relayflow.local.environment import PROJECT_ID
 from relayflow.local.health import Probe
+from relayflow.local.names import ALL, EMULATORS, FAKES, GROUPS, SERVICES
 from relayflow.local.ports import HOST, Ports
 
-EMULATORS = ("pubsub", "firestore", "cloud_tasks")
-FAKES = ("client_api", "orders_api")
-SERVICES = ("start_function", "worker", "poller", "api", "sweeper")
-ALL = (*EMULATORS, *FAKES, *SERVICES)
-GROUPS = {"emulators": EMULATORS, "services": SERVICES, "all": ALL}
+__all__ = ["ALL", "EMULATORS", "FAKES", "GROUPS", "SERVICES", "Component", "Phase", "Toolchain"]
 
 
 class Phase(IntEnum):
@@ -212,5 +207,7 @@ def _gunicorn_no_control_socket() -> tuple[str, ...]:
 
     Otherwise every gunicorn of every stack on the machine shares ~/.gunicorn/gunicorn.ctl.
     """
+    from gunicorn.config import KNOWN_SETTINGS  # here: gunicorn is slow to import
+
     flags = {flag for setting in KNOWN_SETTINGS for flag in setting.cli or ()}
     return ("--no-control-socket",) if "--no-control-socket" in flags else ()

@@ -10,9 +10,11 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
+from relayflow.local.names import DEFAULT_STATE_DIR
 from relayflow.local.ports import HOST, Ports
 
 PROJECT_ID = "relayflow-local"
+__all__ = ["DEFAULT_STATE_DIR", "PROJECT_ID", "child_env", "relayflow_env", "write_env_file"]
 # Loopback traffic must never go through a developer's proxy (gRPC honours http_proxy too).
 _NO_PROXY = "127.0.0.1,localhost"
 
@@ -32,12 +34,15 @@ def relayflow_env(ports: Ports, app: str | None = None) -> dict[str, str]:
         "RELAYFLOW_PROJECT_ID": PROJECT_ID,
         "RELAYFLOW_WORKER_URL": f"http://{HOST}:{ports.worker}",
         "RELAYFLOW_POLLER_URL": f"http://{HOST}:{ports.poller}",
-        "RELAYFLOW_API_URL": f"http://{HOST}:{ports.api}",
         "RELAYFLOW_CLIENT_API_URL": f"http://{HOST}:{ports.client_api}",
         # The example app's own setting (examples/orders), pointed at its fake dependencies.
         "ORDERS_API_URL": f"http://{HOST}:{ports.orders_api}",
         "RELAYFLOW_OIDC_CERTS_URL": f"http://{HOST}:{ports.cloud_tasks_rest}/oauth2/v1/certs",
         "RELAYFLOW_VERIFY_TOKENS": "true",
+        # The api (and its console, and the CLI's operator commands) on 127.0.0.1: open to
+        # this machine only, as "local"; tasks are still verified.
+        "RELAYFLOW_API_URL": f"http://{HOST}:{ports.api}",
+        "RELAYFLOW_API_VERIFY_TOKENS": "false",
     }
 
 

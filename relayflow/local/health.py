@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-import requests
-
 
 class Probe(StrEnum):
     """How a component shows it is up."""
@@ -21,6 +19,8 @@ def is_healthy(url: str, probe: Probe, *, timeout_s: float = 1.0) -> bool:
     is healthy here; whether its process lives is the caller's check.)"""
     if probe is Probe.ALIVE:
         return True
+    import requests  # here: the CLI imports this module to print its help, and must be quick
+
     # trust_env=False: a developer's HTTP(S)_PROXY must not swallow requests to 127.0.0.1.
     with requests.Session() as session:
         session.trust_env = False

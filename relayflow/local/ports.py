@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_BASE_PORT = 8120
+from relayflow.local.names import DEFAULT_BASE_PORT
+
 HOST = "127.0.0.1"
+__all__ = ["DEFAULT_BASE_PORT", "HOST", "Ports"]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from relayflow.local import processes, statefile
 from relayflow.local.clients import wipe_firestore
 from relayflow.local.components import ALL, Component, Phase, Toolchain, build, resolve
 from relayflow.local.environment import (
+    DEFAULT_STATE_DIR,
     PROJECT_ID,
     child_env,
     gcloud_env,
@@ -34,7 +35,6 @@ from relayflow.local.provision import provision_pubsub, provision_queues
 from relayflow.local.statefile import ProcessRecord, StackState
 from relayflow.topology import load_topology
 
-DEFAULT_STATE_DIR = Path(".relayflow/local")
 # Cloud Scheduler calls the sweep every minute in the cloud; the local sweeper does the same.
 DEFAULT_SWEEP_INTERVAL_S = 60.0
 # The gcloud emulators start a JVM: allow for a slow, busy machine.
@@ -81,6 +81,7 @@ class Stack:
         app: str | None = None,
         app_path: Path | None = None,
         sweep_interval_s: float = DEFAULT_SWEEP_INTERVAL_S,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         if not 0.0 <= duplicate_rate <= 1.0:
             raise ValueError(f"duplicate_rate must be in [0, 1], got {duplicate_rate}")
@@ -110,6 +111,8 @@ class Stack:
         self._components = [all_components[name] for name in self.names]
         self._state = StackState(base_port=self.ports.base)
         self._popens: dict[str, subprocess.Popen[bytes]] = {}
+        # Told each step of a start as it happens (the CLI prints it: `up` waits a while).
+        self._progress = progress or (lambda line: None)
 
     @property
     def state_file(self) -> Path:
@@ -270,6 +273,7 @@ class Stack:
                 self._fail_if_exited(component)
                 if is_healthy(component.health_url, component.probe):
                     del pending[name]
+                    self._progress(f"{name} is healthy")
             return not pending
 
         if not poll_until(all_healthy, timeout_s=self.health_timeout_s, interval_s=0.2):
@@ -292,6 +296,7 @@ class Stack:
         )
 
     def _provision(self) -> None:
+        self._progress("provisioning topics, subscriptions and queues")
         topology = load_topology()
         try:
             if "pubsub" in self.names:

@@ -40,6 +40,7 @@ from relayflow.core.planner import QueueNames
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.state import TERMINAL
+from relayflow.metrics import Metrics
 from relayflow.testing.memory import MemoryEvents, MemoryQueue, MemoryStore
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
@@ -107,6 +108,7 @@ class Harness:
         start: datetime = START,
         duplicate_deliveries: bool = False,
         limits: Limits | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.clock = FakeClock(start)
         self.store = MemoryStore()
@@ -117,6 +119,7 @@ class Harness:
         self.failed_deliveries: list[tuple[TaskPayload, BaseException]] = []
         self.duplicate_deliveries = duplicate_deliveries
         self.limits = limits or Limits()
+        self.metrics = metrics  # e.g. relayflow.metrics.OtelMetrics, to read what was counted
         self._registry = _as_registry(registry)
         self._messages = 0
         self.engine = self._build()
@@ -290,6 +293,7 @@ class Harness:
             clock=self.clock,
             queues=QueueNames(),
             limits=self.limits,
+            metrics=self.metrics,
         )
 
     def _redeliver(self, payload: TaskPayload) -> None:

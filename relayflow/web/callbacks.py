@@ -4,6 +4,7 @@ topic pushed to ``POST /signals``. Thin: decode, call ``Engine.complete``, map i
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -27,10 +28,14 @@ def completion_of(body: dict[str, Any]) -> dict[str, Any]:
     return {"output": output if isinstance(output, dict) else body}
 
 
-def add_callback_routes(app: Flask, engine: Engine) -> None:
-    """The routes that complete callback tokens."""
+Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def add_callback_routes(app: Flask, engine: Engine, operator: Guard) -> None:
+    """The routes that complete callback tokens (an operator's right, as in the cloud)."""
 
     @app.post("/callbacks/<token>")
+    @operator
     def complete(token: str) -> Any:
         data = request.get_data()
         if len(data) > MAX_BODY_BYTES:
@@ -43,6 +48,7 @@ def add_callback_routes(app: Flask, engine: Engine) -> None:
         return _answer(answer)
 
     @app.post("/signals")
+    @operator
     def signal() -> Any:
         """A Pub/Sub push of ``{"token", "output" | "error"}``: acked unless it may succeed
         later (a 5xx makes Pub/Sub deliver it again)."""
@@ -74,10 +80,11 @@ def _error(status: int, code: str, message: str) -> tuple[Response, int]:
 __all__ = ["add_callback_routes", "add_item_routes", "completion_of"]
 
 
-def add_item_routes(app: Flask, engine: Engine) -> None:
+def add_item_routes(app: Flask, engine: Engine, viewer: Guard) -> None:
     """``GET /flows/{id}/lanes``: where each ForEach item of a flow is (its lanes' progress)."""
 
     @app.get("/flows/<flow_id>/lanes")
+    @viewer
     def lanes(flow_id: str) -> Any:
         from relayflow.core.errors import FlowNotFound
 

@@ -1,4 +1,5 @@
-"""The HTTP surfaces, as Flask app factories: the task receivers and the operator API.
+"""The HTTP surfaces, as Flask app factories: the task receivers (the operator api and its
+console are in ``relayflow.web.api``), and what every service shares.
 
 Routes are thin: authenticate, decode, call one engine method, map the outcome to a status.
 """
@@ -7,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -18,20 +18,16 @@ from opentelemetry.trace import SpanKind, Tracer
 from pydantic import ValidationError
 
 from relayflow import telemetry
-from relayflow.core.engine import Engine, Ran
-from relayflow.core.errors import FlowNotFound, InvalidTransition
+from relayflow.core.engine import Ran
 from relayflow.core.messages import describe
-from relayflow.core.position import FLOW_ID_PATTERN, TaskPayload
-from relayflow.core.records import FlowRecord
-from relayflow.core.state import Status
+from relayflow.core.position import TaskPayload
 from relayflow.gcp.auth import TokenVerifier, Unauthorized
 from relayflow.gcp.store import FlowStore
+from relayflow.metrics import Metrics
 from relayflow.runtime import Runtime
 from relayflow.telemetry import Counters
-from relayflow.web.callbacks import add_callback_routes, add_item_routes
 
 log = logging.getLogger("relayflow.web.services")
-MAX_LIST = 500
 View = Callable[[], Any]
 
 
@@ -40,8 +36,11 @@ def error(status: int, code: str, message: str) -> tuple[Response, int]:
     return jsonify({"error": {"code": status, "status": code, "message": message}}), status
 
 
-def _base_app(name: str, counters: Counters) -> Flask:
+def base_app(name: str, counters: Counters, metrics: Metrics | None = None) -> Flask:
+    """A Flask app with what every service serves: health, cost counters, metrics, and
+    Google-style JSON errors."""
     app = Flask(name)
+    metrics = metrics or Metrics()
 
     @app.get("/healthz")
     def healthz() -> Any:
@@ -50,6 +49,16 @@ def _base_app(name: str, counters: Counters) -> Flask:
     @app.get("/stats")
     def stats() -> Any:
         return {"counters": counters.snapshot()}
+
+    @app.get("/metrics")
+    def metrics_page() -> Any:
+        # JSON, named as in Cloud Monitoring: {name: {unit, points: [{labels, value | count,
+        # sum, min, max, buckets}]}}; this process's values since it started.
+        snapshot = metrics.snapshot()
+        if snapshot is None:
+            off = "metrics are off: set RELAYFLOW_METRICS_EXPORTER=local (or console, gcp)"
+            return {"enabled": False, "message": off, "metrics": {}}
+        return {"enabled": True, "metrics": snapshot}
 
     @app.errorhandler(404)
     def not_found(_: Exception) -> Any:
@@ -136,7 +145,7 @@ def task_app(
     ``sweep_verifier`` admits the callers of ``POST /sweep`` (Cloud Scheduler's account too);
     without it, /sweep admits what ``route`` admits.
     """
-    app = _base_app(route.strip("/").replace("/", "-"), runtime.counters)
+    app = base_app(route.strip("/").replace("/", "-"), runtime.counters, runtime.metrics)
     engine, store = runtime.engine, runtime.store
 
     @app.post(route)
@@ -146,6 +155,7 @@ def task_app(
         try:
             payload = TaskPayload.model_validate_json(request.get_data())
         except ValidationError as exc:
+            runtime.metrics.message_rejected("", "INVALID_TASK")
             return _reject_task(store, describe(exc), runtime.settings.retention_days)
         ran = engine.run_task(payload)
         body = {"outcome": ran.value, "flow_id": payload.flow_id}
@@ -182,57 +192,3 @@ def _reject_task(store: FlowStore, reason: str, retention_days: float) -> Any:
         },
     )
     return {"outcome": "rejected", "reason": reason}
-
-
-def api_app(runtime: Runtime) -> Flask:
-    """The operator API: read flows, list them by status, cancel, retry."""
-    app = _base_app("relayflow-api", runtime.counters)
-    engine = runtime.engine
-
-    @app.get("/flows/<flow_id>")
-    def get_flow(flow_id: str) -> Any:
-        return _operate(engine, flow_id, engine.get)
-
-    @app.post("/flows/<flow_id>:cancel")
-    def cancel_flow(flow_id: str) -> Any:
-        return _operate(engine, flow_id, engine.cancel)
-
-    @app.post("/flows/<flow_id>:retry")
-    def retry_flow(flow_id: str) -> Any:
-        return _operate(engine, flow_id, engine.retry)
-
-    @app.get("/flows")
-    def list_flows() -> Any:
-        return _list(runtime.store)
-
-    add_callback_routes(app, engine)
-    add_item_routes(app, engine)
-    return app
-
-
-def _operate(engine: Engine, flow_id: str, op: Callable[[str], FlowRecord]) -> Any:
-    if not re.fullmatch(FLOW_ID_PATTERN[1:-1], flow_id):
-        return error(400, "INVALID_ARGUMENT", f"flow id must match {FLOW_ID_PATTERN}")
-    try:
-        record = op(flow_id)
-    except FlowNotFound as exc:
-        return error(404, "NOT_FOUND", str(exc))
-    except InvalidTransition as exc:
-        return error(409, "FAILED_PRECONDITION", str(exc))
-    return record.model_dump(mode="json")
-
-
-def _list(store: FlowStore) -> Any:
-    raw_status = request.args.get("status")
-    raw_limit = request.args.get("limit", "50")
-    status = None
-    if raw_status:
-        try:
-            status = Status(raw_status.upper())
-        except ValueError:
-            allowed = ", ".join(s.value for s in Status)
-            return error(400, "INVALID_ARGUMENT", f"status {raw_status!r} is not one of {allowed}")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIST:
-        return error(400, "INVALID_ARGUMENT", f"limit must be an integer 1..{MAX_LIST}")
-    records = store.recent(status=status, limit=int(raw_limit))
-    return {"flows": [r.model_dump(mode="json") for r in records]}

@@ -1,4 +1,6 @@
-"""The relayflow command against a running stack: publish, status, watch, list, and bad input."""
+"""The relayflow command against a running stack: publish, status, watch, list with the
+console's filters, cancel and retry with a reason, rejected messages, dead letters, and bad
+input."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from google.pubsub_v1 import PubsubMessage
 
 from relayflow.core.state import Status
+from relayflow.local.polling import poll_until
 from tests.e2e.conftest import Harness
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +23,11 @@ RELAYFLOW = str(Path(sys.executable).parent / "relayflow")
 
 
 def _run(harness: Harness | None, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_EMULATOR_HOST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_EMULATOR_HOST") and not k.startswith("RELAYFLOW_API_")
+    }
     if harness is not None:
         env |= harness.stack.env()
     return subprocess.run(
@@ -59,7 +67,7 @@ def test_publish_status_watch_and_list(harness: Harness, new_id: Callable[[str],
         (("publish", "registration", "--input", "{oops"), "not JSON"),
         (("publish", "registration", "--flow-id", "a/b"), "does not match"),
         (("list", "--status", "sleeping"), "is not one of"),
-        (("list", "--limit", "0"), "is not an integer in 1..100000"),
+        (("list", "--limit", "0"), "is not an integer in 1..500"),
     ],
 )
 def test_bad_arguments_exit_2_saying_what_is_wrong(
@@ -80,3 +88,122 @@ def test_without_the_local_env_the_cli_says_how_to_get_it() -> None:
     result = _run(None, "status", "anything")
     assert result.returncode == 2
     assert "source .relayflow/local/env" in result.stderr
+
+
+def _start(harness: Harness, flow_id: str, resource: str | None = None) -> None:
+    body = {"flow": "registration", "flow_id": flow_id, "input": {"resource": resource or flow_id}}
+    harness.publish(body)
+
+
+def test_list_pages_by_cursor_with_the_consoles_filters_and_counts(
+    harness: Harness, new_id: Callable[[str], str]
+) -> None:
+    # given three flows that failed (the client API refuses reject-* resources)
+    failed = [new_id("cli-page") for _ in range(3)]
+    for flow_id in failed:
+        _start(harness, flow_id, resource=f"reject-{flow_id}")
+    for flow_id in failed:
+        harness.wait_terminal(flow_id)
+
+    # when they are listed two at a time, newest first
+    first = _run(harness, "list", "--status", "failed", "--flow", "registration", "--limit", "2",
+                 "--counts")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    (more,) = [line for line in first.stdout.splitlines() if line.startswith("more: ")]
+    second = _run(harness, "list", "--status", "failed", "--flow", "registration", "--limit",
+                  "500", "--cursor", more.split()[-1])  # fmt: skip
+
+    # then the pages hold every one of them once, and the counts head the first
+    listed = first.stdout + second.stdout
+    assert all(listed.count(flow_id) == 1 for flow_id in failed)
+    assert first.stdout.splitlines()[0].startswith("PENDING ")
+    assert "FAILED " in first.stdout.splitlines()[0]
+
+
+def test_cancel_with_a_reason_waits_showing_the_compensation_then_retry(
+    harness: Harness, new_id: Callable[[str], str]
+) -> None:
+    # given a flow polling a registration that does not activate
+    flow_id = new_id("cli-cancel")
+    harness.client_api("POST", "/admin/config", json={"resource_delays": {flow_id: None}})
+    _start(harness, flow_id)
+    assert poll_until(
+        lambda: (r := harness.store.get(flow_id)) is not None and r.polls >= 1, timeout_s=20
+    )
+
+    # when it is cancelled from the CLI, waiting for the end
+    cancelled = _run(harness, "cancel", flow_id, "--reason", "customer withdrew", "--wait")
+
+    # then the CLI showed the compensation as it happened and the audit names who and why
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "compensated" in cancelled.stdout
+    assert cancelled.stdout.strip().endswith(f"{flow_id} is CANCELLED")
+    record = harness.store.get(flow_id)
+    assert record is not None and record.status is Status.CANCELLED
+    assert [(e.by, e.detail) for e in record.history if e.by] == [("local", "customer withdrew")]
+
+    # and a retry starts generation 1, recorded too
+    retried = _run(harness, "retry", flow_id, "--reason", "customer came back")
+    assert retried.returncode == 0, retried.stderr
+    assert "generation 1 started" in retried.stdout
+    status = _run(harness, "status", flow_id)
+    assert "by local" in status.stdout and "customer came back" in status.stdout
+
+
+def test_cancelling_an_ended_flow_says_why_not(
+    harness: Harness, new_id: Callable[[str], str]
+) -> None:
+    flow_id = new_id("cli-ended")
+    _start(harness, flow_id)
+    harness.wait_terminal(flow_id)
+    result = _run(harness, "cancel", flow_id, "--reason", "too late")
+    assert result.returncode == 1
+    assert "409 FAILED_PRECONDITION: illegal transition SUCCEEDED -> CANCELLED" in result.stderr
+
+
+def test_rejected_list_shows_a_malformed_message_with_its_reason(harness: Harness) -> None:
+    message_id = harness.publish(b'{"flow": "registration"}')
+
+    def listed() -> bool:
+        return message_id in _run(harness, "rejected", "list", "--limit", "500").stdout
+
+    assert poll_until(listed, timeout_s=30, interval_s=0.5)
+    shown = _run(harness, "rejected", "list", "--limit", "500").stdout
+    (line,) = [line for line in shown.splitlines() if message_id in line]
+    assert "input: Field required" in line
+
+
+def test_a_dead_letter_is_listed_then_replayed_edited_and_starts_its_flow(
+    harness: Harness, new_id: Callable[[str], str]
+) -> None:
+    # given a start message held on the dead-letter topic (as Pub/Sub leaves it after five
+    # failed deliveries), whose input lacks the resource
+    flow_id = new_id("cli-dead")
+    dead = _dead_letter(harness, {"flow": "registration", "flow_id": flow_id, "input": {}})
+    listed = _run(harness, "dead-letters", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert dead in listed.stdout
+    assert "reading the dead-letter hold" in listed.stderr  # progress while it pulls
+
+    # when it is replayed with the input fixed
+    fixed = {"flow": "registration", "flow_id": flow_id, "input": {"resource": flow_id}}
+    replayed = _run(harness, "dead-letters", "replay", dead, "--reason", "resource added",
+                    "--edit-json", json.dumps(fixed))  # fmt: skip
+
+    # then its flow starts and ends, and the letter is no longer held
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"replayed {dead} onto flow-requests" in replayed.stdout
+    assert harness.wait_terminal(flow_id).status is Status.SUCCEEDED
+    assert dead not in _run(harness, "dead-letters", "list").stdout
+
+
+def _dead_letter(harness: Harness, body: dict[str, object]) -> str:
+    from relayflow.local.clients import publisher_client
+
+    client = publisher_client(f"127.0.0.1:{harness.ports.pubsub}")
+    topic = client.topic_path("relayflow-local", "flow-requests-dead")
+    message = PubsubMessage(
+        data=json.dumps(body).encode(),
+        attributes={"CloudPubSubDeadLetterSourceDeliveryCount": "5"},
+    )
+    return str(client.publish(topic=topic, messages=[message]).message_ids[0])

@@ -91,11 +91,12 @@ def test_relayflow_env_points_at_the_ports() -> None:
         "RELAYFLOW_PROJECT_ID": "relayflow-local",
         "RELAYFLOW_WORKER_URL": "http://127.0.0.1:9007",
         "RELAYFLOW_POLLER_URL": "http://127.0.0.1:9008",
-        "RELAYFLOW_API_URL": "http://127.0.0.1:9009",
         "RELAYFLOW_CLIENT_API_URL": "http://127.0.0.1:9005",
-        "ORDERS_API_URL": "http://127.0.0.1:9010",
         "RELAYFLOW_OIDC_CERTS_URL": "http://127.0.0.1:9004/oauth2/v1/certs",
         "RELAYFLOW_VERIFY_TOKENS": "true",
+        "ORDERS_API_URL": "http://127.0.0.1:9010",
+        "RELAYFLOW_API_URL": "http://127.0.0.1:9009",
+        "RELAYFLOW_API_VERIFY_TOKENS": "false",
     }
     assert relayflow_env(Ports(9000), "myflows.flows:registry")["RELAYFLOW_APP"] == (
         "myflows.flows:registry"

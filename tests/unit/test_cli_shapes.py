@@ -4,7 +4,7 @@ for the branches of a running flow."""
 from __future__ import annotations
 
 from relayflow import ActionStep, Flow, ForEach, IfStep, PollStep
-from relayflow.cli import shapes
+from relayflow.cli import render, shapes
 from relayflow.cli.commands import main
 from relayflow.testing import Harness, scripted
 
@@ -44,7 +44,7 @@ def test_status_lines_show_each_running_branch_and_the_foreach_progress() -> Non
     h = Harness(shaped())
     flow_id = h.start("shaped")
     h.deliver_next()  # the fan-out
-    lines = shapes.running(h.flow(flow_id))
+    lines = render.running(h.flow(flow_id).model_dump(mode="json"))
     assert lines[0].startswith("  running   each fanout")
     assert "3 items in 3 lanes: 0 lanes done, 0 items failed" in lines[1]
 

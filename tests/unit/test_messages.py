@@ -87,12 +87,14 @@ def test_undecodable_data_is_refused_with_a_reason(
         ({**CANONICAL, "deadline_s": "600"}, "deadline_s: Input should be a valid number"),
         ({**CANONICAL, "deadline_s": True}, "deadline_s: Input should be a valid number"),
         ({**CANONICAL, "deadline_s": 31 * 86400}, "deadline_s: Input should be less than"),
-        ({**CANONICAL, "priority": "high"}, "priority: Extra inputs are not permitted"),
+        ({**CANONICAL, "urgency": "high"}, "urgency: Extra inputs are not permitted"),
+        ({**CANONICAL, "priority": "urgent"}, "priority: Input should be 'high' or 'low'"),
+        ({**CANONICAL, "tenant": "Acme Corp"}, "tenant: String should match pattern"),
     ],
     ids=[
         "no-flow", "no-input", "input-array", "input-string", "flow-id-slash", "flow-id-101",
         "flow-id-empty", "deadline-zero", "deadline-negative", "deadline-string", "deadline-bool",
-        "deadline-beyond-30-days", "extra-field",
+        "deadline-beyond-30-days", "extra-field", "priority-unknown", "tenant-bad",
     ],
 )  # fmt: skip
 def test_a_message_breaking_the_schema_is_refused_naming_the_field(

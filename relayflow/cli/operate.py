@@ -1,0 +1,151 @@
+"""The operator commands: read flows and act on them through the api, as the console does.
+
+    relayflow status ID [--json]
+    relayflow list [--flow F] [--status S] [--version N] [--updated-from T] [--updated-to T]
+                   [--limit N] [--cursor C] [--counts] [--json]
+    relayflow cancel ID --reason WHY [--wait]      relayflow retry ID --reason WHY [--wait]
+    relayflow rejected list [--limit N] [--cursor C]
+    relayflow dead-letters list [--limit N]
+    relayflow dead-letters replay MESSAGE_ID --reason WHY [--edit-json JSON]
+
+Standard library only (and nothing that imports a Google client), so each command starts in
+milliseconds; see bench/cli_startup.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from relayflow.cli import render
+from relayflow.cli.api import Api, quoted
+
+LOCAL_HINT = (
+    "start the local stack with `relayflow local up` and run `source .relayflow/local/env` "
+    "first; in the cloud, run `gcloud run services proxy api --port 8080` and set "
+    "RELAYFLOW_API_URL=http://127.0.0.1:8080"
+)
+WAIT_POLL_S = 0.5
+WAIT_TIMEOUT_S = 1800.0
+
+
+def api() -> Api:
+    return Api.from_env(os.environ, hint=LOCAL_HINT)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    doc = api().get(f"/flows/{quoted(args.flow_id)}")
+    print(json.dumps(doc, indent=2) if args.json else render.flow(doc))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    query = {
+        "flow": args.flow,
+        "status": args.status,
+        "version": args.version,
+        "updated_from": args.updated_from,
+        "updated_to": args.updated_to,
+        "limit": args.limit,
+        "cursor": args.cursor,
+        "counts": "true" if args.counts else None,
+    }
+    page = api().get("/flows", query)
+    if args.json:
+        print(json.dumps(page, indent=2))
+        return 0
+    if args.counts:
+        print(render.counts(page["counts"]))
+    print(render.flow_table(page["flows"]))
+    if page.get("next_cursor"):
+        print(f"more: add --cursor {page['next_cursor']}")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    client = api()
+    doc = client.post(f"/flows/{quoted(args.flow_id)}:cancel", {"reason": args.reason})
+    print(f"cancel of {args.flow_id} recorded ({doc['status']}): {args.reason}")
+    return _follow(client, doc, until=render.TERMINAL) if args.wait else 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    client = api()
+    doc = client.post(f"/flows/{quoted(args.flow_id)}:retry", {"reason": args.reason})
+    generation = doc["position"]["generation"]
+    print(f"retry of {args.flow_id} recorded: generation {generation} started ({args.reason})")
+    return _follow(client, doc, until=render.TERMINAL) if args.wait else 0
+
+
+def cmd_rejected(args: argparse.Namespace) -> int:
+    page = api().get("/rejected", {"limit": args.limit, "cursor": args.cursor})
+    print(render.rejected_table(page["rejected"]))
+    if page.get("next_cursor"):
+        print(f"more: add --cursor {page['next_cursor']}")
+    return 0
+
+
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    client = api()
+    if args.dead_letters_action == "list":
+        # The hold is read by pulling, which waits about a second for what may still come.
+        _note("reading the dead-letter hold…")
+        print(
+            render.dead_letter_table(
+                client.get("/dead-letters", {"limit": args.limit})["dead_letters"]
+            )
+        )
+        return 0
+    body: dict[str, Any] = {"reason": args.reason}
+    if args.edit_json is not None:
+        body["data"] = args.edit_json
+    _note(f"looking for dead letter {args.message_id} and replaying it…")
+    done = client.post(f"/dead-letters/{quoted(args.message_id)}:replay", body)
+    print(f"replayed {done['replayed']} onto flow-requests as message {done['message_id']}")
+    return 0
+
+
+def _follow(
+    client: Api,
+    doc: dict[str, Any],
+    *,
+    until: frozenset[str],
+    out: TextIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Print each new history entry of the flow until its status is in ``until``."""
+    out = out or sys.stdout
+    shown = _total(doc)
+    began = time.monotonic()
+    path = f"/flows/{quoted(doc['flow_id'])}"
+    while doc["status"] not in until:
+        if time.monotonic() - began > WAIT_TIMEOUT_S:
+            print(f"still {doc['status']} after {WAIT_TIMEOUT_S:.0f}s", file=sys.stderr)
+            return 1
+        sleep(WAIT_POLL_S)
+        doc = client.get(path)
+        for e in _new_entries(doc, shown):
+            print(render.entry(e), file=out, flush=True)
+        shown = _total(doc)
+    print(f"{doc['flow_id']} is {doc['status']}", file=out)
+    return 0
+
+
+def _total(doc: dict[str, Any]) -> int:
+    return int(doc.get("history_dropped", 0)) + len(doc.get("history") or [])
+
+
+def _new_entries(doc: dict[str, Any], shown: int) -> list[dict[str, Any]]:
+    history = list(doc.get("history") or [])
+    fresh = _total(doc) - shown
+    return history[len(history) - fresh :] if fresh > 0 else []
+
+
+def _note(line: str) -> None:
+    """Progress, on stderr: stdout stays what the command prints."""
+    print(line, file=sys.stderr, flush=True)

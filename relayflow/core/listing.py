@@ -1,0 +1,207 @@
+"""Finding flows and rejected messages: filters, summaries, and cursors for paging.
+
+Lists are newest first, by ``updated_at`` then id, and paged by an opaque cursor that names
+the last item shown (its time and id): the next page starts after it (Firestore's
+``start_after``), so paging costs one read per item shown, however deep, and a flow that
+changes meanwhile moves to the top instead of shifting every page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from relayflow.core.errors import RelayflowError
+from relayflow.core.position import Position
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
+
+T = TypeVar("T")
+MAX_CURSOR_ID = 1500  # Firestore's limit on a document id, in bytes
+# The document fields a summary is made of: what a Firestore projection of a list reads.
+SUMMARY_FIELDS = (
+    "flow_id",
+    "flow",
+    "version",
+    "status",
+    "position",
+    "polls",
+    "attempts",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "result.code",
+)
+
+
+class InvalidCursor(RelayflowError):
+    """Raised when a page cursor was not made by ``Cursor.encode`` (edited, or cut short)."""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page ended: the last item's time and id. Opaque to callers."""
+
+    at: datetime
+    id: str
+
+    def encode(self) -> str:
+        raw = json.dumps([self.at.isoformat(), self.id], separators=(",", ":"))
+        return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> Cursor:
+        """The cursor ``text`` encodes, or InvalidCursor."""
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            at, id_ = json.loads(raw.decode("utf-8"))
+            when = datetime.fromisoformat(at)
+        except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
+            raise InvalidCursor("cursor is not one this service gave out") from None
+        if when.tzinfo is None or not isinstance(id_, str) or not 0 < len(id_) <= MAX_CURSOR_ID:
+            raise InvalidCursor("cursor is not one this service gave out")
+        return cls(when, id_)
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list, and where the next one starts (None: this is the last)."""
+
+    items: list[T]
+    next: Cursor | None = None
+
+
+@dataclass(frozen=True)
+class FlowFilter:
+    """Which flows a list shows. Every field narrows it; None leaves it open.
+
+    ``updated_from`` is inclusive and ``updated_to`` exclusive, so consecutive windows never
+    show a flow twice.
+    """
+
+    flow: str | None = None
+    status: Status | None = None
+    version: int | None = None
+    updated_from: datetime | None = None
+    updated_to: datetime | None = None
+
+    def equalities(self) -> list[tuple[str, str | int]]:
+        """The ``field == value`` conditions, for a query."""
+        status = self.status.value if self.status is not None else None
+        fields = (("flow", self.flow), ("status", status), ("version", self.version))
+        return [(name, value) for name, value in fields if value is not None]
+
+    def without_status(self) -> FlowFilter:
+        """The same list over every status (what the counts per status are taken over)."""
+        return replace(self, status=None)
+
+    def matches(self, record: FlowRecord) -> bool:
+        """Whether ``record`` is in the list (what a query with this filter returns)."""
+        return (
+            all(getattr(record, name) == value for name, value in self.equalities())
+            and (self.updated_from is None or record.updated_at >= self.updated_from)
+            and (self.updated_to is None or record.updated_at < self.updated_to)
+        )
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class FlowSummary(_Model):
+    """What a list shows of a flow; the whole document is ``GET /flows/{id}``."""
+
+    flow_id: str
+    flow: str
+    version: int = 1
+    status: Status
+    position: str  # e.g. "await_registration poll 3"
+    generation: int = 0
+    polls: int = 0
+    attempts: int = 0
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+    code: str | None = None  # the result's code, once ended
+
+    @classmethod
+    def from_record(cls, record: FlowRecord) -> FlowSummary:
+        return cls.from_doc(record.to_doc())
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> FlowSummary:
+        """A summary from a flow document, or from its projection on SUMMARY_FIELDS;
+        pydantic.ValidationError if it does not parse."""
+        position = Position.model_validate(doc.get("position"))
+        result = doc.get("result") or {}
+        return cls.model_validate(
+            {
+                **{k: v for k, v in doc.items() if k not in ("position", "result")},
+                "position": position.label(),
+                "generation": position.generation,
+                "code": result.get("code") if isinstance(result, dict) else None,
+            }
+        )
+
+    def cursor(self) -> Cursor:
+        return Cursor(self.updated_at, self.flow_id)
+
+
+def record_cursor(record: FlowRecord) -> Cursor:
+    return Cursor(record.updated_at, record.flow_id)
+
+
+class RejectedMessage(_Model):
+    """A refused start message (or task body), as recorded in ``rejected``, with its reason."""
+
+    id: str
+    kind: str = "message"  # "message" (a start message) or "task" (a task body)
+    message_id: str | None = None
+    task: str | None = None
+    reason: str
+    rejected_at: datetime
+    attributes: dict[str, str] = {}
+    data: str = ""  # the bytes as text (undecodable bytes replaced), at most 16 KiB of them
+    data_truncated: bool = False
+
+    @classmethod
+    def from_doc(cls, doc_id: str, doc: dict[str, Any]) -> RejectedMessage:
+        """pydantic.ValidationError if the record does not parse."""
+        raw: Any = doc.get("body") or b""
+        if doc.get("data_base64"):
+            try:
+                raw = base64.b64decode(doc["data_base64"], validate=True)
+            except (binascii.Error, TypeError, ValueError):
+                raw = b""
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+        return cls.model_validate({**doc, "id": doc_id, "data": text})
+
+    def cursor(self) -> Cursor:
+        return Cursor(self.rejected_at, self.id)
+
+
+def paged(items: list[T], limit: int, cursor_of: Any) -> Page[T]:
+    """A page of at most ``limit`` from ``items`` (fetched with one extra, to know whether a
+    next page exists)."""
+    shown = items[:limit]
+    more = len(items) > limit
+    return Page(shown, cursor_of(shown[-1]) if more and shown else None)
+
+
+__all__ = [
+    "SUMMARY_FIELDS",
+    "Cursor",
+    "FlowFilter",
+    "FlowSummary",
+    "InvalidCursor",
+    "Page",
+    "RejectedMessage",
+    "paged",
+    "record_cursor",
+]

@@ -1,0 +1,157 @@
+"""Dead-lettered start messages: browse them, and replay one onto ``flow-requests``.
+
+A start message that failed every delivery is moved by Pub/Sub to ``flow-requests-dead`` and
+kept by the pull subscription ``flow-requests-dead-hold``. Browsing pulls what is held and
+releases it at once (ack deadline 0), so it stays for the next reader; a replay publishes the
+message (as it was, or as an operator fixed it) and only then acks it, so a replay that fails
+to publish loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from google.api_core.exceptions import DeadlineExceeded
+from google.cloud.pubsub_v1 import SubscriberClient
+from google.pubsub_v1 import ReceivedMessage
+
+from relayflow.core.errors import RelayflowError
+from relayflow.gcp.events import Events
+
+log = logging.getLogger("relayflow.gcp.dead_letters")
+# Attributes Pub/Sub adds when it dead-letters a message; a replay leaves them behind.
+DEAD_LETTER_PREFIX = "CloudPubSubDeadLetter"
+DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
+# Attributes a replay adds: the audit trail travels with the message (and into ``rejected``
+# if the start function refuses it again).
+REPLAYED_BY = "relayflow_replayed_by"
+REPLAY_REASON = "relayflow_replay_reason"
+REPLAY_OF = "relayflow_replay_of"
+MAX_ATTRIBUTE_BYTES = 1024  # Pub/Sub's limit on an attribute value
+# How many held messages a replay looks through for the one it was asked for.
+MAX_SCAN = 1000
+# Browsing wants what is held now: a pull that finds nothing waits this long, then ends.
+# (return_immediately would not wait, but Google deprecated it.)
+PULL_TIMEOUT_S = 1.0
+
+
+class DeadLetterNotFound(RelayflowError):
+    """Raised when no held dead letter has the id a replay names (replayed, or leased by
+    another reader for up to the subscription's ack deadline)."""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A held start message."""
+
+    message_id: str
+    data: bytes
+    attributes: dict[str, str]
+    published_at: datetime | None
+
+    @property
+    def delivery_count(self) -> int | None:
+        """How often the start function was tried on it before it was dead-lettered."""
+        count = self.attributes.get(DELIVERY_COUNT, "")
+        return int(count) if count.isdigit() else None
+
+    def text(self, limit: int = 16384) -> str:
+        """The data as text, undecodable bytes replaced, at most ``limit`` bytes of it."""
+        return self.data[:limit].decode("utf-8", errors="replace")
+
+
+class DeadLetterHold:
+    """The dead-letter hold subscription, and the requests topic replays go to."""
+
+    def __init__(
+        self,
+        subscriber: SubscriberClient,
+        *,
+        project: str,
+        subscription: str,
+        events: Events,
+        requests_topic: str,
+    ) -> None:
+        self._subscriber = subscriber
+        self._path = subscriber.subscription_path(project, subscription)
+        self._events = events
+        self._requests = requests_topic
+
+    def held(self, *, limit: int = 100) -> list[DeadLetter]:
+        """Up to ``limit`` held messages (released again at once, for the next reader)."""
+        received = self._pull(limit)
+        self._release(received)
+        return [_letter(m) for m in received]
+
+    def replay(self, message_id: str, *, by: str, reason: str, data: bytes | None = None) -> str:
+        """Publish the held message ``message_id`` on the requests topic — its own data, or
+        ``data`` — then ack it; the new message's id. DeadLetterNotFound if it is not held."""
+        received = self._pull(MAX_SCAN)
+        found = next((m for m in received if m.message.message_id == message_id), None)
+        try:
+            if found is None:
+                raise DeadLetterNotFound(
+                    f"no dead letter {message_id!r} is held: it was replayed already, or "
+                    "another reader holds it for up to a minute"
+                )
+            letter = _letter(found)
+            attributes = _replay_attributes(letter, by=by, reason=reason)
+            published = self._events.publish_raw(
+                self._requests, letter.data if data is None else data, **attributes
+            )
+            self._subscriber.acknowledge(subscription=self._path, ack_ids=[found.ack_id])
+        finally:
+            self._release([m for m in received if m is not found])
+        log.info(
+            "dead letter replayed",
+            extra={"message_id": message_id, "published": published, "by": by, "reason": reason},
+        )
+        return published
+
+    def _pull(self, limit: int) -> list[ReceivedMessage]:
+        received: list[ReceivedMessage] = []
+        while len(received) < limit:
+            try:
+                response = self._subscriber.pull(
+                    subscription=self._path,
+                    max_messages=min(limit - len(received), 1000),
+                    timeout=PULL_TIMEOUT_S,
+                )
+            except DeadlineExceeded:  # nothing (more) is held: a pull waits for what may come
+                break
+            if not response.received_messages:
+                break
+            received.extend(response.received_messages)
+        return received
+
+    def _release(self, received: Sequence[ReceivedMessage]) -> None:
+        if received:
+            self._subscriber.modify_ack_deadline(
+                subscription=self._path,
+                ack_ids=[m.ack_id for m in received],
+                ack_deadline_seconds=0,
+            )
+
+
+def _letter(received: ReceivedMessage) -> DeadLetter:
+    message = received.message
+    published = message.publish_time
+    return DeadLetter(
+        message_id=message.message_id,
+        data=bytes(message.data),
+        attributes=dict(message.attributes),
+        published_at=published if isinstance(published, datetime) else None,
+    )
+
+
+def _replay_attributes(letter: DeadLetter, *, by: str, reason: str) -> dict[str, str]:
+    kept = {k: v for k, v in letter.attributes.items() if not k.startswith(DEAD_LETTER_PREFIX)}
+    audit = {REPLAYED_BY: by, REPLAY_REASON: reason, REPLAY_OF: letter.message_id}
+    return kept | {k: _bounded(v) for k, v in audit.items()}
+
+
+def _bounded(value: str) -> str:
+    return value.encode("utf-8")[:MAX_ATTRIBUTE_BYTES].decode("utf-8", errors="ignore")

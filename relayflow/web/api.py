@@ -1,0 +1,303 @@
+"""The operator api and its console: read flows, cancel, retry, replay — each by role.
+
+| route | role | what |
+|---|---|---|
+| ``GET /flows`` | viewer | a page of flows: filters, ``cursor``, ``limit``, ``view``, ``counts`` |
+| ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
+| ``GET /flows/{id}`` | viewer | the whole document |
+| ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
+| ``GET /rejected`` | viewer | refused messages with their reasons (``cursor``, ``limit``) |
+| ``GET /dead-letters`` | viewer | held dead-lettered start messages |
+| ``POST /dead-letters/{id}:replay`` | operator | ``{"reason", "data"?}``: publish, then ack |
+| ``GET /whoami`` | viewer | the caller's identity and role |
+
+Routes are thin: identify the caller, read and check the parameters (``params``), call one
+engine or store method. Errors raise; one table maps them to Google-style JSON errors.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from flask import Flask, Response, g, redirect, request, url_for
+
+from relayflow.core.engine import Engine
+from relayflow.core.errors import FlowNotFound, InvalidTransition, RelayflowError
+from relayflow.core.flows import Registry
+from relayflow.core.listing import FlowSummary, Page
+from relayflow.core.ports import Store
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
+from relayflow.gcp.auth import Unauthorized
+from relayflow.gcp.dead_letters import DeadLetter, DeadLetterNotFound
+from relayflow.metrics import Metrics
+from relayflow.runtime import Runtime
+from relayflow.telemetry import Counters
+from relayflow.web import params
+from relayflow.web.access import Access, Caller, Forbidden, Role, access_from_settings
+from relayflow.web.callbacks import add_callback_routes, add_item_routes
+from relayflow.web.services import base_app, error
+
+log = logging.getLogger("relayflow.web.api")
+View = Callable[..., Any]
+Guard = Callable[[View], View]
+DEFAULT_CANCEL_REASON = "cancelled by an operator"
+
+# How each refusal is answered: HTTP status and Google's status name.
+ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
+    params.BadRequest: (400, "INVALID_ARGUMENT"),
+    Unauthorized: (401, "UNAUTHENTICATED"),
+    Forbidden: (403, "PERMISSION_DENIED"),
+    FlowNotFound: (404, "NOT_FOUND"),
+    DeadLetterNotFound: (404, "NOT_FOUND"),
+    InvalidTransition: (409, "FAILED_PRECONDITION"),
+}
+
+
+class DeadLetters(Protocol):
+    """The dead-letter hold (relayflow.gcp.dead_letters.DeadLetterHold)."""
+
+    def held(self, *, limit: int = 100) -> list[DeadLetter]: ...
+
+    def replay(
+        self, message_id: str, *, by: str, reason: str, data: bytes | None = None
+    ) -> str: ...
+
+
+@dataclass(frozen=True)
+class Operations:
+    """What the api works with: from the runtime in the service, in-memory fakes in tests."""
+
+    engine: Engine
+    store: Store
+    access: Access
+    dead_letters: DeadLetters
+    counters: Counters
+    metrics: Metrics
+    # The deployed flow definitions: the console draws poll waits against their curves.
+    registry: Registry | None = None
+
+
+def api_app(runtime: Runtime) -> Flask:
+    """The api service: the JSON api and the console, over the runtime's engine and store."""
+    return build_api(
+        Operations(
+            engine=runtime.engine,
+            store=runtime.store,
+            access=access_from_settings(runtime.settings),
+            dead_letters=_dead_letter_hold(runtime),
+            counters=runtime.counters,
+            metrics=runtime.metrics,
+            registry=runtime.registry,
+        )
+    )
+
+
+def build_api(ops: Operations) -> Flask:
+    from relayflow.web import console
+
+    app = base_app("relayflow-api", ops.counters, ops.metrics)
+    _register_timing(app)
+    _register_errors(app)
+    _register_flows(app, ops)
+    _register_messages(app, ops)
+    add_callback_routes(app, ops.engine, guarded(ops.access, Role.OPERATOR, "complete callbacks"))
+    add_item_routes(app, ops.engine, guarded(ops.access, Role.VIEWER, "read flows"))
+    app.register_blueprint(console.blueprint(ops))
+
+    @app.get("/")
+    def home() -> Any:
+        return redirect(url_for("console.home"))
+
+    return app
+
+
+def guarded(access: Access, role: Role, action: str) -> Guard:
+    """Identify the caller (``g.caller``) and refuse one whose role may not ``action``."""
+
+    def wrap(view: View) -> View:
+        @functools.wraps(view)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            caller = access.caller(request.headers.get("Authorization"), request.remote_addr)
+            access.require(caller, role, action)
+            g.caller = caller
+            return view(*args, **kwargs)
+
+        return checked
+
+    return wrap
+
+
+def caller() -> Caller:
+    """The caller ``guarded`` identified for this request."""
+    found: Caller = g.caller
+    return found
+
+
+def refusal(exc: RelayflowError) -> tuple[int, str]:
+    """The HTTP status and status name ``exc`` is answered with."""
+    return next((v for t, v in ERRORS.items() if isinstance(exc, t)), (500, "INTERNAL"))
+
+
+def _register_timing(app: Flask) -> None:
+    """``Server-Timing: app;dur=<ms>`` on every answer: the api's own time, almost all of it
+    Firestore's, which a browser's developer tools and bench/cli_startup.py read."""
+
+    @app.before_request
+    def started() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def timed(response: Response) -> Response:
+        began = g.get("started")
+        if began is not None:
+            elapsed_ms = (time.perf_counter() - began) * 1000
+            response.headers["Server-Timing"] = f"app;dur={elapsed_ms:.1f}"
+        return response
+
+
+def _register_errors(app: Flask) -> None:
+    @app.errorhandler(RelayflowError)
+    def refused(exc: RelayflowError) -> tuple[Response, int]:
+        status, code = refusal(exc)
+        if status == 500:
+            raise exc  # not a refusal: the 500 handler answers, and Flask logs it
+        if status in (401, 403):
+            log.warning("refused", extra={"path": request.path, "reason": str(exc)})
+        return error(status, code, str(exc))
+
+
+def _register_flows(app: Flask, ops: Operations) -> None:
+    viewer = guarded(ops.access, Role.VIEWER, "read flows")
+
+    @app.get("/flows")
+    @viewer
+    def list_flows() -> Any:
+        query = params.list_query(request.args)
+        with_counts = params.flag(request.args.get("counts"), name="counts")
+        page = page_of(ops.store, query)
+        body: dict[str, Any] = {
+            "flows": [item.model_dump(mode="json") for item in page.items],
+            "next_cursor": page.next.encode() if page.next else None,
+            "view": query.view,
+        }
+        if with_counts:
+            body["counts"] = _counts(ops.store.count_by_status(query.filter))
+        return body
+
+    @app.get("/flows:counts")
+    @viewer
+    def count_flows() -> Any:
+        counts = ops.store.count_by_status(params.flow_filter(request.args))
+        return {"counts": _counts(counts), "total": sum(counts.values())}
+
+    @app.get("/flows/<flow_id>")
+    @viewer
+    def get_flow(flow_id: str) -> Any:
+        return ops.engine.get(params.flow_id(flow_id)).model_dump(mode="json")
+
+    @app.post("/flows/<flow_id>:cancel")
+    @guarded(ops.access, Role.OPERATOR, "cancel flows")
+    def cancel_flow(flow_id: str) -> Any:
+        why = params.reason(_body().get("reason"), required=False, default=DEFAULT_CANCEL_REASON)
+        record = ops.engine.cancel(params.flow_id(flow_id), why, by=caller().identity)
+        return record.model_dump(mode="json")
+
+    @app.post("/flows/<flow_id>:retry")
+    @guarded(ops.access, Role.OPERATOR, "retry flows")
+    def retry_flow(flow_id: str) -> Any:
+        why = params.reason(_body().get("reason"), required=False)
+        record = ops.engine.retry(params.flow_id(flow_id), reason=why, by=caller().identity)
+        return record.model_dump(mode="json")
+
+    @app.get("/whoami")
+    @viewer
+    def whoami() -> Any:
+        return {"identity": caller().identity, "role": caller().role.label}
+
+
+def _register_messages(app: Flask, ops: Operations) -> None:
+    viewer = guarded(ops.access, Role.VIEWER, "read rejected and dead-lettered messages")
+
+    @app.get("/rejected")
+    @viewer
+    def list_rejected() -> Any:
+        page = ops.store.rejected_messages(
+            after=params.cursor(request.args.get("cursor")),
+            limit=params.limit(request.args.get("limit")),
+        )
+        return {
+            "rejected": [m.model_dump(mode="json") for m in page.items],
+            "next_cursor": page.next.encode() if page.next else None,
+        }
+
+    @app.get("/dead-letters")
+    @viewer
+    def list_dead_letters() -> Any:
+        held = ops.dead_letters.held(limit=params.limit(request.args.get("limit"), default=100))
+        return {"dead_letters": [dead_letter_json(letter) for letter in held]}
+
+    @app.post("/dead-letters/<message_id>:replay")
+    @guarded(ops.access, Role.OPERATOR, "replay dead letters")
+    def replay_dead_letter(message_id: str) -> Any:
+        body = _body()
+        published = ops.dead_letters.replay(
+            params.message_id(message_id),
+            by=caller().identity,
+            reason=params.reason(body.get("reason"), required=True),
+            data=params.replay_data(body.get("data")),
+        )
+        return {"replayed": message_id, "message_id": published}
+
+
+def page_of(store: Store, query: params.ListQuery) -> Page[FlowSummary] | Page[FlowRecord]:
+    """The page ``query`` asks for, in its view: summaries, or whole documents."""
+    if query.view == "full":
+        return store.flows(query.filter, after=query.after, limit=query.limit)
+    return store.summaries(query.filter, after=query.after, limit=query.limit)
+
+
+def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
+    return {
+        "message_id": letter.message_id,
+        "published_at": letter.published_at.isoformat() if letter.published_at else None,
+        "delivery_count": letter.delivery_count,
+        "attributes": letter.attributes,
+        "data": letter.text(),
+        "data_bytes": len(letter.data),
+    }
+
+
+def _counts(counts: dict[Status, int]) -> dict[str, int]:
+    return {status.value: counts.get(status, 0) for status in Status}
+
+
+def _body() -> dict[str, Any]:
+    """The request's JSON object body; an empty body is an empty object."""
+    if not request.get_data():
+        return {}
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise params.BadRequest("the body must be a JSON object")
+    return body
+
+
+def _dead_letter_hold(runtime: Runtime) -> DeadLetters:
+    from relayflow.gcp import events
+    from relayflow.gcp.dead_letters import DeadLetterHold
+
+    topology, settings = runtime.topology, runtime.settings
+    return DeadLetterHold(
+        events.subscriber(),
+        project=settings.project_id,
+        subscription=topology.subscriptions.dead_letter.name,
+        events=events.Events(
+            events.build_publisher(), project=settings.project_id, counters=runtime.counters
+        ),
+        requests_topic=topology.topics.requests,
+    )

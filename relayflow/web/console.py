@@ -1,0 +1,252 @@
+"""The console: server-rendered pages for people, served by the api with the api's auth.
+
+Flows (filters, counts per status, cursor paging, newest first); one flow (its timeline,
+input, outputs, result, next due task, refreshed every second while it runs); cancel and
+retry behind a confirmation page that asks why; rejected messages; dead letters and their
+replay. Jinja templates, one stylesheet and a few lines of JavaScript for the live view: no
+build step. Every action goes through the same engine and store calls as the JSON api.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from flask import Blueprint, g, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response as Redirect
+
+from relayflow.core.errors import RelayflowError, UnknownFlow
+from relayflow.core.flows import Flow
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import ACTIVE, TERMINAL, Status
+from relayflow.web import params, timeline
+from relayflow.web.access import Forbidden, Role
+
+if TYPE_CHECKING:
+    from relayflow.web.api import Guard, Operations
+
+FILTER_FIELDS = ("flow", "status", "version", "updated_from", "updated_to", "limit")
+NOTICES = {
+    "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
+    "retried": "Retry recorded: a new generation has started.",
+}
+
+
+def blueprint(ops: Operations) -> Blueprint:
+    """The console's pages, under ``/console``."""
+    from relayflow.web.api import guarded
+
+    bp = Blueprint(
+        "console",
+        __name__,
+        url_prefix="/console",
+        template_folder="templates",
+        static_folder="static",
+    )
+    viewer = guarded(ops.access, Role.VIEWER, "read flows")
+    operator = guarded(ops.access, Role.OPERATOR, "cancel, retry or replay")
+    _register_filters(bp)
+    _register_guards(bp)
+    _register_flow_pages(bp, ops, viewer)
+    _register_actions(bp, ops, operator)
+    _register_message_pages(bp, ops, viewer, operator)
+    return bp
+
+
+def _register_guards(bp: Blueprint) -> None:
+    @bp.before_request
+    def same_origin() -> None:
+        # Forms post with the browser's credentials (a proxy's token, or none on 127.0.0.1):
+        # a page on another site must not be able to post them here (CSRF).
+        if request.method != "POST":
+            return
+        origin = request.headers.get("Origin")
+        site = request.headers.get("Sec-Fetch-Site")
+        if (origin and urlsplit(origin).netloc != request.host) or site in ("cross-site",):
+            raise Forbidden("the console accepts forms only from its own pages")
+
+    @bp.context_processor
+    def roles() -> dict[str, Any]:
+        return {"Role": Role}
+
+    @bp.errorhandler(RelayflowError)
+    def refused(exc: RelayflowError) -> tuple[str, int]:
+        from relayflow.web.api import refusal
+
+        status, code = refusal(exc)
+        if status == 500:
+            raise exc
+        page = render_template("console/error.html", status=status, code=code, message=str(exc))
+        return page, status
+
+
+def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
+    @bp.get("/")
+    def home() -> Redirect:
+        return redirect(url_for(".flows"))
+
+    @bp.get("/flows")
+    @viewer
+    def flows() -> str:
+        query = params.list_query(request.args, default_limit=50)
+        page = ops.store.summaries(query.filter, after=query.after, limit=query.limit)
+        kept: dict[str, Any] = {k: v for k in FILTER_FIELDS if (v := request.args.get(k))}
+        return render_template(
+            "console/flows.html",
+            page=page,
+            counts=ops.store.count_by_status(query.filter),
+            statuses=list(Status),
+            args=kept,
+            next_url=url_for(".flows", **kept, cursor=page.next.encode()) if page.next else None,
+            first_url=url_for(".flows", **kept) if query.after else None,
+        )
+
+    @bp.get("/flows/<flow_id>")
+    @viewer
+    def flow(flow_id: str) -> str:
+        context = _flow_context(ops, params.flow_id(flow_id))
+        notice = NOTICES.get(request.args.get("notice", ""))
+        return render_template("console/flow.html", notice=notice, **context)
+
+    @bp.get("/flows/<flow_id>/live")
+    @viewer
+    def flow_live(flow_id: str) -> str:
+        """The part of a flow's page that changes while it runs (the page polls it)."""
+        return render_template("console/_flow_live.html", **_flow_context(ops, flow_id))
+
+
+def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
+    record = ops.engine.get(params.flow_id(flow_id))
+    now = datetime.now(UTC)
+    definition = _definition(ops, record)
+    return {
+        "record": record,
+        "now": now,
+        "active": record.status in ACTIVE,
+        "can_cancel": record.status in ACTIVE and record.status is not Status.COMPENSATING,
+        "can_retry": record.status in TERMINAL and record.status is not Status.SUCCEEDED,
+        "timeline": timeline.build(record, definition, now=now),
+        "operator": g.caller.may(Role.OPERATOR),
+    }
+
+
+def _definition(ops: Operations, record: FlowRecord) -> Flow | None:
+    if ops.registry is None:
+        return None
+    try:
+        return ops.registry.get(record.flow, record.version)
+    except UnknownFlow:
+        return None
+
+
+def _register_actions(bp: Blueprint, ops: Operations, operator: Guard) -> None:
+    @bp.route("/flows/<flow_id>/cancel", methods=["GET", "POST"])
+    @operator
+    def cancel(flow_id: str) -> Any:
+        record = ops.engine.get(params.flow_id(flow_id))
+        if request.method == "GET":
+            return _confirm(record, "cancel")
+        why = params.reason(request.form.get("reason"), required=True)
+        ops.engine.cancel(record.flow_id, why, by=g.caller.identity)
+        return redirect(url_for(".flow", flow_id=record.flow_id, notice="cancelled"), 303)
+
+    @bp.route("/flows/<flow_id>/retry", methods=["GET", "POST"])
+    @operator
+    def retry(flow_id: str) -> Any:
+        record = ops.engine.get(params.flow_id(flow_id))
+        if request.method == "GET":
+            return _confirm(record, "retry")
+        why = params.reason(request.form.get("reason"), required=True)
+        ops.engine.retry(record.flow_id, reason=why, by=g.caller.identity)
+        return redirect(url_for(".flow", flow_id=record.flow_id, notice="retried"), 303)
+
+
+def _confirm(record: FlowRecord, action: str) -> str:
+    return render_template("console/confirm.html", record=record, action=action)
+
+
+def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, operator: Guard) -> None:
+    @bp.get("/rejected")
+    @viewer
+    def rejected() -> str:
+        after = params.cursor(request.args.get("cursor"))
+        page = ops.store.rejected_messages(
+            after=after, limit=params.limit(request.args.get("limit"))
+        )
+        return render_template(
+            "console/rejected.html",
+            page=page,
+            next_url=url_for(".rejected", cursor=page.next.encode()) if page.next else None,
+            first_url=url_for(".rejected") if after else None,
+        )
+
+    @bp.get("/dead-letters")
+    @viewer
+    def dead_letters() -> str:
+        return render_template(
+            "console/dead_letters.html",
+            letters=ops.dead_letters.held(limit=100),
+            replayed=request.args.get("replayed"),
+            flow_id=request.args.get("flow_id"),
+        )
+
+    @bp.route("/dead-letters/<message_id>/replay", methods=["GET", "POST"])
+    @operator
+    def replay(message_id: str) -> Any:
+        message_id = params.message_id(message_id)
+        if request.method == "GET":
+            letter = next((m for m in ops.dead_letters.held() if m.message_id == message_id), None)
+            return render_template("console/replay.html", message_id=message_id, letter=letter)
+        edited = request.form.get("mode") == "edited"
+        data = params.replay_data(request.form.get("data")) if edited else None
+        why = params.reason(request.form.get("reason"), required=True)
+        published = ops.dead_letters.replay(message_id, by=g.caller.identity, reason=why, data=data)
+        shown: dict[str, Any] = {"replayed": published, "flow_id": _flow_id_of(data)}
+        return redirect(url_for(".dead_letters", **{k: v for k, v in shown.items() if v}), 303)
+
+
+def _flow_id_of(data: bytes | None) -> str | None:
+    """The flow id an edited start message names, for a link to the flow it starts."""
+    if data is None:
+        return None
+    value = json.loads(data).get("flow_id")
+    return value if isinstance(value, str) else None
+
+
+def duration(seconds: float) -> str:
+    """``1.14 s``, ``2 min 5 s``, ``3 h 20 min``, ``4 d 2 h``: two units at most."""
+    sign, left = ("-" if seconds < 0 else ""), abs(seconds)
+    if left < 60:
+        return f"{sign}{left:.2f} s"
+    units = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+    parts: list[str] = []
+    for name, size in units:
+        count, left = divmod(left, size)
+        if count or parts:
+            parts.append(f"{count:.0f} {name}")
+    return sign + " ".join(parts[:2])
+
+
+def _register_filters(bp: Blueprint) -> None:
+    @bp.app_template_filter("when")
+    def when(at: datetime | None) -> str:
+        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if at else ""
+
+    @bp.app_template_filter("short")
+    def short(at: datetime | None) -> str:
+        return at.astimezone(UTC).strftime("%m-%d %H:%M:%S") if at else ""
+
+    @bp.app_template_filter("seconds")
+    def seconds(value: float | None) -> str:
+        return "" if value is None else duration(value)
+
+    @bp.app_template_filter("pretty")
+    def pretty(value: Any) -> str:
+        return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+    @bp.app_template_filter("due")
+    def due(at: datetime, now: datetime) -> str:
+        gap = (at - now).total_seconds()
+        return f"in {duration(gap)}" if gap >= 0 else f"overdue by {duration(-gap)}"

@@ -1,0 +1,183 @@
+"""Reading what callers send the api and the console: query parameters and form fields.
+
+Every value is checked here, at the boundary, and refused with a message that names the
+parameter and what it must be (the routes answer 400 with it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from relayflow.core.errors import InvalidMessage, RelayflowError
+from relayflow.core.listing import Cursor, FlowFilter, InvalidCursor
+from relayflow.core.messages import StartMessage, decode_json, describe
+from relayflow.core.position import FLOW_ID_PATTERN
+from relayflow.core.state import Status
+
+FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+MAX_LIMIT = 500
+MAX_REASON_CHARS = 500
+MAX_MESSAGE_ID = 200
+MAX_REPLAY_BYTES = 256 * 1024
+VIEWS = ("summary", "full")
+
+
+class BadRequest(RelayflowError):
+    """Raised when a parameter or field is missing or not what it must be."""
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """A list request: which flows, which page, how much of each."""
+
+    filter: FlowFilter
+    after: Cursor | None
+    limit: int
+    view: str
+
+
+def flow_id(text: str) -> str:
+    if not re.fullmatch(FLOW_ID_PATTERN[1:-1], text):
+        raise BadRequest(f"flow id must match {FLOW_ID_PATTERN}")
+    return text
+
+
+def message_id(text: str) -> str:
+    if not text or len(text) > MAX_MESSAGE_ID or not text.isprintable():
+        raise BadRequest(f"message id must be 1..{MAX_MESSAGE_ID} printable characters")
+    return text
+
+
+def list_query(args: Mapping[str, str], *, default_limit: int = 50) -> ListQuery:
+    """Filters, cursor, limit and view from a list request's parameters."""
+    view = args.get("view") or "summary"
+    if view not in VIEWS:
+        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {view!r}")
+    return ListQuery(
+        filter=flow_filter(args),
+        after=cursor(args.get("cursor")),
+        limit=limit(args.get("limit"), default=default_limit),
+        view=view,
+    )
+
+
+def flow_filter(args: Mapping[str, str]) -> FlowFilter:
+    """``flow``, ``status``, ``version``, ``updated_from`` and ``updated_to``; empty is unset."""
+    window = (timestamp(args, "updated_from"), timestamp(args, "updated_to"))
+    if window[0] and window[1] and window[0] >= window[1]:
+        raise BadRequest("updated_from must be before updated_to")
+    return FlowFilter(
+        flow=flow_name(args.get("flow")),
+        status=status(args.get("status")),
+        version=version(args.get("version")),
+        updated_from=window[0],
+        updated_to=window[1],
+    )
+
+
+def flow_name(raw: str | None) -> str | None:
+    if not raw:
+        return None
+    if not FLOW_NAME.fullmatch(raw):
+        raise BadRequest(f"flow {raw[:80]!r} is not a flow name ([a-z][a-z0-9_-]{{0,62}})")
+    return raw
+
+
+def status(raw: str | None) -> Status | None:
+    if not raw:
+        return None
+    try:
+        return Status(raw.upper())
+    except ValueError:
+        allowed = ", ".join(s.value for s in Status)
+        raise BadRequest(f"status {raw[:40]!r} is not one of {allowed}") from None
+
+
+def version(raw: str | None) -> int | None:
+    if not raw:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+        raise BadRequest(f"version must be an integer 1..1000000, got {raw[:40]!r}")
+    return int(raw)
+
+
+def limit(raw: str | None, *, default: int = 50) -> int:
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise BadRequest(f"limit must be an integer 1..{MAX_LIMIT}")
+    return int(raw)
+
+
+def flag(raw: str | None, *, name: str) -> bool:
+    """A yes/no parameter: true, false, 1, 0 (absent: false)."""
+    if raw is None or raw == "":
+        return False
+    if raw.lower() not in ("true", "false", "1", "0"):
+        raise BadRequest(f"{name} must be true or false, got {raw[:20]!r}")
+    return raw.lower() in ("true", "1")
+
+
+def cursor(raw: str | None) -> Cursor | None:
+    if not raw:
+        return None
+    try:
+        return Cursor.decode(raw)
+    except InvalidCursor as exc:
+        raise BadRequest(f"cursor: {exc}") from None
+
+
+def timestamp(args: Mapping[str, str], name: str) -> datetime | None:
+    """An ISO 8601 time (``2026-03-01T12:00:00Z``; a date or a time without a zone is UTC)."""
+    raw = args.get(name)
+    if not raw:
+        return None
+    try:
+        when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00").replace(" ", "T"))
+    except ValueError:
+        raise BadRequest(
+            f"{name} must be an ISO 8601 time like 2026-03-01T12:00:00Z, got {raw[:40]!r}"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def reason(raw: Any, *, required: bool, default: str = "") -> str:
+    """Why an operator acts: at most MAX_REASON_CHARS printable characters."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        if required:
+            raise BadRequest("reason is required: say why, it is recorded with your name")
+        return default
+    if not isinstance(raw, str):
+        raise BadRequest("reason must be a string")
+    text = " ".join(raw.split())  # newlines and tabs from a text area become spaces
+    if len(text) > MAX_REASON_CHARS or not text.isprintable():
+        raise BadRequest(f"reason must be at most {MAX_REASON_CHARS} printable characters")
+    return text
+
+
+def replay_data(raw: Any) -> bytes | None:
+    """An operator's fixed start message: a JSON object with the start message's fields, or
+    None (replay as it was). Checked here so a typo is refused now, not rejected later."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    data = (raw if isinstance(raw, str) else _json(raw)).encode("utf-8")
+    if len(data) > MAX_REPLAY_BYTES:
+        raise BadRequest(f"the edited message must be at most {MAX_REPLAY_BYTES} bytes")
+    try:
+        StartMessage.model_validate(decode_json(data))
+    except InvalidMessage as exc:
+        raise BadRequest(f"the edited message: {exc.reason}") from None
+    except ValidationError as exc:
+        raise BadRequest(f"the edited message would be rejected: {describe(exc)}") from None
+    return data
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))

@@ -1,0 +1,204 @@
+"""A flow's history laid out on a time axis, for the console to draw.
+
+Each history entry is a mark in its step's lane (compensations in a lane of their own,
+operator actions in the operator lane) at the time it happened; a wait the planner chose (a
+poll's backoff, a retry's) is a bar from the entry to when the next try was due, labelled
+with the delay chosen and how it compares with the policy's curve (the jitter); a retry by an
+operator starts a new generation, drawn as a boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from relayflow.core.backoff import nominal_delay
+from relayflow.core.flows import Flow, PollStep
+from relayflow.core.position import TaskKind
+from relayflow.core.records import FlowRecord, HistoryEntry
+from relayflow.core.state import ACTIVE
+
+OPERATOR_OUTCOMES = frozenset({"cancelled", "restarted"})
+OPERATOR_LANE = "operator"  # the last lane: what people did, below what the flow did
+TICK_STEPS_S = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
+MAX_TICKS = 8
+X = Callable[[datetime], float]  # a time's place along the axis, 0..1
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A delay the planner chose after an entry: how long, and against which curve."""
+
+    delay_s: float
+    end_x: float
+    curve_s: float | None = None  # the policy's delay before jitter (poll steps)
+    jitter_s: float | None = None  # chosen - curve, when the jitter explains the difference
+
+    @property
+    def note(self) -> str:
+        if self.curve_s is None:
+            return ""
+        if self.jitter_s is None:
+            longer = self.delay_s > self.curve_s
+            why = "a Retry-After asked for more" if longer else "cut to land on the deadline"
+            return f"curve {self.curve_s:.2f}s; {why}"
+        return f"curve {self.curve_s:.2f}s, jitter {self.jitter_s:+.2f}s"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One history entry on the axis."""
+
+    entry: HistoryEntry
+    x: float  # 0..1 along the axis
+    lane: int
+    offset_s: float  # since the flow was created
+    tone: str  # how it ended, for its colour: ok, wait, retry, fail, undo, op
+    wait: Wait | None = None
+
+    @property
+    def which(self) -> str:
+        """``poll 3``, ``action #1``, ``compensate #0``."""
+        if self.entry.kind is TaskKind.POLL:
+            return f"poll {self.entry.poll}"
+        return f"{self.entry.kind} #{self.entry.attempt}"
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    start: datetime
+    span_s: float
+    lanes: list[str]
+    marks: list[Mark]
+    boundaries: list[Mark]  # the entries that began a new generation
+    ticks: list[Tick]
+    next_x: float | None  # when the next task is due, if the flow is active
+    now_x: float | None
+
+
+def build(record: FlowRecord, flow: Flow | None, *, now: datetime) -> Timeline:
+    """The timeline of ``record`` (``flow``, its definition if deployed, gives the curves)."""
+    start = record.created_at
+    end = _end(record, now)
+    span_s = max((end - start).total_seconds(), 1.0)
+
+    def x(at: datetime) -> float:
+        return min(max((at - start).total_seconds() / span_s, 0.0), 1.0)
+
+    named = dict.fromkeys(_lane_name(e) for e in record.history)  # in order of appearance
+    lanes = [lane for lane in named if lane != OPERATOR_LANE] + (
+        [OPERATOR_LANE] if OPERATOR_LANE in named else []
+    )
+    marks = [_mark(e, lanes, x, start, flow) for e in record.history]
+    active = record.status in ACTIVE
+    return Timeline(
+        start=start,
+        span_s=span_s,
+        lanes=lanes,
+        marks=marks,
+        boundaries=[m for m in marks if m.entry.outcome == "restarted"],
+        ticks=_ticks(span_s),
+        next_x=x(record.next.run_at) if active and record.next else None,
+        now_x=x(now) if active else None,
+    )
+
+
+def _end(record: FlowRecord, now: datetime) -> datetime:
+    """The axis ends at the flow's end; while it runs, at now or its next task, if later."""
+    times = [record.updated_at, *(e.at for e in record.history[-1:])]
+    if record.finished_at is not None and record.status not in ACTIVE:
+        times.append(record.finished_at)
+    else:
+        times += [now, *([record.next.run_at] if record.next else [])]
+    return max(times)
+
+
+def _mark(entry: HistoryEntry, lanes: list[str], x: X, start: datetime, flow: Flow | None) -> Mark:
+    return Mark(
+        entry=entry,
+        x=x(entry.at),
+        lane=lanes.index(_lane_name(entry)),
+        offset_s=(entry.at - start).total_seconds(),
+        tone=_tone(entry),
+        wait=_wait(entry, x, flow),
+    )
+
+
+def _lane_name(entry: HistoryEntry) -> str:
+    if entry.by or entry.outcome in OPERATOR_OUTCOMES:
+        return OPERATOR_LANE
+    if entry.kind is TaskKind.COMPENSATE:
+        return f"undo {entry.step}"
+    return entry.step
+
+
+def _tone(entry: HistoryEntry) -> str:
+    outcome = entry.outcome
+    if entry.by or outcome in OPERATOR_OUTCOMES:
+        return "op"
+    if entry.kind is TaskKind.COMPENSATE:
+        return "undo" if outcome == "compensated" else "fail"
+    if outcome in ("succeeded", "ready"):
+        return "ok"
+    if outcome.startswith("not ready"):
+        return "wait"
+    if outcome.startswith("retryable error"):
+        return "retry"
+    return "fail"
+
+
+def _wait(entry: HistoryEntry, x: X, flow: Flow | None) -> Wait | None:
+    if entry.delay_s is None:
+        return None
+    end_x = x(entry.at + timedelta(seconds=entry.delay_s))
+    curve = _curve_s(entry, flow)
+    if curve is None:
+        return Wait(entry.delay_s, end_x)
+    jitter = entry.delay_s - curve
+    allowed = _jitter_share(entry, flow) * curve + 0.001  # the history rounds to ms
+    return Wait(entry.delay_s, end_x, curve, jitter if abs(jitter) <= allowed else None)
+
+
+def _poll_step(entry: HistoryEntry, flow: Flow | None) -> PollStep | None:
+    index = flow.index_of(entry.step) if flow else None
+    step = flow.step(index) if flow and index is not None else None
+    return step if isinstance(step, PollStep) and entry.kind is TaskKind.POLL else None
+
+
+def _curve_s(entry: HistoryEntry, flow: Flow | None) -> float | None:
+    step = _poll_step(entry, flow)
+    if step is None:
+        return None
+    policy = step.policy
+    return nominal_delay(
+        n=entry.poll,
+        initial_s=policy.initial_s,
+        multiplier=policy.multiplier,
+        max_interval_s=policy.max_interval_s,
+    )
+
+
+def _jitter_share(entry: HistoryEntry, flow: Flow | None) -> float:
+    step = _poll_step(entry, flow)
+    return step.policy.jitter if step else 0.0
+
+
+def _ticks(span_s: float) -> list[Tick]:
+    every = next((s for s in TICK_STEPS_S if span_s / s <= MAX_TICKS), span_s / MAX_TICKS)
+    count = int(span_s // every)
+    return [Tick(i * every / span_s, _offset(i * every)) for i in range(count + 1)]
+
+
+def _offset(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"+{seconds / 3600:g} h"
+    if seconds >= 60:
+        return f"+{seconds / 60:g} min"
+    return f"+{seconds:g} s"

@@ -1,0 +1,124 @@
+"""The console in a real headless browser (Debian's chromium, driven by Selenium) against a
+whole local stack of its own, with the e2e tests' short policies and metrics kept in memory.
+
+Nothing is downloaded at run time: Selenium is pointed at /usr/bin/chromium and
+/usr/bin/chromedriver (``apt-get install chromium chromium-driver``; .ci/run installs them).
+Screenshots go to each test's tmp dir, and also to ``$RELAYFLOW_SCREENSHOTS_DIR`` when it is
+set (``RELAYFLOW_SCREENSHOTS_DIR=docs`` refreshes the README's).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from google.cloud import firestore
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from relayflow.gcp.store import FlowStore
+from relayflow.local.ports import HOST, Ports
+from relayflow.local.stack import Stack
+from tests.e2e.conftest import FAST_POLICIES, PROJECT, Harness
+
+CONSOLE_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 700
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+)
+WAIT_S = 60.0
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session")
+def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(
+        ports=Ports(CONSOLE_BASE_PORT),
+        state_dir=tmp_path_factory.mktemp("console-stack"),
+        base_env={**os.environ, **FAST_POLICIES, "RELAYFLOW_METRICS_EXPORTER": "local"},
+        sweep_interval_s=0,
+    )
+    stack.up()
+    try:
+        yield stack
+    finally:
+        stack.down()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[WebDriver]:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.fail(
+            f"{CHROMIUM} and {CHROMEDRIVER} are needed: apt-get install chromium chromium-driver"
+        )
+    profile = tempfile.mkdtemp(prefix="relayflow-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()  # stops chromium and the chromedriver Selenium started
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@dataclass
+class Console:
+    """The browser on the console of the stack, and the stack's handles (``h``)."""
+
+    driver: WebDriver
+    h: Harness
+    shots: Path
+
+    def url(self, path: str) -> str:
+        return f"http://{HOST}:{self.h.ports.api}{path}"
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.url(path))
+
+    def wait(self, condition: Callable[[WebDriver], object], timeout_s: float = WAIT_S) -> object:
+        return WebDriverWait(self.driver, timeout_s, poll_frequency=0.2).until(condition)
+
+    def screenshot(self, name: str) -> Path:
+        path = self.shots / name
+        assert self.driver.save_screenshot(str(path)), f"no screenshot {path}"
+        published = os.environ.get("RELAYFLOW_SCREENSHOTS_DIR")
+        if published:
+            Path(published).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, Path(published) / name)
+        return path
+
+
+@pytest.fixture
+def console(
+    console_stack: Stack,
+    browser: WebDriver,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> Iterator[Console]:
+    for name, value in console_stack.env().items():
+        monkeypatch.setenv(name, value)  # the Google clients find the emulators by these
+    db = firestore.Client(project=PROJECT)
+    h = Harness(console_stack, FlowStore(db), db)
+    h.client_api("DELETE", "/admin/faults")
+    yield Console(browser, h, tmp_path)
+    h.client_api("DELETE", "/admin/faults")

@@ -1,0 +1,373 @@
+"""The operator api in process: roles from verified tokens, the audit entry, lists by cursor
+and view, counts, rejected messages, dead letters, and clear 400s for bad parameters.
+
+Flows run in memory (relayflow.testing.Harness); tokens are real RS256 JWTs signed by the
+Cloud Tasks emulator's issuer and verified by google-auth against its certs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from emulators.cloud_tasks.oidc import TokenIssuer
+from relayflow.core.errors import NotReady, PermanentError
+from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, Registry, StepContext
+from relayflow.core.state import Status
+from relayflow.gcp.auth import TokenVerifier
+from relayflow.gcp.dead_letters import DeadLetter, DeadLetterNotFound
+from relayflow.metrics import Metrics
+from relayflow.telemetry import Counters
+from relayflow.testing import Harness
+from relayflow.web.access import Access
+from relayflow.web.api import Operations, build_api
+
+API_URL = "https://api-abc-uc.a.run.app"
+CERTS_URL = "https://certs.test/oauth2/v1/certs"
+VIEWER, OPERATOR, STRANGER = "vi@example.com", "op@example.com", "eve@example.com"
+ISSUER = TokenIssuer.generate()
+
+
+def never_ready(ctx: StepContext) -> dict[str, Any]:
+    raise NotReady("pending")
+
+
+def refuse_bad(ctx: StepContext) -> dict[str, Any]:
+    if ctx.input.get("bad") and ctx.generation == 0:
+        raise PermanentError("refused", code="REFUSED")
+    return {"ok": True}
+
+
+FLOW = Flow(
+    name="demo",
+    steps=(
+        ActionStep("reserve", refuse_bad, compensate=lambda ctx: {}),
+        PollStep("await_ready", never_ready, policy=PollPolicy(initial_s=1, max_polls=50)),
+    ),
+)
+
+
+@dataclass
+class FakeDeadLetters:
+    letters: list[DeadLetter] = field(default_factory=list)
+    replays: list[dict[str, Any]] = field(default_factory=list)
+
+    def held(self, *, limit: int = 100) -> list[DeadLetter]:
+        return self.letters[:limit]
+
+    def replay(self, message_id: str, *, by: str, reason: str, data: bytes | None = None) -> str:
+        if message_id not in {m.message_id for m in self.letters}:
+            raise DeadLetterNotFound(f"no dead letter {message_id!r} is held")
+        self.replays.append({"id": message_id, "by": by, "reason": reason, "data": data})
+        return "new-1"
+
+
+def certs_transport(url: str, method: str = "GET", **_: Any) -> Any:
+    assert url == CERTS_URL
+    return SimpleNamespace(status=200, data=json.dumps(ISSUER.certs()).encode(), headers={})
+
+
+def token(email: str, audience: str = API_URL) -> dict[str, str]:
+    signed = ISSUER.token(email=email, audience=audience, now_s=int(time.time()))
+    return {"Authorization": f"Bearer {signed}"}
+
+
+@dataclass
+class Api:
+    harness: Harness
+    client: FlaskClient
+    dead_letters: FakeDeadLetters
+
+    def running_flow(self, flow_id: str) -> str:
+        self.harness.start("demo", {}, flow_id=flow_id)
+        self.harness.deliver_next(flow_id)
+        self.harness.deliver_next(flow_id)
+        return flow_id
+
+
+def build(access: Access) -> Api:
+    h = Harness(FLOW)
+    letters = FakeDeadLetters()
+    ops = Operations(
+        engine=h.engine,
+        store=h.store,
+        access=access,
+        dead_letters=letters,
+        counters=Counters(),
+        metrics=Metrics(),
+        registry=Registry((FLOW,)),
+    )
+    return Api(h, build_api(ops).test_client(), letters)
+
+
+@pytest.fixture
+def api() -> Iterator[Api]:
+    verifier = TokenVerifier(
+        audience=API_URL,
+        allowed_emails={VIEWER, OPERATOR},
+        certs_url=CERTS_URL,
+        request=certs_transport,
+    )
+    yield build(
+        Access(verifier=verifier, viewers=frozenset({VIEWER}), operators=frozenset({OPERATOR}))
+    )
+
+
+@pytest.fixture
+def local_api() -> Api:
+    return build(Access(verifier=None))
+
+
+def message(response: Any) -> str:
+    return str(response.get_json()["error"]["message"])
+
+
+# -- roles -------------------------------------------------------------------------------------
+
+
+def test_a_viewers_cancel_is_refused_403_and_changes_nothing(api: Api) -> None:
+    flow_id = api.running_flow("f-1")
+    response = api.client.post(f"/flows/{flow_id}:cancel", headers=token(VIEWER))
+    assert response.status_code == 403
+    assert message(response) == (
+        "vi@example.com is a viewer and may not cancel flows: that needs the operator role "
+        "(RELAYFLOW_API_OPERATORS)"
+    )
+    assert api.harness.flow(flow_id).status is Status.RUNNING
+
+
+def test_a_viewer_may_read(api: Api) -> None:
+    flow_id = api.running_flow("f-1")
+    assert api.client.get(f"/flows/{flow_id}", headers=token(VIEWER)).status_code == 200
+    assert api.client.get("/flows", headers=token(VIEWER)).status_code == 200
+    me = api.client.get("/whoami", headers=token(VIEWER)).get_json()
+    assert me == {"identity": VIEWER, "role": "viewer"}
+
+
+def test_an_operators_cancel_is_recorded_with_who_and_why(api: Api) -> None:
+    flow_id = api.running_flow("f-1")
+    response = api.client.post(
+        f"/flows/{flow_id}:cancel", headers=token(OPERATOR), json={"reason": "duplicate order"}
+    )
+    assert response.status_code == 200, response.get_data(as_text=True)
+    record = api.harness.run(flow_id)
+    assert record is not None and record.status is Status.CANCELLED
+    (entry,) = [e for e in record.history if e.outcome == "cancelled"]
+    assert (entry.by, entry.detail) == (OPERATOR, "duplicate order")
+
+
+def test_an_operators_retry_is_recorded_with_who_and_why(api: Api) -> None:
+    api.harness.start("demo", {"bad": True}, flow_id="f-bad")
+    assert api.harness.run("f-bad").status is Status.FAILED  # type: ignore[union-attr]
+    response = api.client.post(
+        "/flows/f-bad:retry", headers=token(OPERATOR), json={"reason": "client fixed"}
+    )
+    assert response.status_code == 200
+    assert response.get_json()["position"]["generation"] == 1
+    (entry,) = [e for e in api.harness.flow("f-bad").history if e.outcome == "restarted"]
+    assert (entry.by, entry.detail) == (OPERATOR, "generation 1: client fixed")
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "says"),
+    [
+        ({}, 401, "missing 'Authorization: Bearer <token>' header"),
+        ({"Authorization": "Bearer not-a-jwt"}, 401, "invalid token"),
+        (token(OPERATOR, audience="https://elsewhere"), 401, "wrong audience"),
+        (token(STRANGER), 403, "caller 'eve@example.com' may not call this service: add"),
+    ],
+)
+def test_callers_without_a_valid_token_on_the_allowlists_are_refused(
+    api: Api, headers: dict[str, str], status: int, says: str
+) -> None:
+    response = api.client.get("/flows", headers=headers)
+    assert response.status_code == status
+    assert says in message(response)
+
+
+def test_locally_the_api_is_open_to_this_machine_as_local(local_api: Api) -> None:
+    flow_id = local_api.running_flow("f-1")
+    assert local_api.client.get("/whoami").get_json() == {"identity": "local", "role": "operator"}
+    response = local_api.client.post(f"/flows/{flow_id}:cancel", json={"reason": "testing"})
+    assert response.status_code == 200
+    assert [e.by for e in local_api.harness.flow(flow_id).history if e.by] == ["local"]
+
+
+def test_without_verification_a_remote_caller_is_refused(local_api: Api) -> None:
+    response = local_api.client.get("/flows", environ_base={"REMOTE_ADDR": "10.1.2.3"})
+    assert response.status_code == 403
+    assert "admits only requests from this machine, not from 10.1.2.3" in message(response)
+
+
+def test_a_cancel_without_a_reason_records_the_default_one(local_api: Api) -> None:
+    flow_id = local_api.running_flow("f-1")
+    assert local_api.client.post(f"/flows/{flow_id}:cancel").status_code == 200
+    (entry,) = [e for e in local_api.harness.flow(flow_id).history if e.by]
+    assert entry.detail == "cancelled by an operator"
+
+
+# -- lists -------------------------------------------------------------------------------------
+
+
+def test_lists_are_summaries_by_default_and_whole_documents_on_request(local_api: Api) -> None:
+    local_api.running_flow("f-1")
+    (summary,) = local_api.client.get("/flows").get_json()["flows"]
+    assert set(summary) == {
+        "flow_id", "flow", "version", "status", "position", "generation", "polls", "attempts",
+        "created_at", "updated_at", "finished_at", "code",
+    }  # fmt: skip
+    assert summary["position"] == "await_ready poll 1"
+    (full,) = local_api.client.get("/flows?view=full").get_json()["flows"]
+    assert {"history", "input", "outputs", "tracks"} <= set(full)
+
+
+def test_next_cursor_pages_through_every_flow_once(local_api: Api) -> None:
+    for i in range(7):
+        local_api.harness.start("demo", {}, flow_id=f"f-{i}")
+        local_api.harness.advance(1)
+    seen: list[str] = []
+    path = "/flows?limit=3"
+    while path:
+        body = local_api.client.get(path).get_json()
+        seen += [f["flow_id"] for f in body["flows"]]
+        path = f"/flows?limit=3&cursor={body['next_cursor']}" if body["next_cursor"] else ""
+    assert seen == [f"f-{i}" for i in reversed(range(7))]
+
+
+def test_filters_and_counts_per_status(local_api: Api) -> None:
+    h = local_api.harness
+    local_api.running_flow("f-run")
+    h.start("demo", {"bad": True}, flow_id="f-bad")
+    h.run("f-bad")
+    body = local_api.client.get("/flows?status=failed&counts=true").get_json()
+    assert [f["flow_id"] for f in body["flows"]] == ["f-bad"]
+    assert body["counts"]["FAILED"] == 1 and body["counts"]["RUNNING"] == 1
+    assert local_api.client.get("/flows:counts?flow=demo").get_json()["total"] == 2
+    assert local_api.client.get("/flows:counts?flow=other").get_json()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("status=sleeping", "status 'sleeping' is not one of PENDING, RUNNING"),
+        ("limit=0", "limit must be an integer 1..500"),
+        ("limit=abc", "limit must be an integer 1..500"),
+        ("view=everything", "view must be one of summary, full"),
+        ("cursor=bogus", "cursor: cursor is not one this service gave out"),
+        ("version=0", "version must be an integer 1..1000000"),
+        ("flow=Bad%20Name", "is not a flow name"),
+        ("updated_from=yesterday", "updated_from must be an ISO 8601 time"),
+        (
+            "updated_from=2026-03-02T00:00:00Z&updated_to=2026-03-01",
+            "updated_from must be before updated_to",
+        ),
+        ("counts=maybe", "counts must be true or false"),
+    ],
+)
+def test_bad_list_parameters_get_400_naming_the_parameter(
+    local_api: Api, query: str, says: str
+) -> None:
+    response = local_api.client.get(f"/flows?{query}")
+    assert response.status_code == 400
+    assert says in message(response)
+
+
+def test_bad_ids_and_bodies_get_clear_errors(local_api: Api) -> None:
+    assert "flow id must match" in message(local_api.client.get("/flows/bad%20id"))
+    assert local_api.client.get("/flows/nope").status_code == 404
+    not_json = local_api.client.post("/flows/nope:cancel", data="[1]")
+    assert (not_json.status_code, message(not_json)) == (400, "the body must be a JSON object")
+    long = local_api.client.post("/flows/nope:cancel", json={"reason": "x" * 501})
+    assert "reason must be at most 500 printable characters" in message(long)
+
+
+def test_cancelling_an_ended_flow_is_a_409(local_api: Api) -> None:
+    local_api.harness.start("demo", {"bad": True}, flow_id="f-bad")
+    local_api.harness.run("f-bad")
+    response = local_api.client.post("/flows/f-bad:cancel", json={"reason": "late"})
+    assert response.status_code == 409
+    assert "illegal transition FAILED -> CANCELLED" in message(response)
+
+
+# -- rejected messages and dead letters ----------------------------------------------------
+
+
+def test_rejected_messages_are_listed_with_their_reasons(local_api: Api) -> None:
+    local_api.harness.publish(b'{"flow": 7}', message_id="m-bad")
+    (rejected,) = local_api.client.get("/rejected").get_json()["rejected"]
+    assert rejected["id"] == "m-bad"
+    assert rejected["data"] == '{"flow": 7}'
+    assert "flow: Input should be a valid string" in rejected["reason"]
+
+
+def test_dead_letters_are_listed_and_replayed_by_operators_only(api: Api) -> None:
+    count = {"CloudPubSubDeadLetterSourceDeliveryCount": "5"}
+    api.dead_letters.letters.append(DeadLetter("dl-1", b'{"flow": "demo"}', count, None))
+    (listed,) = api.client.get("/dead-letters", headers=token(VIEWER)).get_json()["dead_letters"]
+    assert (listed["message_id"], listed["delivery_count"]) == ("dl-1", 5)
+
+    refused = api.client.post(
+        "/dead-letters/dl-1:replay", headers=token(VIEWER), json={"reason": "fixed"}
+    )
+    assert refused.status_code == 403
+    assert "may not replay dead letters" in message(refused)
+
+    no_reason = api.client.post("/dead-letters/dl-1:replay", headers=token(OPERATOR), json={})
+    assert "reason is required" in message(no_reason)
+
+    fixed = {"flow": "demo", "input": {"n": 1}, "flow_id": "f-fixed"}
+    replayed = api.client.post(
+        "/dead-letters/dl-1:replay",
+        headers=token(OPERATOR),
+        json={"reason": "input fixed", "data": fixed},
+    )
+    assert replayed.get_json() == {"replayed": "dl-1", "message_id": "new-1"}
+    (replay,) = api.dead_letters.replays
+    assert (replay["by"], replay["reason"]) == (OPERATOR, "input fixed")
+    assert json.loads(replay["data"]) == fixed
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ("{oops", "the edited message: message data is not JSON"),
+        ({"flow": "demo"}, "the edited message would be rejected: input: Field required"),
+    ],
+)
+def test_an_edited_replay_that_would_be_rejected_is_refused_now(
+    local_api: Api, data: Any, says: str
+) -> None:
+    local_api.dead_letters.letters.append(DeadLetter("dl-1", b"{}", {}, None))
+    response = local_api.client.post(
+        "/dead-letters/dl-1:replay", json={"reason": "try", "data": data}
+    )
+    assert response.status_code == 400
+    assert says in message(response)
+    assert local_api.dead_letters.replays == []
+
+
+def test_replaying_a_letter_that_is_not_held_is_a_404(local_api: Api) -> None:
+    response = local_api.client.post("/dead-letters/gone:replay", json={"reason": "again"})
+    assert response.status_code == 404
+
+
+def test_metrics_page_says_when_metrics_are_off(local_api: Api) -> None:
+    body = local_api.client.get("/metrics").get_json()
+    assert body["enabled"] is False
+    assert "RELAYFLOW_METRICS_EXPORTER=local" in body["message"]
+
+
+def test_settings_decide_whether_the_api_verifies_tokens() -> None:
+    from relayflow.settings import Settings
+    from relayflow.web.access import access_from_settings
+
+    assert not access_from_settings(Settings(api_verify_tokens=False)).verifying
+    cloud = Settings(api_viewers=(VIEWER,), api_operators=(OPERATOR,), api_url=API_URL)
+    assert access_from_settings(cloud).verifying

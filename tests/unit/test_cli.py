@@ -1,0 +1,140 @@
+"""The CLI without a stack: its arguments are checked before anything runs, its rules match
+the core's, it prints the api's JSON, it follows a flow, and it imports nothing heavy."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from relayflow.cli import commands, operate, render
+from relayflow.cli.api import Api, ApiUnreachable
+from relayflow.core.messages import MAX_DEADLINE_S
+from relayflow.core.position import FLOW_ID_PATTERN, TaskKind
+from relayflow.core.records import HistoryEntry
+from relayflow.core.state import TERMINAL, Status
+from relayflow.web import params
+
+
+def test_the_clis_own_rules_are_the_cores() -> None:
+    assert commands.FLOW_ID.pattern == FLOW_ID_PATTERN[1:-1]
+    assert commands.FLOW_NAME.pattern == params.FLOW_NAME.pattern
+    assert commands.STATUSES == render.STATUSES == tuple(s.value for s in Status)
+    assert {s.value for s in TERMINAL} == render.TERMINAL
+    assert commands.MAX_DEADLINE_S == MAX_DEADLINE_S
+    assert (commands.MAX_LIST, commands.MAX_REASON_CHARS) == (
+        params.MAX_LIMIT,
+        params.MAX_REASON_CHARS,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["cancel", "f-1"], "the following arguments are required: --reason"),
+        (["cancel", "f-1", "--reason", "  "], "say why: the reason is recorded"),
+        (["retry", "bad/id", "--reason", "x"], "does not match"),
+        (["list", "--updated-from", "yesterday"], "is not an ISO 8601 time"),
+        (["list", "--limit", "501"], "is not an integer in 1..500"),
+        (["list", "--cursor", "not a cursor!"], "not a cursor"),
+        (["list", "--status", "asleep"], "is not one of PENDING, RUNNING"),
+        (
+            ["dead-letters", "replay", "m-1", "--reason", "x", "--edit-json", "[1]"],
+            "must be a JSON object, got list",
+        ),
+        (["dead-letters"], "the following arguments are required"),
+        (["rejected"], "the following arguments are required"),
+    ],
+)
+def test_bad_arguments_exit_2_before_anything_runs(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        commands.main(argv)
+    assert exited.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_without_the_api_url_the_cli_says_where_to_get_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("RELAYFLOW_API_URL", raising=False)
+    assert commands.main(["status", "f-1"]) == 2
+    assert "source .relayflow/local/env" in capsys.readouterr().err
+
+
+def test_an_api_that_does_not_answer_is_said_plainly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RELAYFLOW_API_URL", "http://127.0.0.1:9")  # discard: nothing listens
+    assert commands.main(["list"]) == 2
+    assert "the api at http://127.0.0.1:9 is not answering" in capsys.readouterr().err
+
+
+def test_the_api_url_must_be_http() -> None:
+    with pytest.raises(ApiUnreachable, match="is not an http"):
+        Api.from_env({"RELAYFLOW_API_URL": "ftp://x"}, hint="")
+
+
+def test_a_history_line_reads_as_before_with_who_did_it() -> None:
+    entry = HistoryEntry.model_validate(
+        {"at": "2026-03-01T16:46:59.447123Z", "step": "await_registration", "kind": "poll",
+         "poll": 2, "outcome": "not ready: PENDING", "delay_s": 2.38}
+    )  # fmt: skip
+    assert render.entry(entry.model_dump(mode="json")) == (
+        "  16:46:59.447  await_registration   poll 2       not ready: PENDING  next in 2.38s"
+    )
+    cancel = entry.model_copy(update={"kind": TaskKind.ACTION, "outcome": "cancelled",
+                                      "detail": "dup", "by": "op@x", "delay_s": None})  # fmt: skip
+    assert render.entry(cancel.model_dump(mode="json")).endswith(
+        "action #0    cancelled (dup)  by op@x"
+    )
+
+
+class FakeApi:
+    """Answers GET /flows/{id} from a script of documents."""
+
+    def __init__(self, docs: list[dict[str, Any]]) -> None:
+        self.docs = docs
+
+    def get(self, path: str, query: Any = None) -> dict[str, Any]:
+        return self.docs.pop(0)
+
+
+def doc(status: str, outcomes: list[str]) -> dict[str, Any]:
+    history = [
+        {"at": f"2026-03-01T12:00:0{i}Z", "step": "s", "kind": "compensate", "outcome": o}
+        for i, o in enumerate(outcomes)
+    ]
+    return {"flow_id": "f-1", "status": status, "history": history, "history_dropped": 0}
+
+
+def test_wait_prints_each_new_entry_until_the_flow_ends() -> None:
+    out = io.StringIO()
+    fake = FakeApi(
+        [doc("COMPENSATING", ["cancelled"]), doc("CANCELLED", ["cancelled", "compensated"])]
+    )
+    started = doc("COMPENSATING", ["cancelled"])
+    code = operate._follow(fake, started, until=render.TERMINAL, out=out, sleep=lambda s: None)  # type: ignore[arg-type]
+    assert code == 0
+    lines = out.getvalue().splitlines()
+    assert [line.split()[-1] for line in lines[:-1]] == ["compensated"]
+    assert lines[-1] == "f-1 is CANCELLED"
+
+
+def test_help_imports_no_google_client_nor_pydantic() -> None:
+    # (site already loads the bare 'google' namespace packages, which cost nothing)
+    heavy = ("google.api_core", "google.cloud.", "google.auth", "google.protobuf", "grpc",
+             "pydantic", "flask", "opentelemetry", "requests")  # fmt: skip
+    probe = (
+        "import sys; from relayflow.cli import commands; commands.build_parser(); "
+        "from relayflow.cli import operate; "
+        f"print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "[]"
