@@ -7,7 +7,9 @@ Derived from the HCL (tfgraph.py), not from a list of relayflow's resources:
   string spelled before anything creates it;
 - whatever delivers traffic (a push subscription, a scheduler job) is created after its receiver
   can accept it: the receiving service, its invoker grants, every grant its identity holds, the
-  grants on the identity the deliverer signs as, the Firestore database and the queues.
+  grants on the identity the deliverer signs as, the Firestore database and the queues. The
+  receiver is the service the deliverer's endpoint refers to; an endpoint that refers to none
+  (a URL computed before the service exists) stands for every service its identity may invoke.
 """
 
 from __future__ import annotations
@@ -144,26 +146,46 @@ def _grants_naming(graph: Graph, identity: str, attribute: str) -> set[str]:
     }
 
 
+def _endpoint_of(node: Node) -> object:
+    """The URL of the block that carries a deliverer's oidc_token (push_endpoint, uri)."""
+
+    def find(body: dict[str, object]) -> object:
+        if "oidc_token" in body:
+            return body.get("push_endpoint", body.get("uri"))
+        for value in body.values():
+            for inner in value if isinstance(value, list) else []:
+                found = find(inner) if isinstance(inner, dict) else None
+                if found is not None:
+                    return found
+        return None
+
+    return find(node.block.body)
+
+
 def readiness_problems(graph: Graph) -> list[str]:
     problems = []
     for node in graph.nodes.values():
         identity = _identity_of(graph, node)
         if identity is None:
             continue
-        needed = _receiver_needs(graph, identity)
+        endpoint = graph.refs(_endpoint_of(node), node.instance)
+        needed = _receiver_needs(graph, identity, endpoint)
         missing = needed - graph.after(node.address)
         problems += [f"{node.address} may deliver before {m} exists" for m in sorted(missing)]
     return problems
 
 
-def _receiver_needs(graph: Graph, identity: str) -> set[str]:
-    """What a service invoked as ``identity`` needs before it can accept a request."""
-    invokers = {
+def _receiver_needs(graph: Graph, identity: str, endpoint: set[str]) -> set[str]:
+    """What a service invoked as ``identity`` needs before it can accept a request; the service
+    is the one ``endpoint`` (the resources the deliverer's URL refers to) names, if it names one
+    the identity may invoke, else every service the identity may invoke."""
+    may_invoke = {
         a
         for a in _grants_naming(graph, identity, "member")
         if graph.nodes[a].block.body.get("role") == "roles/run.invoker"
     }
-    assert invokers, f"nothing may be invoked as {identity}"
+    assert may_invoke, f"nothing may be invoked as {identity}"
+    invokers = {a for a in may_invoke if _invoked(graph, a) & endpoint} or may_invoke
     needed = set(invokers)
     for address in invokers:
         receiver = graph.nodes[address].instance
@@ -178,6 +200,12 @@ def _receiver_needs(graph: Graph, identity: str) -> set[str]:
         if n.type.startswith("google_firestore_") or n.type == "google_cloud_tasks_queue"
     }
     return needed
+
+
+def _invoked(graph: Graph, grant: str) -> set[str]:
+    """The resources an invoker grant names as its service (its ``name``)."""
+    node = graph.nodes[grant]
+    return graph.refs(node.block.body.get("name", ""), node.instance)
 
 
 # --- The configuration ------------------------------------------------------------------------
@@ -211,13 +239,40 @@ def test_deliveries_start_only_once_their_receivers_can_accept_them(graph: Graph
     assert readiness_problems(graph) == []
 
 
-def test_the_environments_have_a_push_subscription_and_a_schedule_to_check() -> None:
+def test_the_environments_have_two_push_subscriptions_and_a_schedule_to_check() -> None:
     for root in ROOTS:
         if root.parent.name != "envs":
             continue
         graph = Graph(root)
-        deliverers = [n.type for n in graph.nodes.values() if _identity_of(graph, n)]
-        assert sorted(deliverers) == ["google_cloud_scheduler_job", "google_pubsub_subscription"]
+        deliverers = [n.address for n in graph.nodes.values() if _identity_of(graph, n)]
+        assert sorted(deliverers) == [
+            "module.relayflow.google_cloud_scheduler_job.sweep",
+            "module.relayflow.module.messaging.google_pubsub_subscription.signals",
+            "module.relayflow.module.messaging.google_pubsub_subscription.start",
+        ]
+
+
+RECEIVERS = {
+    # Each push names its receiver by its endpoint; the schedule's computed URL names none.
+    "module.relayflow.module.messaging.google_pubsub_subscription.start": "start_flow",
+    "module.relayflow.module.messaging.google_pubsub_subscription.signals": "api",
+    "module.relayflow.google_cloud_scheduler_job.sweep": None,
+}
+
+
+@pytest.mark.parametrize("deliverer", sorted(RECEIVERS))
+def test_each_push_waits_for_the_service_it_delivers_to(deliverer: str) -> None:
+    graph = Graph(ROOTS[0])
+    node = graph.nodes[deliverer]
+    endpoint = graph.refs(_endpoint_of(node), node.instance)
+    services = {a for a in endpoint if graph.nodes[a].type == "google_cloud_run_v2_service"}
+    receiver = RECEIVERS[deliverer]
+    expected = {f"module.relayflow.module.{receiver}.google_cloud_run_v2_service.main"}
+    assert services == (expected if receiver else set())
+    before = graph.after(deliverer)
+    for call in ("start_flow", "api", "worker"):
+        grants = f"module.relayflow.module.{call}.google_cloud_run_v2_service_iam_member.invoker"
+        assert (grants in before) == (call == receiver or (receiver is None and call == "worker"))
 
 
 # --- The checks catch what they claim to (on a small configuration of their own) ---------------
@@ -317,3 +372,70 @@ def test_the_readiness_check_finds_a_push_that_may_start_before_its_receiver(bro
     assert not any("google_cloud_run_v2_service.main exists" in p for p in problems), (
         "the push endpoint references the service, so it already waits for it"
     )
+
+
+TWO_RECEIVERS = {
+    "main.tf": """
+        resource "google_service_account" "push" {
+          account_id = "push"
+        }
+        module "a" {
+          source  = "./svc"
+          name    = "a"
+          invoker = "serviceAccount:${google_service_account.push.email}"
+        }
+        module "b" {
+          source  = "./svc"
+          name    = "b"
+          invoker = "serviceAccount:${google_service_account.push.email}"
+        }
+        resource "google_pubsub_subscription" "to_a" {
+          name = "to-a"
+          push_config {
+            push_endpoint = "${module.a.uri}/a"
+            oidc_token {
+              service_account_email = google_service_account.push.email
+            }
+          }
+        }
+    """,
+    "svc/main.tf": """
+        variable "name" {
+          type = string
+        }
+        variable "invoker" {
+          type = string
+        }
+        resource "google_service_account" "main" {
+          account_id = var.name
+        }
+        resource "google_cloud_run_v2_service" "main" {
+          name = var.name
+          template {
+            service_account = google_service_account.main.email
+          }
+        }
+        resource "google_cloud_run_v2_service_iam_member" "invoker" {
+          name   = google_cloud_run_v2_service.main.name
+          role   = "roles/run.invoker"
+          member = var.invoker
+        }
+        output "uri" {
+          value = google_cloud_run_v2_service.main.uri
+        }
+    """,
+}
+
+
+def test_the_readiness_check_holds_a_push_to_the_service_its_endpoint_names(
+    tmp_path: Path,
+) -> None:
+    # One identity may invoke a and b; the push to a is held to a's needs (and misses a's
+    # grant), none of b's: the old check, one receiver per identity, would demand b's too.
+    for name, text in TWO_RECEIVERS.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    assert readiness_problems(Graph(tmp_path)) == [
+        "google_pubsub_subscription.to_a may deliver before "
+        "module.a.google_cloud_run_v2_service_iam_member.invoker exists"
+    ]

@@ -1,8 +1,9 @@
 """docs/deploy.md says what the repository does: its paths exist, its triggers and outputs are
-the ones Terraform creates, and it carries the text for the README's deploy section."""
+the ones Terraform creates; the README's deploy section points to it."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from tfconfig import BOOTSTRAP, MODULES, REPO, env_dirs, load
@@ -15,10 +16,12 @@ def _doc() -> str:
 
 
 def test_the_readme_deploy_section_links_the_walkthrough_and_the_runbook() -> None:
-    readme = (DEPLOY.parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Deploying", 1)[1].split("\n## ", 1)[0]
+    # The text this file once carried for the README now lives there (ca23957).
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Deploying\n", 1)[1].split("\n## ", 1)[0]
     for link in ("(docs/deploy.md)", "(docs/runbook.md)"):
         assert link in section
+    assert not _doc().split("\n## ", 2)[1].startswith("For the README")
 
 
 def test_every_repository_path_it_names_exists() -> None:
@@ -49,3 +52,23 @@ def test_the_outputs_it_reads_exist() -> None:
         outputs |= set(load(path).outputs)
     read = set(re.findall(r"terraform output -raw (\w+)", _doc()))
     assert read and read <= outputs, read - outputs
+
+
+def test_the_callback_section_matches_the_routes_the_topic_and_the_variables() -> None:
+    doc = _doc()
+    section = doc.split("### 10. External systems that complete callbacks", 1)[1].split("\n## ")[0]
+    routes = (REPO / "relayflow" / "web" / "callbacks.py").read_text(encoding="utf-8")
+    for route in ('@app.post("/callbacks/<token>")', '@app.post("/signals")'):
+        assert route in routes
+    assert "`POST /callbacks/{token}`" in section and "`POST /signals`" in section
+    topology = json.loads((REPO / "relayflow" / "topology.json").read_text(encoding="utf-8"))
+    assert f"`{topology['topics']['signals']}`" in section
+    assert f"`{topology['subscriptions']['signals']['name']}`" in section
+    # The message shapes the api's /signals reads (relayflow.web.callbacks.completion_of).
+    assert '{"token": "...", "output": {...}}' in section
+    assert '{"token": "...", "error": {"code": "...", "message": "..."}}' in section
+    for path in env_dirs():
+        variables = set(load(path).variables)
+        named = set(re.findall(r"`(\w+_(?:members|publishers|ingress))\b", section))
+        assert named == {"api_invoker_members", "signal_publishers", "api_ingress"}
+        assert named <= variables, named - variables

@@ -32,6 +32,7 @@ from tfconfig import (
     topology,
 )
 
+from relayflow.core.records import FlowRecord
 from relayflow.settings import Settings
 
 MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
@@ -244,12 +245,30 @@ def test_queues_subscriptions_and_topics_come_from_the_topology() -> None:
     assert inputs["messaging"].body["start_subscription"] == (
         "${local.topology.subscriptions.start}"
     )
+    assert inputs["messaging"].body["signals_subscription"] == (
+        "${local.topology.subscriptions.signals}"
+    )
     holds = inputs["messaging"].body["hold_subscriptions"]
     assert set(holds.values()) == {
         f"${{local.topology.subscriptions.{k}}}"
         for k in topology()["subscriptions"]
-        if k != "start"
+        if k not in PUSH_SUBSCRIPTIONS
     }
+
+
+# Topology subscriptions Pub/Sub pushes to a service; the others hold messages (pull).
+PUSH_SUBSCRIPTIONS = {"start", "signals"}
+
+
+def test_every_push_subscription_of_the_topology_has_its_own_resource() -> None:
+    messaging = load(MODULES / "messaging")
+    pushed = {
+        r.name for r in messaging.resources_of("google_pubsub_subscription") if r.name != "hold"
+    }
+    assert pushed == PUSH_SUBSCRIPTIONS
+    for name in PUSH_SUBSCRIPTIONS:
+        settings = topology()["subscriptions"][name]
+        assert "max_delivery_attempts" in settings and "dead_letter_topic" in settings, name
 
 
 @pytest.mark.parametrize(
@@ -259,6 +278,7 @@ def test_queues_subscriptions_and_topics_come_from_the_topology() -> None:
         ("queues", "queues", ["queues", "polls"]),
         ("messaging", "topics", ["topics"]),
         ("messaging", "start_subscription", ["subscriptions", "start"]),
+        ("messaging", "signals_subscription", ["subscriptions", "signals"]),
         ("messaging", "hold_subscriptions", ["subscriptions", "dead_letter"]),
         ("messaging", "hold_subscriptions", ["subscriptions", "results"]),
     ],
@@ -314,12 +334,31 @@ def test_the_pubsub_service_agent_may_move_dead_letters_and_nothing_more() -> No
     assert subscriber["role"] == "roles/pubsub.subscriber"
     assert subscriber["subscription"] == "${google_pubsub_subscription.start.name}"
     assert publisher["member"] == subscriber["member"] == "${var.pubsub_service_agent}"
+    # The signals subscription dead-letters to the same topic: one more subscriber grant.
+    signals = messaging.resource(
+        "google_pubsub_subscription_iam_member", "signals_dead_letter_subscriber"
+    ).body
+    assert signals["role"] == "roles/pubsub.subscriber"
+    assert signals["subscription"] == "${google_pubsub_subscription.signals.name}"
+    assert signals["member"] == "${var.pubsub_service_agent}"
     agent_grants = [
         r
         for r in messaging.resources
         if r.type.endswith("_iam_member") and "pubsub_service_agent" in r.body["member"]
     ]
-    assert len(agent_grants) == 2
+    assert len(agent_grants) == 3
+
+
+def test_the_signals_subscription_shares_the_start_dead_letter_topic() -> None:
+    topo = topology()["subscriptions"]
+    assert topo["signals"]["dead_letter_topic"] == topo["start"]["dead_letter_topic"]
+    assert topo["start"]["dead_letter_topic"] == topology()["topics"]["dead_letter"]
+    sub = load(MODULES / "messaging").resource("google_pubsub_subscription", "signals").body
+    (lifecycle,) = sub["lifecycle"]
+    (precondition,) = lifecycle["precondition"]
+    assert precondition["condition"] == (
+        "${var.signals_subscription.dead_letter_topic == var.start_subscription.dead_letter_topic}"
+    )
 
 
 def test_the_start_subscription_pushes_to_start_flow_with_an_oidc_token() -> None:
@@ -333,6 +372,99 @@ def test_the_start_subscription_pushes_to_start_flow_with_an_oidc_token() -> Non
     assert call["push_service_account_email"] == "${google_service_account.pubsub_push.email}"
 
 
+def test_the_signals_topic_and_subscription_come_from_the_topology() -> None:
+    topo = topology()
+    assert topo["subscriptions"]["signals"]["topic"] == topo["topics"]["signals"]
+    assert set(object_type_attributes(_messaging_type("topics"))) == set(topo["topics"])
+    sub = load(MODULES / "messaging").resource("google_pubsub_subscription", "signals").body
+    assert sub["name"] == "${var.signals_subscription.name}"
+    assert sub["topic"] == "${local.topic_ids[var.signals_subscription.topic]}"
+    assert sub["ack_deadline_seconds"] == "${var.signals_subscription.ack_deadline_s}"
+    retry = only_block(sub, "retry_policy")
+    assert retry["minimum_backoff"] == "${var.signals_subscription.min_backoff_s}s"
+    assert retry["maximum_backoff"] == "${var.signals_subscription.max_backoff_s}s"
+    policy = only_block(sub, "dead_letter_policy")
+    assert policy["max_delivery_attempts"] == "${var.signals_subscription.max_delivery_attempts}"
+    assert policy["dead_letter_topic"] == (
+        "${local.topic_ids[var.signals_subscription.dead_letter_topic]}"
+    )
+    settings = topo["subscriptions"]["signals"]
+    assert {k: settings[k] for k in ("ack_deadline_s", "max_delivery_attempts")} == {
+        "ack_deadline_s": 20,
+        "max_delivery_attempts": 10,
+    }
+    assert (settings["min_backoff_s"], settings["max_backoff_s"]) == (1, 60)
+
+
+def _messaging_type(variable: str) -> str:
+    return str(load(MODULES / "messaging").variables[variable].body["type"])
+
+
+def test_the_signals_subscription_pushes_to_the_api_signals_route_with_the_push_token() -> None:
+    messaging = load(MODULES / "messaging")
+    sub = messaging.resource("google_pubsub_subscription", "signals").body
+    push = only_block(sub, "push_config")
+    assert push["push_endpoint"] == "${var.signals_push_endpoint}"
+    token = only_block(push, "oidc_token")
+    assert token["service_account_email"] == "${var.push_service_account_email}"
+    assert token["audience"] == "${var.signals_push_audience}"
+    assert "startswith(var.signals_push_endpoint" in str(
+        messaging.variables["signals_push_endpoint"].body["validation"]
+    )
+    call = load(RELAYFLOW).modules["messaging"].body
+    assert call["signals_push_endpoint"] == "${module.api.uri}/signals"
+    assert call["signals_push_audience"] == "${module.api.uri}"
+    # The same push account as the start subscription, which therefore invokes the api too.
+    assert call["push_service_account_email"] == "${google_service_account.pubsub_push.email}"
+    api = load(RELAYFLOW).modules["api"].body
+    assert "pubsub_push = local.pubsub_push_member" in api["invoker_members"]
+    assert "pubsub_push_member" not in api["viewer_members"]
+    assert load(RELAYFLOW).locals["pubsub_push_member"] == (
+        "serviceAccount:${google_service_account.pubsub_push.email}"
+    )
+
+
+def test_the_signals_subscription_waits_for_the_api_like_start_waits_for_start_flow() -> None:
+    messaging = load(MODULES / "messaging")
+    for sub, after in (("start", "push_after"), ("signals", "signals_push_after")):
+        body = messaging.resource("google_pubsub_subscription", sub).body
+        assert body["depends_on"] == [f"${{var.{after}}}"]
+    relayflow = load(RELAYFLOW)
+    call = relayflow.modules["messaging"].body
+    assert call["push_after"] == (
+        "${concat(module.start_flow.access_grant_ids, local.push_prerequisites)}"
+    )
+    assert call["signals_push_after"] == (
+        "${concat(module.api.access_grant_ids, local.push_prerequisites)}"
+    )
+    prerequisites = relayflow.locals["push_prerequisites"]
+    for needed in (
+        "module.firestore.resource_ids",
+        "values(module.queues.ids)",
+        "local.runtime_grant_ids",
+        "google_service_account_iam_member.pubsub_push_token_creator.id",
+    ):
+        assert needed in prerequisites
+
+
+def test_signal_publishers_may_publish_on_the_signals_topic_only() -> None:
+    messaging = load(MODULES / "messaging")
+    grant = messaging.resource("google_pubsub_topic_iam_member", "signal_publisher").body
+    assert grant["for_each"] == "${var.signal_publishers}"
+    assert grant["topic"] == '${google_pubsub_topic.main["signals"].name}'
+    assert grant["role"] == "roles/pubsub.publisher"
+    assert grant["member"] == "${each.value}"
+    for config in (messaging, load(RELAYFLOW)):
+        variable = config.variables["signal_publishers"].body
+        assert variable["type"] == "${map(string)}" and variable["default"] == {}
+        (validation,) = variable["validation"]
+        assert "allAuthenticatedUsers" in validation["condition"]
+    call = load(RELAYFLOW).modules["messaging"].body
+    assert call["signal_publishers"] == "${var.signal_publishers}"
+    for path in env_dirs():
+        assert load(path).variables["signal_publishers"].body["default"] == {}
+
+
 def test_subscriptions_never_expire() -> None:
     messaging = load(MODULES / "messaging")
     for sub in messaging.resources_of("google_pubsub_subscription"):
@@ -342,7 +474,7 @@ def test_subscriptions_never_expire() -> None:
 # --- Firestore ----------------------------------------------------------------------------------
 
 
-def test_firestore_is_native_with_ttl_on_expire_at_for_flows_and_rejected() -> None:
+def test_firestore_is_native_with_ttl_on_expire_at_for_flows_lanes_and_rejected() -> None:
     firestore = load(MODULES / "firestore")
     assert firestore.resource("google_firestore_database", "main").body["type"] == (
         "FIRESTORE_NATIVE"
@@ -354,8 +486,13 @@ def test_firestore_is_native_with_ttl_on_expire_at_for_flows_and_rejected() -> N
     call = load(RELAYFLOW).modules["firestore"].body
     assert call["ttl_collections"] == [
         "${local.topology.firestore.flows_collection}",
+        "${local.topology.firestore.lanes_collection}",
         "${local.topology.firestore.rejected_collection}",
     ]
+    # Every collection of the topology expires.
+    assert {f"${{local.topology.firestore.{k}}}" for k in topology()["firestore"]} == set(
+        call["ttl_collections"]
+    )
 
 
 def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
@@ -368,6 +505,38 @@ def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
     assert ("status", "updated_at") in fields
     assert ("status", "next_run_at") in fields
     assert ("result_published", "finished_at") in fields
+
+
+# relayflow.store.overdue and .unpublished: (equality field, range and order field), both
+# ascending, asked of flows and of ForEach lanes alike.
+SWEEPER_QUERIES = {("status", "next_run_at"), ("result_published", "finished_at")}
+
+
+def test_lanes_have_the_composite_indexes_of_the_sweeper_queries() -> None:
+    indexes = load(RELAYFLOW).modules["firestore"].body["composite_indexes"]
+    lanes = [
+        index["fields"]
+        for index in indexes.values()
+        if index["collection"] == "${local.topology.firestore.lanes_collection}"
+    ]
+    assert {tuple(f["field_path"] for f in fields) for fields in lanes} == SWEEPER_QUERIES
+    assert len(lanes) == len(SWEEPER_QUERIES)
+    assert all(f["order"] == "ASCENDING" for fields in lanes for f in fields)
+    flows = {
+        tuple((f["field_path"], f["order"]) for f in index["fields"])
+        for index in indexes.values()
+        if index["collection"] == "${local.topology.firestore.flows_collection}"
+    }
+    assert {tuple((f["field_path"], f["order"]) for f in fields) for fields in lanes} <= flows
+
+
+def test_the_store_queries_lanes_as_it_queries_flows() -> None:
+    # What the indexes above stand for: the sweeper's two queries run over both collections.
+    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    assert store.count("(self._flows, self._lanes)") == 2
+    for equality, order in SWEEPER_QUERIES:
+        assert f'FieldFilter("{equality}", "=="' in store
+        assert f'FieldFilter("{order}", "<"' in store and f'.order_by("{order}")' in store
 
 
 # --- Cloud Run ----------------------------------------------------------------------------------
@@ -509,8 +678,14 @@ def test_service_invokers_are_validated_never_public() -> None:
     for module in ("service", "relayflow"):
         for variable in load(MODULES / module).variables.values():
             if "invoker" in variable.name:
-                (validation,) = variable.body["validation"]
-                assert "allUsers" in validation["condition"]
+                conditions = [v["condition"] for v in variable.body["validation"]]
+                assert any("allUsers" in c for c in conditions), variable.name
+
+
+def test_operators_cannot_take_the_push_accounts_key_on_the_api() -> None:
+    variable = load(RELAYFLOW).variables["api_invoker_members"].body
+    conditions = [v["condition"] for v in variable["validation"]]
+    assert '${!contains(keys(var.api_invoker_members), "pubsub_push")}' in conditions
 
 
 IDENTITY_PATTERNS = {
@@ -522,6 +697,7 @@ IDENTITY_PATTERNS = {
     r"var\.pubsub_service_agent\b": "pubsub-service-agent",
     r"var\.api_invoker_members": "api-operators",
     r"var\.request_publishers": "producers",
+    r"var\.signal_publishers": "signal-producers",
     r"var\.result_subscribers": "consumers",
     r"var\.dead_letter_replayers": "replayers",
 }
@@ -607,13 +783,20 @@ EXPECTED_IAM = {
     # Dead-lettering: the agent republishes to the dead-letter topic and acks on start.
     ("pubsub-service-agent", "roles/pubsub.publisher", "pubsub_topic:dead_letter_topic"),
     ("pubsub-service-agent", "roles/pubsub.subscriber", "pubsub_subscription:start"),
+    ("pubsub-service-agent", "roles/pubsub.subscriber", "pubsub_subscription:signals"),
     # Producers and consumers outside relayflow (variables), each on one topic or subscription.
     ("producers", "roles/pubsub.publisher", "pubsub_topic:requests"),
     ("consumers", "roles/pubsub.subscriber", "pubsub_topic:results"),
     ("replayers", "roles/pubsub.subscriber", "pubsub_subscription:dead_letter"),
     ("replayers", "roles/pubsub.publisher", "pubsub_topic:requests"),
+    # External systems complete callback tokens on the signals topic; a dead-lettered signal is
+    # replayed there.
+    ("signal-producers", "roles/pubsub.publisher", "pubsub_topic:signals"),
+    ("replayers", "roles/pubsub.publisher", "pubsub_topic:signals"),
     # Who may call which service.
     ("pubsub-push", "roles/run.invoker", "cloud_run:start-flow"),
+    # Signals are pushed to the api's /signals as the same account.
+    ("pubsub-push", "roles/run.invoker", "cloud_run:api"),
     ("tasks-invoker", "roles/run.invoker", "cloud_run:worker"),
     ("tasks-invoker", "roles/run.invoker", "cloud_run:poller"),
     ("scheduler", "roles/run.invoker", "cloud_run:worker"),
@@ -699,7 +882,10 @@ def test_operators_reach_the_api_through_the_proxy_and_nothing_else_is_reachable
     api = relayflow.modules["api"].body
     assert api["ingress"] == "${var.api_ingress}"
     assert relayflow.variables["api_ingress"].body["default"] == "INGRESS_TRAFFIC_ALL"
-    assert api["invoker_members"] == api["viewer_members"] == "${var.api_invoker_members}"
+    assert api["viewer_members"] == "${var.api_invoker_members}"
+    assert api["invoker_members"] == (
+        "${merge(var.api_invoker_members, {pubsub_push = local.pubsub_push_member})}"
+    )
     command = relayflow.outputs["api_proxy_command"].body["value"]
     assert command.startswith("gcloud run services proxy ${module.api.name} --project")
 
@@ -717,7 +903,19 @@ QUERIED = {
     "tenant",
     "created_at",
 }
-LARGE = {"input", "outputs", "history", "result", "pending_result"}
+LARGE = {"input", "outputs", "history", "result", "pending_result", "effects", "tracks"}
+# A ForEach lane's document: a flow document plus its items and their outputs.
+LANE_LARGE = {
+    "input",
+    "outputs",
+    "history",
+    "items",
+    "item_outputs",
+    "effects",
+    "tracks",
+    "result",
+    "pending_result",
+}
 
 
 def test_the_large_flow_fields_are_exempt_from_indexing_and_the_queried_ones_are_not() -> None:
@@ -742,3 +940,34 @@ def test_an_exemption_switches_off_every_single_field_index() -> None:
     (index_config,) = field["index_config"]
     assert set(index_config) == {"__is_block__"}, "an empty index_config disables indexing"
     assert "ttl_config" not in field
+
+
+def test_the_large_lane_fields_are_exempt_from_indexing_and_the_queried_ones_are_not() -> None:
+    unindexed = load(RELAYFLOW).locals["unindexed_fields"]
+    lanes = unindexed["${(local.topology.firestore.lanes_collection)}"]
+    assert set(lanes) == LANE_LARGE and len(lanes) == len(LANE_LARGE)
+    assert not QUERIED & set(lanes)
+    assert "expire_at" not in lanes, "the TTL field has its own google_firestore_field"
+    # Every exempted field is a field of the record the store writes.
+    stored = set(FlowRecord.model_fields)
+    assert not (LANE_LARGE | LARGE) - stored
+
+
+def test_every_firestore_collection_of_the_topology_has_its_large_fields_exempt() -> None:
+    unindexed = load(RELAYFLOW).locals["unindexed_fields"]
+    assert set(unindexed) == {
+        f"${{(local.topology.firestore.{k})}}" for k in topology()["firestore"]
+    }
+
+
+# --- Callbacks reach the api --------------------------------------------------------------------
+
+
+def test_callback_steps_hand_out_the_api_url() -> None:
+    relayflow = load(RELAYFLOW)
+    # Every component loads the app, whose callback steps build {RELAYFLOW_API_URL}/callbacks/.
+    assert relayflow.locals["common_env"]["RELAYFLOW_API_URL"] == '${local.url["api"]}'
+    assert "api_url" in Settings.model_fields
+    assert relayflow.modules["api"].body["custom_audiences"] == ['${local.url["api"]}']
+    prefix = relayflow.outputs["callback_url_prefix"].body["value"]
+    assert prefix == '${local.url["api"]}/callbacks/'

@@ -38,6 +38,7 @@ module "relayflow" {
   api_ingress                      = var.api_ingress
   api_invoker_members              = var.api_invoker_members
   request_publishers               = var.request_publishers
+  signal_publishers                = var.signal_publishers
   result_subscribers               = var.result_subscribers
   dead_letter_replayers            = var.dead_letter_replayers
   notification_channels            = var.notification_channels

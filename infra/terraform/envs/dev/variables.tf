@@ -112,13 +112,19 @@ variable "api_ingress" {
 }
 
 variable "api_invoker_members" {
-  description = "Operators allowed to call the api and its console (run.invoker and run.viewer), keyed by a static label."
+  description = "Operators, and external systems completing callback tokens over HTTP, allowed to call the api and its console (run.invoker and run.viewer), keyed by a static label."
   type        = map(string)
   default     = {}
 }
 
 variable "request_publishers" {
   description = "Producers allowed to publish flow requests, keyed by a static label."
+  type        = map(string)
+  default     = {}
+}
+
+variable "signal_publishers" {
+  description = "External systems allowed to complete callback tokens by publishing on the signals topic, keyed by a static label."
   type        = map(string)
   default     = {}
 }
@@ -130,7 +136,7 @@ variable "result_subscribers" {
 }
 
 variable "dead_letter_replayers" {
-  description = "Principals allowed to read and replay dead-lettered start messages, keyed by a static label."
+  description = "Principals allowed to read and replay dead-lettered start messages and signals, keyed by a static label."
   type        = map(string)
   default     = {}
 }

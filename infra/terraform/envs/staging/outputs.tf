@@ -50,13 +50,18 @@ output "app" {
 }
 
 output "subscriptions" {
-  description = "Subscription names: the push subscription that starts flows (start) and the hold subscriptions (dead_letter, results)."
+  description = "Subscription names: the push subscriptions that start flows (start) and deliver signals to the api (signals), and the hold subscriptions (dead_letter, results)."
   value       = module.relayflow.subscriptions
 }
 
 output "pubsub_service_agent" {
   description = "Email of the project's Pub/Sub service agent (moves dead letters, signs push tokens)."
   value       = module.relayflow.pubsub_service_agent
+}
+
+output "callback_url_prefix" {
+  description = "What callback steps hand external systems, followed by the token: POST it with an identity token for the api (audience: the URL without /callbacks/) as a principal in api_invoker_members."
+  value       = module.relayflow.callback_url_prefix
 }
 
 output "api_proxy_command" {

@@ -1,5 +1,5 @@
 output "topic_ids" {
-  description = "Topic ids (projects/P/topics/T) keyed by role (requests, results, dead_letter)."
+  description = "Topic ids (projects/P/topics/T) keyed by role (requests, results, dead_letter, signals)."
   value       = { for k, t in google_pubsub_topic.main : k => t.id }
 }
 
@@ -26,4 +26,14 @@ output "hold_subscription_names" {
 output "start_subscription_name" {
   description = "Name of the push subscription that starts flows."
   value       = google_pubsub_subscription.start.name
+}
+
+output "signals_subscription_id" {
+  description = "Id of the push subscription that delivers signals to the api."
+  value       = google_pubsub_subscription.signals.id
+}
+
+output "signals_subscription_name" {
+  description = "Name of the push subscription that delivers signals to the api."
+  value       = google_pubsub_subscription.signals.name
 }

@@ -19,6 +19,7 @@ variable "topics" {
     requests    = string
     results     = string
     dead_letter = string
+    signals     = string
   })
 }
 
@@ -38,6 +39,45 @@ variable "start_subscription" {
     condition     = var.start_subscription.max_delivery_attempts >= 5 && var.start_subscription.max_delivery_attempts <= 100
     error_message = "Pub/Sub accepts max_delivery_attempts between 5 and 100."
   }
+}
+
+variable "signals_subscription" {
+  description = "The push subscription that delivers signals (callback completions) to the api: `subscriptions.signals` of relayflow/topology.json. Durations are seconds."
+  type = object({
+    name                  = string
+    topic                 = string
+    ack_deadline_s        = number
+    max_delivery_attempts = number
+    dead_letter_topic     = string
+    min_backoff_s         = number
+    max_backoff_s         = number
+  })
+
+  validation {
+    condition     = var.signals_subscription.max_delivery_attempts >= 5 && var.signals_subscription.max_delivery_attempts <= 100
+    error_message = "Pub/Sub accepts max_delivery_attempts between 5 and 100."
+  }
+}
+
+variable "signals_push_endpoint" {
+  description = "HTTPS URL the signals subscription pushes to (the api's POST /signals)."
+  type        = string
+
+  validation {
+    condition     = startswith(var.signals_push_endpoint, "https://")
+    error_message = "signals_push_endpoint must be an https URL."
+  }
+}
+
+variable "signals_push_audience" {
+  description = "Audience of the OIDC token Pub/Sub attaches to each signal push (the api's URL)."
+  type        = string
+}
+
+variable "signals_push_after" {
+  description = "Ids of what the api needs before it can accept a signal (its invoker grant for the push account, database, queues, grants); the signals subscription is created after all of them."
+  type        = list(string)
+  default     = []
 }
 
 variable "push_after" {
@@ -72,7 +112,7 @@ variable "push_audience" {
 }
 
 variable "push_service_account_email" {
-  description = "Service account whose OIDC token authenticates each push; needs run.invoker on the endpoint."
+  description = "Service account whose OIDC token authenticates each push (start and signals); needs run.invoker on both endpoints."
   type        = string
 }
 
@@ -104,6 +144,17 @@ variable "request_publishers" {
   }
 }
 
+variable "signal_publishers" {
+  description = "Principals allowed to publish signals that complete callback tokens (roles/pubsub.publisher on the signals topic), keyed by a static label."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.signal_publishers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "signal_publishers must not contain allUsers or allAuthenticatedUsers."
+  }
+}
+
 variable "result_subscribers" {
   description = "Principals allowed to attach their own subscriptions to the results topic (roles/pubsub.subscriber on it), keyed by a static label."
   type        = map(string)
@@ -116,7 +167,7 @@ variable "result_subscribers" {
 }
 
 variable "dead_letter_replayers" {
-  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back on the requests topic (replay), keyed by a static label."
+  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back where they came from, the requests or the signals topic (replay), keyed by a static label."
   type        = map(string)
   default     = {}
 

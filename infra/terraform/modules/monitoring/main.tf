@@ -31,9 +31,9 @@ locals {
   alerts = merge(
     {
       dead_letter_backlog = {
-        display_name       = "relayflow: start messages dead-lettered"
+        display_name       = "relayflow: messages dead-lettered"
         runbook            = "dead-letter-backlog"
-        summary            = "Start messages failed every delivery and wait in the dead-letter hold subscription. Read their reasons, fix the cause, replay them."
+        summary            = "Start messages or signals failed every delivery and wait in the dead-letter hold subscription. Read where each came from, fix the cause, replay them there."
         severity           = "ERROR"
         filter             = "resource.type = \"pubsub_subscription\" AND resource.label.subscription_id = \"${var.dead_letter_subscription}\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\""
         denominator_filter = null

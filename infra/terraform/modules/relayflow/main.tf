@@ -24,9 +24,11 @@ locals {
     RELAYFLOW_WORKER_URL            = local.url["worker"]
     RELAYFLOW_POLLER_URL            = local.url["poller"]
     RELAYFLOW_TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
-    RELAYFLOW_VERIFY_TOKENS         = "true"
-    RELAYFLOW_TRACE_EXPORTER        = var.trace_exporter
-    RELAYFLOW_METRICS_EXPORTER      = var.metrics_exporter
+    # Callback steps hand external systems {this}/callbacks/{token}: the api's URL.
+    RELAYFLOW_API_URL          = local.url["api"]
+    RELAYFLOW_VERIFY_TOKENS    = "true"
+    RELAYFLOW_TRACE_EXPORTER   = var.trace_exporter
+    RELAYFLOW_METRICS_EXPORTER = var.metrics_exporter
     # The flows this deployment runs (DESIGN invariant 13): module.path:attr, a Registry or a
     # callable taking Settings. Every component loads the same app.
     RELAYFLOW_APP = var.app
@@ -49,6 +51,7 @@ locals {
 
   tasks_invoker_member = "serviceAccount:${google_service_account.tasks_invoker.email}"
   scheduler_member     = "serviceAccount:${google_service_account.scheduler.email}"
+  pubsub_push_member   = "serviceAccount:${google_service_account.pubsub_push.email}"
 
   # APIs this module enables. serviceusage and cloudresourcemanager must be on before Terraform
   # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
@@ -67,11 +70,23 @@ locals {
   # Large maps and lists of a flow document that no query reads (issue 7): each map key and list
   # element would be an index entry, and a document may have 40,000. Queried fields (status,
   # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at)
-  # keep their indexes.
+  # keep their indexes. effects and tracks grow with ForEach items and parallel branches. A
+  # ForEach lane's document is a flow document plus its items and their outputs.
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)    = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim"]
+    (local.topology.firestore.flows_collection)    = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks"]
+    (local.topology.firestore.lanes_collection)    = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result"]
     (local.topology.firestore.rejected_collection) = ["data_base64", "attributes", "reason"]
   }
+
+  # What a service that receives a Pub/Sub push needs besides its own invoker grants before the
+  # first message arrives: the database with its indexes and field settings, the queues, every
+  # grant a runtime account holds, and the service agent's right to mint the push token.
+  push_prerequisites = concat(
+    module.firestore.resource_ids,
+    values(module.queues.ids),
+    local.runtime_grant_ids,
+    [google_service_account_iam_member.pubsub_push_token_creator.id],
+  )
 
   # Everything a component's runtime account is granted: a component can serve only after these.
   runtime_grant_ids = concat(
@@ -124,7 +139,7 @@ resource "google_service_account" "pubsub_push" {
   project      = var.project_id
   account_id   = "relayflow-pubsub-push"
   display_name = "relayflow Pub/Sub push"
-  description  = "Identity in the OIDC token of each flow request Pub/Sub pushes; may invoke start-flow, nothing else."
+  description  = "Identity in the OIDC token of each message Pub/Sub pushes; may invoke start-flow (flow requests) and the api (signals), nothing else."
 
   depends_on = [google_project_service.main]
 }
@@ -149,6 +164,7 @@ module "firestore" {
   deletion_protection    = var.deletion_protection
   ttl_collections = [
     local.topology.firestore.flows_collection,
+    local.topology.firestore.lanes_collection,
     local.topology.firestore.rejected_collection,
   ]
   unindexed_fields = local.unindexed_fields
@@ -177,6 +193,22 @@ module "firestore" {
         { field_path = "finished_at", order = "ASCENDING" },
       ]
     }
+    # The sweeper asks the same two questions of ForEach lanes (relayflow.store.overdue and
+    # .unpublished read both collections); nothing lists lanes by updated_at.
+    lanes_status_next_run_at = {
+      collection = local.topology.firestore.lanes_collection
+      fields = [
+        { field_path = "status", order = "ASCENDING" },
+        { field_path = "next_run_at", order = "ASCENDING" },
+      ]
+    }
+    lanes_unpublished_finished_at = {
+      collection = local.topology.firestore.lanes_collection
+      fields = [
+        { field_path = "result_published", order = "ASCENDING" },
+        { field_path = "finished_at", order = "ASCENDING" },
+      ]
+    }
   }
 
   depends_on = [google_project_service.main]
@@ -200,6 +232,7 @@ module "messaging" {
   pubsub_service_agent = google_project_service_identity.pubsub.member
   topics               = local.topology.topics
   start_subscription   = local.topology.subscriptions.start
+  signals_subscription = local.topology.subscriptions.signals
   hold_subscriptions = {
     dead_letter = local.topology.subscriptions.dead_letter
     results     = local.topology.subscriptions.results
@@ -214,15 +247,17 @@ module "messaging" {
   # start-flow writes the flow (database, indexes, field settings), enqueues its first task
   # (queues and the grants on them), may publish a result, and must admit the push (invoker
   # grant; token creator for the service agent).
-  push_after = concat(
-    module.start_flow.access_grant_ids,
-    module.firestore.resource_ids,
-    values(module.queues.ids),
-    local.runtime_grant_ids,
-    [google_service_account_iam_member.pubsub_push_token_creator.id],
-  )
+  push_after = concat(module.start_flow.access_grant_ids, local.push_prerequisites)
+
+  # Signals go to the api's POST /signals, which completes callback tokens (Engine.complete
+  # writes the flow or lane, enqueues the next task, may publish a result), signed as the same
+  # push account, which is why it may invoke the api too.
+  signals_push_endpoint = "${module.api.uri}/signals"
+  signals_push_audience = module.api.uri
+  signals_push_after    = concat(module.api.access_grant_ids, local.push_prerequisites)
 
   request_publishers    = var.request_publishers
+  signal_publishers     = var.signal_publishers
   result_subscribers    = var.result_subscribers
   dead_letter_replayers = var.dead_letter_replayers
 
@@ -241,7 +276,7 @@ module "start_flow" {
   service_account_id = "relayflow-start-flow"
   image              = var.image
   env                = merge(local.common_env, { COMPONENT = "start-flow" })
-  invoker_members    = { pubsub_push = "serviceAccount:${google_service_account.pubsub_push.email}" }
+  invoker_members    = { pubsub_push = local.pubsub_push_member }
   max_instances      = var.max_instances["start-flow"]
   min_instances      = var.min_instances["start-flow"]
   # Pub/Sub redelivers a push still running after the ack deadline: answer well within it.
@@ -304,14 +339,16 @@ module "api" {
   project_id         = var.project_id
   location           = var.region
   name               = "api"
-  description        = "Reads and operates flows (GET /flows/{id}, list, cancel, retry)."
+  description        = "Reads and operates flows (GET /flows/{id}, list, cancel, retry); completes callback tokens (POST /callbacks/{token}, signals pushed to /signals)."
   service_account_id = "relayflow-api"
   image              = var.image
   env                = merge(local.common_env, { COMPONENT = "api" })
   # Operators reach the api (and its console) with `gcloud run services proxy api`, which needs
   # the service reachable from their machine (ingress) and run.invoker + run.viewer on it.
+  # External systems that complete callback tokens over HTTP are invokers in the same way.
+  # Pub/Sub pushes signals to /signals as the push account (invoker only).
   ingress             = var.api_ingress
-  invoker_members     = var.api_invoker_members
+  invoker_members     = merge(var.api_invoker_members, { pubsub_push = local.pubsub_push_member })
   viewer_members      = var.api_invoker_members
   custom_audiences    = [local.url["api"]]
   max_instances       = var.max_instances["api"]

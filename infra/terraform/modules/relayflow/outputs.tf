@@ -62,13 +62,24 @@ output "app" {
 }
 
 output "subscriptions" {
-  description = "Subscription names: the push subscription that starts flows (start) and the hold subscriptions (dead_letter, results)."
-  value       = merge({ start = module.messaging.start_subscription_name }, module.messaging.hold_subscription_names)
+  description = "Subscription names: the push subscriptions that start flows (start) and deliver signals to the api (signals), and the hold subscriptions (dead_letter, results)."
+  value = merge(
+    {
+      start   = module.messaging.start_subscription_name
+      signals = module.messaging.signals_subscription_name
+    },
+    module.messaging.hold_subscription_names,
+  )
 }
 
 output "pubsub_service_agent" {
   description = "Email of the project's Pub/Sub service agent (moves dead letters, signs push tokens)."
   value       = google_project_service_identity.pubsub.email
+}
+
+output "callback_url_prefix" {
+  description = "What callback steps hand external systems, followed by the token: POST it with an identity token for the api (audience: the URL without /callbacks/) as a principal in api_invoker_members."
+  value       = "${local.url["api"]}/callbacks/"
 }
 
 output "api_proxy_command" {

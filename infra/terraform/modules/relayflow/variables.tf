@@ -40,13 +40,18 @@ variable "firestore_point_in_time_recovery" {
 }
 
 variable "api_invoker_members" {
-  description = "Principals (people, groups, tools) allowed to call the api service, keyed by a static label, e.g. { oncall = \"group:relayflow-oncall@example.com\" }."
+  description = "Principals (people, groups, tools, external systems that complete callback tokens at POST /callbacks/{token}) allowed to call the api service, keyed by a static label, e.g. { oncall = \"group:relayflow-oncall@example.com\" }."
   type        = map(string)
   default     = {}
 
   validation {
     condition     = alltrue([for m in values(var.api_invoker_members) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
     error_message = "The api is never public: no allUsers or allAuthenticatedUsers."
+  }
+
+  validation {
+    condition     = !contains(keys(var.api_invoker_members), "pubsub_push")
+    error_message = "The key pubsub_push is taken by the Pub/Sub push account's grant on the api (signals)."
   }
 }
 
@@ -161,6 +166,17 @@ variable "request_publishers" {
   }
 }
 
+variable "signal_publishers" {
+  description = "External systems allowed to complete callback tokens by publishing on the signals topic ({\"token\", \"output\"} or {\"token\", \"error\"}), keyed by a static label."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.signal_publishers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "signal_publishers must not contain allUsers or allAuthenticatedUsers."
+  }
+}
+
 variable "result_subscribers" {
   description = "Consumers: principals allowed to attach their own subscriptions to the results topic, keyed by a static label."
   type        = map(string)
@@ -173,7 +189,7 @@ variable "result_subscribers" {
 }
 
 variable "dead_letter_replayers" {
-  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back on the requests topic (replay), keyed by a static label."
+  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back where they came from, the requests or the signals topic (replay), keyed by a static label."
   type        = map(string)
   default     = {}
 
