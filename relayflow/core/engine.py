@@ -25,7 +25,8 @@ from typing import Any
 from opentelemetry.trace import Span, SpanKind, Tracer
 
 from relayflow import telemetry
-from relayflow.core import foreach, planner
+from relayflow.core import admission, foreach, planner
+from relayflow.core.admission import Admission
 from relayflow.core.clock import Clock
 from relayflow.core.errors import (
     FlowNotFound,
@@ -56,6 +57,7 @@ from relayflow.core.ports import (
     Queue,
     Snapshot,
     Store,
+    TenantState,
     Unreadable,
     UnreadableFlow,
     UnstorableChange,
@@ -70,6 +72,7 @@ from relayflow.core.position import (
 )
 from relayflow.core.records import Effect, FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
+from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.core.values import UnstorableValue, check_storable
 from relayflow.metrics import Metrics
 
@@ -128,6 +131,7 @@ class SweepReport:
 
     overdue: int = 0
     rescued: int = 0
+    admitted: int = 0  # waiting flows given a slot
     ended: int = 0  # could never be settled: ended with a code that says why
     still_queued: int = 0
     unpublished: int = 0
@@ -195,6 +199,7 @@ class Engine:
         clock: Clock,
         queues: QueueNames | None = None,
         limits: Limits | None = None,
+        tenants: Tenants | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -205,6 +210,7 @@ class Engine:
         self._clock = clock
         self._queues = queues or QueueNames()
         self._limits = limits or Limits()
+        self._admission = Admission(store, tenants or Tenants())
         self._tracer = tracer  # None: tracing is off
         self._metrics = metrics or Metrics()  # the base class records nothing
 
@@ -235,23 +241,30 @@ class Engine:
 
     def _start(self, data: bytes, *, message_id: str, attributes: dict[str, str]) -> StartResult:
         try:
-            message, flow = parse_start(data, self._registry)
+            message, flow = parse_start(data, self._registry, attributes)
         except InvalidMessage as exc:
             self._reject(data, message_id, attributes, exc.reason)
             self._metrics.message_rejected("", "INVALID_MESSAGE")
             return StartResult(Started.REJECTED, reason=exc.reason)
         flow_id = message.flow_id or safe_id(message_id)
+        tenant = message.tenant or DEFAULT_TENANT
+        policy = self._admission.tenants.policy(tenant)
         record = planner.new_record(
             self._plan(flow),
             flow_id=flow_id,
             input=message.input,
             message_id=message_id,
             deadline_s=message.deadline_s,
+            tenant=tenant,
+            priority=message.priority or policy.priority,
+            waiting=self._admission.must_wait(tenant),
         ).model_copy(update={"trace": telemetry.current_traceparent()})
         if not self._store.create(record):
             return self._duplicate(record, data, message_id, attributes)
         self._metrics.flow_started(flow.name)
         self._settle(record)
+        if record.admission == "waiting":  # in order with the others waiting
+            self._admit(tenant)
         log.info("flow started", extra={"flow_id": flow_id, "flow": flow.name})
         return StartResult(Started.STARTED, flow_id=flow_id)
 
@@ -271,6 +284,8 @@ class Engine:
             self._metrics.message_rejected(existing.flow, "FLOW_ID_CONFLICT")
             return StartResult(Started.REJECTED, flow_id=record.flow_id, reason=reason)
         self._settle(existing)  # the first start may have died before enqueueing
+        if existing.admission == "waiting":
+            self._admit(existing.tenant)
         log.info("duplicate start", extra={"flow_id": record.flow_id, "message_id": message_id})
         return StartResult(Started.DUPLICATE, flow_id=record.flow_id)
 
@@ -305,10 +320,14 @@ class Engine:
             self._settle(found.record)
             return Ran.STALE
         found = Snapshot(found.record.focused(key), found.version)
+        if payload.position.kind is TaskKind.ADMIT:
+            return self._run_admit(found)
         try:
             flow, gone = self._definition(found.record)
         except UnknownFlow:
             return self._unknown_type(found, payload.position)
+        if self._admission.paused(found.record.tenant):
+            return self._put_off(found, "its tenant is paused", admission.PAUSE_RECHECK_S)
         if found.record.is_lane:
             return self._run_lane_task(found, flow, gone)
         if gone and payload.position.kind is not TaskKind.COMPENSATE:
@@ -318,12 +337,71 @@ class Engine:
         if mismatch:
             log.error("flow definition changed", extra={"flow_id": payload.flow_id})
             return self._end(found, payload.position, self._plan(flow), mismatch)
-        kind = payload.position.kind
+        return self._dispatch(found, flow)
+
+    def _dispatch(self, found: Snapshot, flow: Flow) -> Ran:
+        """Run the focused task by its kind: the engine's own, read-only, or claimed."""
+        kind = found.record.position.kind
         if kind in _FOREACH:
             return self._run_foreach_task(found, flow, kind)
         if kind in _UNCLAIMED:  # read only: no claim
-            return self._commit(found, payload.position, flow, self._execute(flow, found.record))
+            position = found.record.position
+            return self._commit(found, position, flow, self._execute(flow, found.record))
         return self._run_claimed(found, flow)
+
+    # -- tenants -------------------------------------------------------------------------
+
+    def _admit(self, tenant: str) -> int:
+        """Admit ``tenant``'s waiting flows while it has room; how many."""
+        plan_for = functools.partial(_plan_of, self)
+        return self._admission.admit(plan_for, tenant, self._clock.now(), self._settle)
+
+    def _run_admit(self, found: Snapshot) -> Ran:
+        """A waiting flow's retry for a slot: the retry is over; admit what there is room for."""
+        record = found.record
+        self._store.change(record.flow_id, planner.admission_tried)
+        self._admit(record.tenant)
+        return Ran.ADVANCED
+
+    def _put_off(self, found: Snapshot, why: str, delay_s: float) -> Ran:
+        """Put the focused task off (a new task later, no attempt spent)."""
+        position = found.record.position
+        plan = self._plan(self._planning_flow(found.record))
+        until = self._clock.now() + timedelta(seconds=delay_s)
+
+        def deferred(latest: FlowRecord) -> FlowRecord | None:
+            current = _focused_at(latest, position)
+            return None if current is None else planner.defer(plan, current, until=until, why=why)
+
+        return self._write(found, deferred)
+
+    def pause_tenant(self, tenant: str, *, by: str = "", reason: str = "") -> TenantState:
+        """Stop dispatching ``tenant``'s flows (their tasks are put off) and admitting new ones."""
+        return self._admission.set_paused(tenant, True, by=by, reason=reason)
+
+    def resume_tenant(self, tenant: str, *, by: str = "", reason: str = "") -> TenantState:
+        """Let ``tenant``'s flows go on where they were, and admit its waiting ones."""
+        state = self._admission.set_paused(tenant, False, by=by, reason=reason)
+        self._admit(tenant)
+        return state
+
+    def tenant_views(self) -> list[dict[str, Any]]:
+        """Every tenant with a policy or a state: its limits, paused or not, flows waiting."""
+        names = set(self._admission.tenants.tenants) | {
+            s.tenant for s in self._store.tenant_states()
+        }
+        views = []
+        for name in sorted(names | {DEFAULT_TENANT}):
+            policy = self._admission.tenants.policy(name)
+            views.append(
+                {
+                    "tenant": name,
+                    **policy.model_dump(),
+                    "paused": self._admission.paused(name),
+                    "waiting": len(self._store.waiting(name, limit=1000)),
+                }
+            )
+        return views
 
     # -- ForEach -------------------------------------------------------------------------
 
@@ -628,6 +706,9 @@ class Engine:
         """
         if record.is_lane and foreach.news(record) is not None:
             self._report_lane(record)
+        ended_with_slot = record.status in TERMINAL and record.slot is not None
+        if ended_with_slot and self._admission.release(record):  # room for the next waiting
+            self._admit(record.tenant)
         with telemetry.joined(record.trace):
             if record.status in ACTIVE:
                 for track in record.tracks.values():
@@ -784,6 +865,9 @@ class Engine:
         for record in self._store.unpublished(cutoff=cutoff, limit=limit):
             report.unpublished += 1
             self._guarded(record, report, self._republish)
+        # Waiting flows a lost hand-over left waiting: admit what there is room for.
+        for tenant in sorted({r.tenant for r in self._store.waiting(limit=limit)}):
+            report.admitted += self._admit(tenant)
         log.info("sweep", extra={"report": report.__dict__})
         return report
 
@@ -910,6 +994,10 @@ class Engine:
             history_limit=self._limits.history_limit,
             retention_s=self._limits.retention_s,
         )
+
+
+def _plan_of(engine: Engine, record: FlowRecord) -> Plan:
+    return engine._plan(engine._planning_flow(record))
 
 
 def _track_with(record: FlowRecord, token: str) -> str | None:

@@ -37,6 +37,7 @@ from relayflow.core.flows import (
 )
 from relayflow.core.position import Position, TaskKind, split_effect_name, task_id
 from relayflow.core.records import (
+    ADMIT_TRACK,
     UNDO_TRACK,
     Claim,
     Effect,
@@ -61,9 +62,16 @@ class QueueNames:
 
     steps: str = "flow-steps"
     polls: str = "flow-polls"
+    # High-priority flows' tasks: queues of their own, dispatched whatever the backlog of the
+    # others (None: one pair of queues for all).
+    steps_high: str | None = None
+    polls_high: str | None = None
 
-    def for_kind(self, kind: TaskKind) -> str:
-        return self.polls if kind in (TaskKind.POLL, TaskKind.WAIT) else self.steps
+    def for_kind(self, kind: TaskKind, priority: str = "low") -> str:
+        polled = kind in (TaskKind.POLL, TaskKind.WAIT)
+        if priority == "high" and self.steps_high and self.polls_high:
+            return self.polls_high if polled else self.steps_high
+        return self.polls if polled else self.steps
 
 
 @dataclass(frozen=True)
@@ -140,7 +148,7 @@ def schedule(plan: Plan, record: FlowRecord, position: Position, delay_s: float)
     """
     delay_s = min(max(delay_s, 0.0), MAX_SCHEDULE_AHEAD_S)
     return NextTask(
-        queue=plan.queues.for_kind(position.kind),
+        queue=plan.queues.for_kind(position.kind, record.priority),
         task_id=task_id(record.flow_id, position),
         run_at=plan.now + timedelta(seconds=delay_s),
         position=position,
@@ -154,8 +162,12 @@ def new_record(
     input: dict[str, Any],
     message_id: str | None,
     deadline_s: float | None,
+    tenant: str = "default",
+    priority: str = "low",
+    waiting: bool = False,
 ) -> FlowRecord:
-    """A PENDING flow whose first steps (those that run after nothing) are due now."""
+    """A PENDING flow whose first steps (those that run after nothing) are due now; or, if
+    its tenant has no room (``waiting``), one that holds no task until it is admitted."""
     flow = plan.flow
     first = Position(step_index=0, step=flow.step(0).name, kind=kind_of(flow, 0))
     deadline_at = plan.now + timedelta(seconds=deadline_s) if deadline_s else None
@@ -170,8 +182,51 @@ def new_record(
         message_id=message_id,
         created_at=plan.now,
         updated_at=plan.now,
+        tenant=tenant,
+        priority=priority,
     )
+    if waiting:
+        return record.model_copy(update={"admission": "waiting", "queued_at": plan.now})
     return _start_ready(plan, record, generation=0)
+
+
+def admitted(plan: Plan, record: FlowRecord, *, slot: str | None) -> FlowRecord | None:
+    """A waiting flow admitted (holding ``slot``): its first steps are due now. None if it is
+    not waiting any more (admitted already, cancelled)."""
+    if record.admission != "waiting" or record.status is not Status.PENDING:
+        return None
+    entry = _entry(plan, record, "admitted", detail=f"slot {slot}" if slot else "")
+    record = _log(plan, record, entry, a_try=False).model_copy(
+        update={"admission": "admitted", "slot": slot, "tracks": {}, "focus": None}
+    )
+    return _start_ready(plan, record, generation=record.position.generation)
+
+
+def await_admission(plan: Plan, record: FlowRecord, *, at: datetime) -> FlowRecord | None:
+    """A waiting flow's one task: try for a slot again at ``at`` (when a slot has rested).
+    None if it is not waiting, or has that task already."""
+    if record.admission != "waiting" or ADMIT_TRACK in record.tracks:
+        return None
+    pos = record.position.model_copy(update={"kind": TaskKind.ADMIT, "rescue": 0})
+    delay = max(0.0, (at - plan.now).total_seconds())
+    track = Track(position=pos, next=schedule(plan, record, pos, delay), started_at=plan.now)
+    return record.model_copy(update={"tracks": {ADMIT_TRACK: track}}).stored()
+
+
+def admission_tried(record: FlowRecord) -> FlowRecord:
+    """The waiting flow's slot retry is over (it will be handed a slot, or try again)."""
+    tracks = {k: t for k, t in record.tracks.items() if k != ADMIT_TRACK}
+    return record.model_copy(update={"tracks": tracks, "focus": None}).stored()
+
+
+def defer(plan: Plan, record: FlowRecord, *, until: datetime, why: str) -> FlowRecord:
+    """Put off the focused task until ``until`` (its tenant paused, its dependency's breaker
+    open, its retry budget spent): a new task under a new name, no attempt spent."""
+    pos = record.position.model_copy(update={"deferral": record.position.deferral + 1})
+    delay = max(0.0, (until - plan.now).total_seconds())
+    entry = _entry(plan, record, "deferred", detail=why, delay_s=delay)
+    moved = _log(plan, record, entry, a_try=False).model_copy(update={"position": pos})
+    return _with_next(moved, schedule(plan, moved, pos, delay)).stored()
 
 
 def _start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowRecord:
@@ -1016,6 +1071,8 @@ def new_lane(
         updated_at=plan.now,
         trace=parent.trace,
         deadline_at=parent.deadline_at,  # the flow's deadline bounds its items too
+        tenant=parent.tenant,
+        priority=parent.priority,
         parent=parent.flow_id,
         scope=scope,
         lane=lane,

@@ -53,6 +53,25 @@ class Enqueued(StrEnum):
     ALREADY_ENQUEUED = "already enqueued"
 
 
+@dataclass(frozen=True)
+class SlotGrant:
+    """What asking for a tenant slot gave: a slot, or none (and, if one is only resting after
+    its last use, when the first becomes free)."""
+
+    slot: str | None
+    free_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TenantState:
+    """What operators set on a tenant at run time."""
+
+    tenant: str
+    paused: bool = False
+    by: str = ""
+    reason: str = ""
+
+
 class Store(Protocol):
     """Flow documents, changed only by compare-and-set, and the ``rejected`` records."""
 
@@ -108,6 +127,34 @@ class Store(Protocol):
         limit: int = 50,
     ) -> list[FlowRecord]:
         """Flows, newest update first, optionally of one status, flow and version."""
+        ...
+
+    def acquire_slot(
+        self, tenant: str, *, slots: int, holder: str, now: datetime, cooldown_s: float
+    ) -> SlotGrant:
+        """Take one of ``tenant``'s ``slots`` running slots for flow ``holder`` (each slot a
+        document of its own, so starts do not contend for one); it rests ``cooldown_s`` after
+        it is taken before it can be taken again."""
+        ...
+
+    def release_slot(self, slot: str, *, holder: str) -> bool:
+        """Give back ``holder``'s slot; False if it does not hold it (released already)."""
+        ...
+
+    def waiting(self, tenant: str | None = None, *, limit: int = 10) -> list[FlowRecord]:
+        """Flows waiting for room (of ``tenant``), those queued first first."""
+        ...
+
+    def tenant_state(self, tenant: str) -> TenantState:
+        """What operators set on ``tenant`` (not paused, if nothing)."""
+        ...
+
+    def set_tenant_state(self, state: TenantState) -> None:
+        """Pause or resume a tenant."""
+        ...
+
+    def tenant_states(self) -> list[TenantState]:
+        """Every tenant an operator ever paused or resumed."""
         ...
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:

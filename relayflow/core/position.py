@@ -39,6 +39,7 @@ class TaskKind(StrEnum):
     FANOUT = "fanout"  # a ForEach starting: its items listed, its lanes created
     JOIN = "join"  # a ForEach whose lanes have all ended: its items' outputs gathered, in order
     GATHER = "gather"  # before undoing: the ForEach lanes stopped, their items' effects collected
+    ADMIT = "admit"  # a waiting flow tries for a slot again once one has rested
 
 
 # One letter per kind in a task id (choice is "i", for If: "c" is a compensation).
@@ -51,6 +52,7 @@ _KIND_LETTER = {
     TaskKind.FANOUT: "f",
     TaskKind.JOIN: "j",
     TaskKind.GATHER: "x",
+    TaskKind.ADMIT: "m",
 }
 
 
@@ -70,6 +72,9 @@ class Position(BaseModel):
     attempt: int = Field(default=0, ge=0)
     poll: int = Field(default=0, ge=0)
     rescue: int = Field(default=0, ge=0)
+    # How often this try was put off (its tenant paused, its dependency's breaker open): a
+    # new task name each time, and no attempt spent.
+    deferral: int = Field(default=0, ge=0)
     # A ForEach item's step: the ForEach (``scope``) and the item's index in its list.
     scope: str | None = Field(default=None, pattern=STEP_NAME_PATTERN)
     item: int | None = Field(default=None, ge=0)
@@ -82,9 +87,10 @@ class Position(BaseModel):
         return f"{self.scope}[{self.item}].{self.step}"
 
     def same_try(self, other: Position) -> bool:
-        """Whether ``other`` is this try of this step, whatever its rescue number (the sweeper
-        re-enqueues a lost task under a new name, not as a new try)."""
-        return self.model_copy(update={"rescue": 0}) == other.model_copy(update={"rescue": 0})
+        """Whether ``other`` is this try of this step, whatever its rescue and deferral numbers
+        (a lost task re-made, or a put-off one, is not a new try)."""
+        plain = {"rescue": 0, "deferral": 0}
+        return self.model_copy(update=plain) == other.model_copy(update=plain)
 
     def label(self) -> str:
         """A short human-readable form, e.g. ``await_registration poll 3``."""
@@ -122,6 +128,7 @@ def task_id(flow_id: str, position: Position) -> str:
     body = (
         f"{flow_id.replace('.', '-')}-{p.step_index}{p.step}{item}-{_KIND_LETTER[p.kind]}"
         f"{p.attempt}-p{p.poll}-g{p.generation}r{p.rescue}"
+        + (f"d{p.deferral}" if p.deferral else "")
     )
     # The raw id in the hash: a lane's dots become dashes in the body, and must not collide
     # with a flow id that has dashes there.

@@ -148,6 +148,7 @@ class Track(_Model):
 
 
 UNDO_TRACK = "~undo"
+ADMIT_TRACK = "~admit"  # a waiting flow's retry for a slot, once one has rested
 
 
 class FlowRecord(_Model):
@@ -165,6 +166,14 @@ class FlowRecord(_Model):
     flow: str
     # The definition version the flow started on; it runs to its end on that version.
     version: int = 1
+    # Whose flow it is, and how urgent: high-priority tasks go to their own queues.
+    tenant: str = "default"
+    priority: str = "low"
+    # "waiting": over its tenant's limits, it holds no task until a slot frees up (queued_at
+    # orders the wait); "admitted": it runs, holding ``slot`` if its tenant is limited.
+    admission: str = "admitted"
+    queued_at: datetime | None = None
+    slot: str | None = None
     input: dict[str, Any]
     status: Status
     position: Position
@@ -315,6 +324,7 @@ def result_event(record: FlowRecord) -> dict[str, Any]:
         "flow_id": record.flow_id,
         "flow": record.flow,
         "version": record.version,
+        "tenant": record.tenant,
         "generation": record.position.generation,
         **record.result.model_dump(mode="json"),
     }
@@ -326,6 +336,7 @@ def result_attributes(record: FlowRecord) -> dict[str, str]:
     return {
         "flow_id": record.flow_id,
         "flow": record.flow,
+        "tenant": record.tenant,
         "status": str(record.status),
         "generation": str(record.position.generation),
     }

@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import random
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from google.api_core.exceptions import (
@@ -30,7 +31,15 @@ from relayflow.core.listing import (
     Page,
     RejectedMessage,
 )
-from relayflow.core.ports import Change, Snapshot, Unreadable, UnreadableFlow, UnstorableChange
+from relayflow.core.ports import (
+    Change,
+    SlotGrant,
+    Snapshot,
+    TenantState,
+    Unreadable,
+    UnreadableFlow,
+    UnstorableChange,
+)
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, Status
 from relayflow.settings import Settings
@@ -61,12 +70,17 @@ class FlowStore:
         flows: str = "flows",
         rejected: str = "rejected",
         lanes: str = "flow_lanes",
+        slots: str = "tenant_slots",
+        tenants: str = "tenants",
         counters: Counters | None = None,
     ) -> None:
         self._client = client
         self._flows = client.collection(flows)
         # ForEach lanes live apart: listings of flows never see them; the sweeper does.
         self._lanes = client.collection(lanes)
+        # Tenants: one document per running slot, one per tenant an operator paused.
+        self._slots = client.collection(slots)
+        self._tenants = client.collection(tenants)
         self._rejected = client.collection(rejected)
         self._counters = counters or Counters()
 
@@ -238,6 +252,105 @@ class FlowStore:
         except ValidationError as exc:
             log.error("unreadable flow document", extra={"doc": snap.id, "error": str(exc)})
             return Unreadable(flow_id=snap.id, reason=f"no longer parses: {_first_error(exc)}")
+
+    # -- tenants ------------------------------------------------------------------------------
+
+    def acquire_slot(
+        self, tenant: str, *, slots: int, holder: str, now: datetime, cooldown_s: float
+    ) -> SlotGrant:
+        """A free slot taken by a write conditioned on its version (a rival taking it first
+        makes this try the next); slot documents are made on first use."""
+        query = self._slots.where(filter=firestore.FieldFilter("tenant", "==", tenant))
+        known = list(query.stream(timeout=RPC_TIMEOUT_S))
+        self._counters.add("firestore_reads", max(1, len(known)))
+        taken = {"holder": holder, "taken_at": now, "free_at": now + timedelta(seconds=cooldown_s)}
+        resting: list[datetime] = []
+        free = []
+        for snap in known:
+            doc = snap.to_dict() or {}
+            if doc.get("holder") is not None or int(doc.get("slot", slots)) >= slots:
+                continue  # held, or beyond the tenant's limit (it was lowered)
+            free_at = doc.get("free_at")
+            if free_at is not None and free_at > now:
+                resting.append(free_at)
+            else:
+                free.append(snap)
+        random.shuffle(free)  # rivals start at different slots
+        for snap in free:
+            option = self._client.write_option(last_update_time=snap.update_time)
+            try:
+                self._counters.add("firestore_writes")
+                snap.reference.update(taken, option=option, timeout=RPC_TIMEOUT_S)
+                return SlotGrant(snap.id)
+            except (FailedPrecondition, NotFound):
+                self._counters.add("firestore_conflicts")
+        numbers = {int((s.to_dict() or {}).get("slot", -1)) for s in known}
+        for k in (n for n in range(slots) if n not in numbers):
+            slot_id = f"{tenant}.{k}"
+            try:
+                self._counters.add("firestore_writes")
+                self._slots.document(slot_id).create(
+                    {"tenant": tenant, "slot": k, **taken}, timeout=RPC_TIMEOUT_S
+                )
+                return SlotGrant(slot_id)
+            except AlreadyExists:
+                self._counters.add("firestore_conflicts")
+        return SlotGrant(None, min(resting, default=None))
+
+    def release_slot(self, slot: str, *, holder: str) -> bool:
+        ref = self._slots.document(slot)
+        snap = ref.get(timeout=RPC_TIMEOUT_S)
+        self._counters.add("firestore_reads")
+        if not snap.exists or (snap.to_dict() or {}).get("holder") != holder:
+            return False
+        option = self._client.write_option(last_update_time=snap.update_time)
+        try:
+            self._counters.add("firestore_writes")
+            ref.update({"holder": None}, option=option, timeout=RPC_TIMEOUT_S)
+        except (FailedPrecondition, NotFound):
+            return False
+        return True
+
+    def waiting(self, tenant: str | None = None, *, limit: int = 10) -> list[FlowRecord]:
+        query: Any = self._flows.where(filter=firestore.FieldFilter("admission", "==", "waiting"))
+        if tenant is not None:
+            query = query.where(filter=firestore.FieldFilter("tenant", "==", tenant))
+        query = query.order_by("queued_at").limit(limit)
+        found = [
+            r
+            for r in self._parse(query.stream(timeout=RPC_TIMEOUT_S))
+            if r.status is Status.PENDING
+        ]
+        self._counters.add("firestore_reads", max(1, len(found)))
+        return found
+
+    def tenant_state(self, tenant: str) -> TenantState:
+        snap = self._tenants.document(tenant).get(timeout=RPC_TIMEOUT_S)
+        self._counters.add("firestore_reads")
+        doc = snap.to_dict() or {} if snap.exists else {}
+        return TenantState(
+            tenant, bool(doc.get("paused")), str(doc.get("by", "")), str(doc.get("reason", ""))
+        )
+
+    def set_tenant_state(self, state: TenantState) -> None:
+        self._counters.add("firestore_writes")
+        body = {"paused": state.paused, "by": state.by, "reason": state.reason}
+        self._tenants.document(state.tenant).set(body, timeout=RPC_TIMEOUT_S)
+
+    def tenant_states(self) -> list[TenantState]:
+        found = []
+        for snap in self._tenants.stream(timeout=RPC_TIMEOUT_S):
+            doc = snap.to_dict() or {}
+            found.append(
+                TenantState(
+                    snap.id,
+                    bool(doc.get("paused")),
+                    str(doc.get("by", "")),
+                    str(doc.get("reason", "")),
+                )
+            )
+        self._counters.add("firestore_reads", max(1, len(found)))
+        return found
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:
         """Record a refused message under its id (idempotent for a redelivery)."""

@@ -40,6 +40,7 @@ from relayflow.core.planner import QueueNames
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.state import TERMINAL
+from relayflow.core.tenants import Tenants
 from relayflow.metrics import Metrics
 from relayflow.testing.memory import MemoryEvents, MemoryQueue, MemoryStore
 
@@ -108,6 +109,7 @@ class Harness:
         start: datetime = START,
         duplicate_deliveries: bool = False,
         limits: Limits | None = None,
+        tenants: Tenants | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self.clock = FakeClock(start)
@@ -119,6 +121,7 @@ class Harness:
         self.failed_deliveries: list[tuple[TaskPayload, BaseException]] = []
         self.duplicate_deliveries = duplicate_deliveries
         self.limits = limits or Limits()
+        self.tenants = tenants
         self.metrics = metrics  # e.g. relayflow.metrics.OtelMetrics, to read what was counted
         self._registry = _as_registry(registry)
         self._messages = 0
@@ -138,9 +141,13 @@ class Harness:
         *,
         flow_id: str | None = None,
         deadline_s: float | None = None,
+        tenant: str | None = None,
+        priority: str | None = None,
     ) -> str:
         """Publish a start message; the flow id. AssertionError if the message is rejected."""
-        result = self.publish(_message(flow, input or {}, flow_id, deadline_s))
+        body = _message(flow, input or {}, flow_id, deadline_s)
+        body.update({k: v for k, v in (("tenant", tenant), ("priority", priority)) if v})
+        result = self.publish(body)
         if result.flow_id is None or result.reason:
             raise AssertionError(f"start rejected: {result.reason}")
         return result.flow_id
@@ -293,6 +300,7 @@ class Harness:
             clock=self.clock,
             queues=QueueNames(),
             limits=self.limits,
+            tenants=self.tenants,
             metrics=self.metrics,
         )
 

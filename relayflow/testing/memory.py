@@ -30,7 +30,9 @@ from relayflow.core.listing import (
 from relayflow.core.ports import (
     Change,
     Enqueued,
+    SlotGrant,
     Snapshot,
+    TenantState,
     Unreadable,
     UnreadableFlow,
     UnstorableChange,
@@ -50,6 +52,10 @@ class MemoryStore:
         self.rejected: dict[str, dict[str, Any]] = {}
         self.versions: dict[str, datetime] = {}
         self.writes = 0
+        # Tenants: running slots (id -> holder, free_at) and what operators set.
+        self.slots: dict[str, dict[str, Any]] = {}
+        self.slot_writes = 0
+        self.tenants: dict[str, TenantState] = {}
         # Fault injection: the next N writes fail as an outage would (ConnectionError) ...
         self.failing_writes = 0
         # ... and a document this says is unstorable is refused for good, as Firestore
@@ -144,6 +150,51 @@ class MemoryStore:
             and version in (None, r.version)
         ]
         return sorted(chosen, key=lambda r: r.updated_at, reverse=True)[:limit]
+
+    def acquire_slot(
+        self, tenant: str, *, slots: int, holder: str, now: datetime, cooldown_s: float
+    ) -> SlotGrant:
+        resting: list[datetime] = []
+        for k in range(slots):
+            slot_id = f"{tenant}.{k}"
+            held = self.slots.setdefault(slot_id, {"holder": None, "free_at": EPOCH})
+            if held["holder"] is not None:
+                continue
+            if held["free_at"] > now:
+                resting.append(held["free_at"])
+                continue
+            free_at = now + timedelta(seconds=cooldown_s)
+            self.slots[slot_id] = {"holder": holder, "free_at": free_at}
+            self.slot_writes += 1
+            return SlotGrant(slot_id)
+        return SlotGrant(None, min(resting, default=None))
+
+    def release_slot(self, slot: str, *, holder: str) -> bool:
+        held = self.slots.get(slot)
+        if held is None or held["holder"] != holder:
+            return False
+        self.slots[slot] = {**held, "holder": None}
+        self.slot_writes += 1
+        return True
+
+    def waiting(self, tenant: str | None = None, *, limit: int = 10) -> list[FlowRecord]:
+        found = [
+            r
+            for r in self._records()
+            if r.admission == "waiting"
+            and r.status is Status.PENDING
+            and tenant in (None, r.tenant)
+        ]
+        return sorted(found, key=lambda r: (r.queued_at or EPOCH, r.flow_id))[:limit]
+
+    def tenant_state(self, tenant: str) -> TenantState:
+        return self.tenants.get(tenant, TenantState(tenant))
+
+    def set_tenant_state(self, state: TenantState) -> None:
+        self.tenants[state.tenant] = state
+
+    def tenant_states(self) -> list[TenantState]:
+        return sorted(self.tenants.values(), key=lambda t: t.tenant)
 
     def reject(self, doc_id: str, record: dict[str, Any]) -> None:
         self.rejected[doc_id] = dict(record)

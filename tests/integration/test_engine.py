@@ -325,6 +325,7 @@ def test_the_last_step_ends_the_flow_and_publishes_the_result_once(
     assert dict(event.message.attributes) == {
         "flow_id": flow_id,
         "flow": "it-two-steps",
+        "tenant": "default",
         "status": "SUCCEEDED",
         "generation": "0",
     }

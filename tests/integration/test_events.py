@@ -31,6 +31,7 @@ def test_a_success_is_published_with_its_data(
     assert dict(received.message.attributes) == {
         "flow_id": "flow-ok",
         "flow": "it-flow",
+        "tenant": "default",
         "status": "SUCCEEDED",
         "generation": "0",
     }
@@ -38,6 +39,7 @@ def test_a_success_is_published_with_its_data(
         "flow_id": "flow-ok",
         "flow": "it-flow",
         "version": 1,
+        "tenant": "default",
         "generation": 0,
         "status": "SUCCEEDED",
         "code": "OK",
@@ -62,6 +64,7 @@ def test_a_failure_is_published_with_its_error(
     assert dict(received.message.attributes) == {
         "flow_id": "flow-bad",
         "flow": "it-flow",
+        "tenant": "default",
         "status": "FAILED",
         "generation": "0",
     }
@@ -69,6 +72,7 @@ def test_a_failure_is_published_with_its_error(
         "flow_id": "flow-bad",
         "flow": "it-flow",
         "version": 1,
+        "tenant": "default",
         "generation": 0,
         "status": "FAILED",
         "code": "REJECTED",

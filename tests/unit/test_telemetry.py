@@ -291,6 +291,7 @@ def test_the_result_event_carries_the_current_span_as_googclient_traceparent(
     assert attributes == {
         "flow_id": "1001",
         "flow": "demo",
+        "tenant": "default",
         "status": "SUCCEEDED",
         "generation": "0",
         "googclient_traceparent": finished.trace,

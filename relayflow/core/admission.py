@@ -1,0 +1,115 @@
+"""Tenants at run time: admitting waiting flows as room frees up, and putting off the tasks of a
+paused tenant. The engine calls these at a flow's start, at its end, on a waiting flow's retry
+task, and from the sweeper.
+
+A limited tenant has ``max_running`` slots, one Firestore document each: a flow takes one to
+run and gives it back when it ends, so starts and ends of one tenant spread over its slots
+rather than contending for one counter. A slot rests ``max_running / starts_per_s`` after it
+is taken, which keeps starts under the tenant's rate. Flows that find no slot wait, and are
+admitted oldest first: by the flow that frees a slot, by their own retry task when a slot has
+only been resting, or by the sweeper.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from relayflow.core import planner
+from relayflow.core.planner import Plan
+from relayflow.core.ports import Store, TenantState
+from relayflow.core.records import FlowRecord
+from relayflow.core.tenants import Tenants
+
+log = logging.getLogger("relayflow.admission")
+# Tasks of a paused tenant are put off this long at a time, then look again.
+PAUSE_RECHECK_S = 30.0
+# How long a process trusts what it read of a tenant's paused state.
+STATE_TTL_S = 5.0
+
+Settle = Callable[[FlowRecord], None]
+
+
+class Admission:
+    """Slots, waiting flows and paused tenants, over a store."""
+
+    def __init__(self, store: Store, tenants: Tenants) -> None:
+        self._store = store
+        self._tenants = tenants
+        self._states: dict[str, tuple[float, TenantState]] = {}
+
+    @property
+    def tenants(self) -> Tenants:
+        return self._tenants
+
+    def must_wait(self, tenant: str) -> bool:
+        """Whether a new flow of ``tenant`` starts waiting (its tenant is limited: it takes a
+        slot first, in order with the others waiting)."""
+        return self._tenants.policy(tenant).limited
+
+    def admit(
+        self, plan_for: Callable[[FlowRecord], Plan], tenant: str, now: datetime, settle: Settle
+    ) -> int:
+        """Admit ``tenant``'s waiting flows, oldest first, while slots are free; how many."""
+        policy = self._tenants.policy(tenant)
+        if self.paused(tenant):
+            return 0
+        admitted = 0
+        for _ in range(max(1, policy.max_running)):
+            waiting = self._store.waiting(tenant, limit=1)
+            if not waiting:
+                break
+            flow = waiting[0]
+            grant = self._store.acquire_slot(
+                tenant,
+                slots=policy.max_running,
+                holder=flow.flow_id,
+                now=now,
+                cooldown_s=policy.slot_cooldown_s,
+            )
+            if grant.slot is None:
+                if grant.free_at is not None:  # a slot only rests: the oldest tries again then
+                    self._retry_at(plan_for(flow), flow, grant.free_at, settle)
+                break
+            admit = functools.partial(planner.admitted, plan_for(flow), slot=grant.slot)
+            done = self._store.change(flow.flow_id, admit)
+            if done is None:  # no longer waiting (cancelled): the slot goes back
+                self._store.release_slot(grant.slot, holder=flow.flow_id)
+                continue
+            admitted += 1
+            settle(done)
+        return admitted
+
+    def _retry_at(self, plan: Plan, flow: FlowRecord, at: datetime, settle: Settle) -> None:
+        written = self._store.change(
+            flow.flow_id, lambda r: planner.await_admission(plan, r, at=at)
+        )
+        if written is not None:
+            settle(written)
+
+    def release(self, record: FlowRecord) -> bool:
+        """Give back the slot of a flow that ended; whether it held one still."""
+        if record.slot is None:
+            return False
+        return self._store.release_slot(record.slot, holder=record.flow_id)
+
+    def paused(self, tenant: str) -> bool:
+        """Whether ``tenant`` is paused (configured so, or by an operator), read at most every
+        few seconds per process."""
+        if self._tenants.policy(tenant).paused:
+            return True
+        now = time.monotonic()
+        cached = self._states.get(tenant)
+        if cached is None or now - cached[0] > STATE_TTL_S:
+            cached = (now, self._store.tenant_state(tenant))
+            self._states[tenant] = cached
+        return cached[1].paused
+
+    def set_paused(self, tenant: str, paused: bool, *, by: str, reason: str) -> TenantState:
+        state = TenantState(tenant, paused, by, reason)
+        self._store.set_tenant_state(state)
+        self._states[tenant] = (time.monotonic(), state)
+        return state
