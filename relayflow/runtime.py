@@ -49,12 +49,31 @@ class Runtime:
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
     """Where each queue's tasks go: steps to the worker, polls to the poller."""
-    steps, polls = topology.queues.steps, topology.queues.polls
+    queues = topology.queues
     worker, poller = base_url(settings.worker_url), base_url(settings.poller_url)
-    return {
-        steps.name: queue.Target(worker + STEP_PATH, worker, steps.dispatch_deadline_s),
-        polls.name: queue.Target(poller + POLL_PATH, poller, polls.dispatch_deadline_s),
-    }
+    targets = {}
+    for steps in (queues.steps, queues.steps_high):
+        if steps is not None:
+            targets[steps.name] = queue.Target(
+                worker + STEP_PATH, worker, steps.dispatch_deadline_s
+            )
+    for polls in (queues.polls, queues.polls_high):
+        if polls is not None:
+            targets[polls.name] = queue.Target(
+                poller + POLL_PATH, poller, polls.dispatch_deadline_s
+            )
+    return targets
+
+
+def queue_names(topology: Topology) -> QueueNames:
+    """The engine's queue of each kind of task, and priority."""
+    queues = topology.queues
+    return QueueNames(
+        steps=queues.steps.name,
+        polls=queues.polls.name,
+        steps_high=queues.steps_high.name if queues.steps_high else None,
+        polls_high=queues.polls_high.name if queues.polls_high else None,
+    )
 
 
 def build_runtime(
@@ -74,6 +93,8 @@ def build_runtime(
         flows=topology.firestore.flows_collection,
         rejected=topology.firestore.rejected_collection,
         lanes=topology.firestore.lanes_collection,
+        slots=topology.firestore.tenant_slots_collection,
+        tenants=topology.firestore.tenants_collection,
         counters=counters,
     )
     task_queue = queue.TaskQueue(
@@ -96,8 +117,9 @@ def build_runtime(
         queue=task_queue,
         events=publisher,
         clock=SystemClock(),
-        queues=QueueNames(steps=topology.queues.steps.name, polls=topology.queues.polls.name),
+        queues=queue_names(topology),
         limits=limits(settings, topology),
+        tenants=settings.tenants,
         tracer=tracer,
         metrics=metrics,
     )

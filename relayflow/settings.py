@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from relayflow.core.tenants import Tenants
+
 # The reference app, run when RELAYFLOW_APP is not set.
 DEFAULT_APP = "relayflow.apps.registration:build_registry"
 
@@ -93,6 +95,10 @@ class Settings(BaseSettings):
     # for GET /metrics; "console" also prints them to stderr; "gcp" exports to Cloud Monitoring.
     metrics_exporter: Literal["none", "gcp", "console", "local"] = "none"
     metrics_export_interval_s: float = Field(default=60.0, ge=5, le=3600)
+
+    # Tenants' limits and priorities, as JSON (see relayflow.core.tenants and the README's
+    # "Tenants"): ``{"default": {...}, "tenants": {"acme": {"max_running": 50, ...}}}``.
+    tenants: Tenants = Tenants()
 
     # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
     trace_exporter: Literal["none", "gcp", "console"] = "none"

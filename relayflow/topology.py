@@ -57,12 +57,22 @@ class Queue(_Frozen):
 class Queues(_Frozen):
     steps: Queue
     polls: Queue
+    # High-priority tenants' and messages' tasks: dispatched beside, not behind, the backlog of
+    # the two above (Cloud Tasks dispatches each queue on its own).
+    steps_high: Queue | None = None
+    polls_high: Queue | None = None
+
+    def all(self) -> list[Queue]:
+        """Every queue, the pair that serves everyone first."""
+        return [q for q in (self.steps, self.polls, self.steps_high, self.polls_high) if q]
 
 
 class FirestoreNames(_Frozen):
     flows_collection: str
     rejected_collection: str
     lanes_collection: str = "flow_lanes"
+    tenant_slots_collection: str = "tenant_slots"
+    tenants_collection: str = "tenants"
 
 
 class Topology(_Frozen):

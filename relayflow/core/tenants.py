@@ -12,7 +12,7 @@ import json
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from relayflow.core.errors import ConfigError
 
@@ -52,6 +52,14 @@ class Tenants(BaseModel):
     default: TenantPolicy = TenantPolicy()
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
 
+    @field_validator("tenants")
+    @classmethod
+    def _names(cls, tenants: dict[str, TenantPolicy]) -> dict[str, TenantPolicy]:
+        bad = sorted(t for t in tenants if not re.fullmatch(TENANT_PATTERN, t))
+        if bad:
+            raise ValueError(f"tenant names {bad} must match {TENANT_PATTERN}")
+        return tenants
+
     def policy(self, tenant: str) -> TenantPolicy:
         return self.tenants.get(tenant, self.default)
 
@@ -61,10 +69,6 @@ class Tenants(BaseModel):
         if not text.strip():
             return cls()
         try:
-            tenants = cls.model_validate(json.loads(text))
+            return cls.model_validate(json.loads(text))
         except (ValueError, ValidationError) as exc:
             raise ConfigError(f"RELAYFLOW_TENANTS is not a valid tenants policy: {exc}") from None
-        bad = [t for t in tenants.tenants if not re.fullmatch(TENANT_PATTERN[1:-1], t)]
-        if bad:
-            raise ConfigError(f"RELAYFLOW_TENANTS: tenant names {bad} must match {TENANT_PATTERN}")
-        return tenants

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the stack (and the clients it uses) loads only when a comma
 
 BASE_PORT_ENV = "RELAYFLOW_BASE_PORT"
 APP_ENV = "RELAYFLOW_APP"
+TENANTS_ENV = "RELAYFLOW_TENANTS"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,6 +51,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="the flows the services run, as package.module:attribute (default $RELAYFLOW_APP, "
         "else the reference app); the current directory is on the services' PYTHONPATH",
+    )
+    up.add_argument(
+        "--tenants",
+        type=Path,
+        default=None,
+        help="a JSON file of tenants' limits and priorities, as RELAYFLOW_TENANTS holds it "
+        "(default $RELAYFLOW_TENANTS, else no limits); see the README's Tenants",
     )
     up.add_argument(
         "--sweep-interval-s",
@@ -94,6 +102,10 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
     duplicate_rate = getattr(args, "duplicate_rate", 0.0)
     sweep_interval_s = getattr(args, "sweep_interval_s", 60.0)
     app = getattr(args, "app", None) or environ.get(APP_ENV) or None
+    base_env = dict(environ)
+    tenants_file = getattr(args, "tenants", None)
+    if tenants_file is not None:
+        base_env[TENANTS_ENV] = read_tenants(tenants_file)
     from relayflow.local.ports import Ports
     from relayflow.local.stack import Stack
 
@@ -103,6 +115,7 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
     return Stack(
         ports=Ports(base),
         state_dir=args.state_dir,
+        base_env=base_env,
         components=components,
         duplicate_rate=duplicate_rate,
         sweep_interval_s=sweep_interval_s,
@@ -110,6 +123,18 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
         app_path=Path.cwd() if app else None,
         progress=progress,
     )
+
+
+def read_tenants(path: Path) -> str:
+    """The tenants file's text, checked here so a typo fails before anything starts."""
+    from relayflow.core.tenants import Tenants
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"--tenants {path}: {exc.strerror}") from None
+    Tenants.parse(text)  # raises ConfigError saying what is wrong
+    return text
 
 
 def check_app(target: str, app_path: Path) -> str:

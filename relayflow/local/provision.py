@@ -55,10 +55,10 @@ def provision_pubsub(ports: Ports, topology: topo.Topology) -> None:
 
 
 def provision_queues(ports: Ports, topology: topo.Topology) -> None:
-    """The two Cloud Tasks queues with their rate limits and retry config."""
+    """The Cloud Tasks queues with their rate limits and retry config."""
     with tasks_client(f"{HOST}:{ports.cloud_tasks_grpc}") as client:
         parent = f"projects/{PROJECT_ID}/locations/{LOCATION}"
-        for queue in (topology.queues.steps, topology.queues.polls):
+        for queue in topology.queues.all():
             create = partial(client.create_queue, parent=parent, queue=_queue(parent, queue))
             _ignore_existing(create)
 
