@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from relayflow.core.tenants import Tenants
+from relayflow.core.tenants import TENANT_PATTERN, Tenants
 
 # The reference app, run when RELAYFLOW_APP is not set.
 DEFAULT_APP = "relayflow.apps.registration:build_registry"
@@ -90,6 +91,8 @@ class Settings(BaseSettings):
     # verified emails of callers, as JSON lists.
     api_viewers: tuple[str, ...] = ()
     api_operators: tuple[str, ...] = ()
+    # Callers who see only some tenants' flows, as JSON: {"alice@acme.com": ["acme"]}.
+    api_scopes: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     # Metrics: "none" builds nothing, so metrics off cost nothing; "local" only keeps them
     # for GET /metrics; "console" also prints them to stderr; "gcp" exports to Cloud Monitoring.
@@ -104,6 +107,18 @@ class Settings(BaseSettings):
     trace_exporter: Literal["none", "gcp", "console"] = "none"
     # Share of new traces kept; a flow whose start message carries a sampled parent is kept.
     trace_sample_ratio: float = Field(default=1.0, ge=0, le=1)
+
+    @field_validator("api_scopes")
+    @classmethod
+    def _scopes(cls, scopes: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for email, tenants in scopes.items():
+            bad = [t for t in tenants if not re.fullmatch(TENANT_PATTERN, t)]
+            if not tenants or bad:
+                raise ValueError(
+                    f"{email}: name at least one tenant, each matching {TENANT_PATTERN}"
+                    + (f" (not {bad})" if bad else "")
+                )
+        return scopes
 
     @field_validator("pubsub_emulator_host", "firestore_emulator_host", "cloud_tasks_emulator_host")
     @classmethod

@@ -73,6 +73,8 @@ class FirestoreNames(_Frozen):
     lanes_collection: str = "flow_lanes"
     tenant_slots_collection: str = "tenant_slots"
     tenants_collection: str = "tenants"
+    breakers_collection: str = "breakers"
+    breaker_windows_collection: str = "breaker_windows"
 
 
 class Topology(_Frozen):

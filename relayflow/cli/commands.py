@@ -4,6 +4,7 @@
     relayflow status FLOW_ID          relayflow watch FLOW_ID
     relayflow list --status RUNNING --flow registration --counts
     relayflow cancel FLOW_ID --reason "duplicate order"    relayflow retry FLOW_ID --reason …
+    relayflow tenants list | pause TENANT --reason … | resume TENANT --reason …
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
     relayflow demo                    relayflow local up | down | status
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 # checking an argument imports nothing.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
 STATUSES = ("PENDING", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
 MAX_DEADLINE_S = 30 * 24 * 3600
@@ -95,6 +97,14 @@ def _page_size(text: str) -> int:
 def _flow_name(text: str) -> str:
     if not FLOW_NAME.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a flow name ([a-z][a-z0-9_-]{{0,62}})")
+    return text
+
+
+def _tenant(text: str) -> str:
+    if not TENANT.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a tenant name ([a-z0-9][a-z0-9-]{{0,62}})"
+        )
     return text
 
 
@@ -163,6 +173,8 @@ def _register_flows(sub: Any) -> None:
     pub.add_argument("--input", type=_json_object, default={}, help="flow input (JSON object)")
     pub.add_argument("--flow-id", type=_flow_id, help="idempotent id: republishing starts nothing")
     pub.add_argument("--deadline-s", type=_positive, help="absolute deadline for the flow")
+    pub.add_argument("--tenant", type=_tenant, help="whose flow it is (default: default)")
+    pub.add_argument("--priority", choices=("high", "low"), help="default: the tenant's priority")
 
     st = sub.add_parser("status", help="show a flow (through the api)")
     st.add_argument("flow_id", type=_flow_id)
@@ -176,6 +188,7 @@ def _register_flows(sub: Any) -> None:
     ls.add_argument("--flow", type=_flow_name, help="only flows of this name")
     ls.add_argument("--status", type=_status)
     ls.add_argument("--version", type=_version, help="only flows started on this version")
+    ls.add_argument("--tenant", type=_tenant, help="only this tenant's flows")
     ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
     ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
     ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")
@@ -190,6 +203,14 @@ def _register_operations(sub: Any) -> None:
         action.add_argument("flow_id", type=_flow_id)
         action.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
         action.add_argument("--wait", action="store_true", help="follow it until it ends")
+
+    tenants = sub.add_parser("tenants", help="tenants' limits and state; pause and resume them")
+    tenants_sub = tenants.add_subparsers(dest="tenants_action", required=True)
+    tenants_sub.add_parser("list", help="limits, paused or not, flows running and waiting")
+    for name, does in (("pause", "stop dispatching its flows"), ("resume", "go on with them")):
+        act = tenants_sub.add_parser(name, help=f"{does} (operator role)")
+        act.add_argument("tenant", type=_tenant)
+        act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
 
     rejected = sub.add_parser("rejected", help="messages refused with their reasons")
     rejected_sub = rejected.add_subparsers(dest="rejected_action", required=True)
@@ -296,6 +317,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
         body["flow_id"] = args.flow_id
     if args.deadline_s:
         body["deadline_s"] = args.deadline_s
+    for field in ("tenant", "priority"):
+        if getattr(args, field, None):
+            body[field] = getattr(args, field)
     events = Events(build_publisher(), project=settings.project_id)
     message_id = events.publish(load_topology().topics.requests, body)
     print(f"published message {message_id}; flow id {args.flow_id or message_id}")
@@ -404,6 +428,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": _operation("cmd_list"),
     "cancel": _operation("cmd_cancel"),
     "retry": _operation("cmd_retry"),
+    "tenants": _operation("cmd_tenants"),
     "rejected": _operation("cmd_rejected"),
     "dead-letters": _operation("cmd_dead_letters"),
 }

@@ -4,6 +4,7 @@
     relayflow list [--flow F] [--status S] [--version N] [--updated-from T] [--updated-to T]
                    [--limit N] [--cursor C] [--counts] [--json]
     relayflow cancel ID --reason WHY [--wait]      relayflow retry ID --reason WHY [--wait]
+    relayflow tenants list | pause TENANT --reason WHY | resume TENANT --reason WHY
     relayflow rejected list [--limit N] [--cursor C]
     relayflow dead-letters list [--limit N]
     relayflow dead-letters replay MESSAGE_ID --reason WHY [--edit-json JSON]
@@ -49,6 +50,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "flow": args.flow,
         "status": args.status,
         "version": args.version,
+        "tenant": args.tenant,
         "updated_from": args.updated_from,
         "updated_to": args.updated_to,
         "limit": args.limit,
@@ -80,6 +82,21 @@ def cmd_retry(args: argparse.Namespace) -> int:
     generation = doc["position"]["generation"]
     print(f"retry of {args.flow_id} recorded: generation {generation} started ({args.reason})")
     return _follow(client, doc, until=render.TERMINAL) if args.wait else 0
+
+
+def cmd_tenants(args: argparse.Namespace) -> int:
+    client = api()
+    if args.tenants_action == "list":
+        print(render.tenant_table(client.get("/tenants")["tenants"]))
+        return 0
+    done = client.post(
+        f"/tenants/{quoted(args.tenant)}:{args.tenants_action}", {"reason": args.reason}
+    )
+    state = "paused" if done["paused"] else "resumed"
+    print(f"tenant {done['tenant']} {state} by {done['by']}: {args.reason}")
+    if not done["paused"]:
+        print("its flows go on within 30 s, where they were; waiting ones are admitted now")
+    return 0
 
 
 def cmd_rejected(args: argparse.Namespace) -> int:

@@ -91,8 +91,14 @@ def flow(doc: Mapping[str, Any], *, history: int = 20) -> str:
         f"  status    {doc['status']}",
         f"  position  {position_label(position)}",
         f"  polls     {doc.get('polls', 0)}   attempts {doc.get('attempts', 0)}",
+        f"  tenant    {doc.get('tenant', 'default')} ({doc.get('priority', 'low')} priority)",
         f"  created   {doc.get('created_at')}",
     ]
+    if doc.get("admission") == "waiting" and doc["status"] not in TERMINAL:
+        lines.append(
+            f"  waiting   for its tenant's quota (queued {doc.get('queued_at')}): it starts "
+            "when one of the tenant's running flows ends"
+        )
     lines += running(doc)
     result = doc.get("result")
     if result:
@@ -125,6 +131,25 @@ def flow_table(flows: Sequence[Mapping[str, Any]]) -> str:
         )
     if not flows:
         lines.append("(no flows)")
+    return "\n".join(lines)
+
+
+def tenant_table(tenants: Sequence[Mapping[str, Any]]) -> str:
+    """Tenants, one a line: limits (0: none), priority, state, flows running and waiting."""
+    lines = [
+        f"{'TENANT':<24} {'PRIORITY':<8} {'MAX RUNNING':>11} {'STARTS/S':>8} "
+        f"{'RUNNING':>7} {'WAITING':>7}  STATE"
+    ]
+    for t in tenants:
+        limit = t.get("max_running") or "-"
+        rate = t.get("starts_per_s") or "-"
+        state = "paused" if t.get("paused") else "active"
+        if t.get("paused") and t.get("paused_by"):
+            state += f" by {t['paused_by']}: {t.get('reason', '')}"
+        lines.append(
+            f"{t['tenant']:<24} {t.get('priority', 'low'):<8} {limit!s:>11} {rate!s:>8} "
+            f"{t.get('running', 0):>7} {t.get('waiting', 0):>7}  {state}"
+        )
     return "\n".join(lines)
 
 

@@ -49,6 +49,7 @@ from relayflow.core.flows import (
     Step,
     StepContext,
 )
+from relayflow.core.listing import FlowFilter
 from relayflow.core.messages import bounded, parse_start
 from relayflow.core.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
 from relayflow.core.ports import (
@@ -393,12 +394,18 @@ class Engine:
         views = []
         for name in sorted(names | {DEFAULT_TENANT}):
             policy = self._admission.tenants.policy(name)
+            state = self._store.tenant_state(name)
+            counts = self._store.count_by_status(FlowFilter(tenant=name))
+            waiting = self._store.count_waiting(name)
             views.append(
                 {
                     "tenant": name,
                     **policy.model_dump(),
-                    "paused": self._admission.paused(name),
-                    "waiting": len(self._store.waiting(name, limit=1000)),
+                    "paused": policy.paused or state.paused,
+                    "paused_by": state.by,
+                    "reason": state.reason,
+                    "waiting": waiting,
+                    "running": sum(counts[s] for s in ACTIVE) - waiting,
                 }
             )
         return views

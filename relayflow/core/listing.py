@@ -29,6 +29,7 @@ SUMMARY_FIELDS = (
     "flow_id",
     "flow",
     "version",
+    "tenant",
     "status",
     "position",
     "polls",
@@ -88,13 +89,19 @@ class FlowFilter:
     flow: str | None = None
     status: Status | None = None
     version: int | None = None
+    tenant: str | None = None
     updated_from: datetime | None = None
     updated_to: datetime | None = None
 
     def equalities(self) -> list[tuple[str, str | int]]:
         """The ``field == value`` conditions, for a query."""
         status = self.status.value if self.status is not None else None
-        fields = (("flow", self.flow), ("status", status), ("version", self.version))
+        fields = (
+            ("flow", self.flow),
+            ("status", status),
+            ("version", self.version),
+            ("tenant", self.tenant),
+        )
         return [(name, value) for name, value in fields if value is not None]
 
     def without_status(self) -> FlowFilter:
@@ -120,6 +127,7 @@ class FlowSummary(_Model):
     flow_id: str
     flow: str
     version: int = 1
+    tenant: str = "default"
     status: Status
     position: str  # e.g. "await_registration poll 3"
     generation: int = 0

@@ -145,6 +145,10 @@ class Store(Protocol):
         """Flows waiting for room (of ``tenant``), those queued first first."""
         ...
 
+    def count_waiting(self, tenant: str) -> int:
+        """How many of ``tenant``'s flows wait for room (a count, not a read of each)."""
+        ...
+
     def tenant_state(self, tenant: str) -> TenantState:
         """What operators set on ``tenant`` (not paused, if nothing)."""
         ...

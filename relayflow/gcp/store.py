@@ -324,6 +324,14 @@ class FlowStore:
         self._counters.add("firestore_reads", max(1, len(found)))
         return found
 
+    def count_waiting(self, tenant: str) -> int:
+        query: Any = self._flows.where(
+            filter=firestore.FieldFilter("admission", "==", "waiting")
+        ).where(filter=firestore.FieldFilter("tenant", "==", tenant))
+        (result,) = query.count(alias="n").get(timeout=RPC_TIMEOUT_S)
+        self._counters.add("firestore_reads")
+        return int(result[0].value)
+
     def tenant_state(self, tenant: str) -> TenantState:
         snap = self._tenants.document(tenant).get(timeout=RPC_TIMEOUT_S)
         self._counters.add("firestore_reads")

@@ -187,6 +187,9 @@ class MemoryStore:
         ]
         return sorted(found, key=lambda r: (r.queued_at or EPOCH, r.flow_id))[:limit]
 
+    def count_waiting(self, tenant: str) -> int:
+        return len(self.waiting(tenant, limit=len(self._records()) + 1))
+
     def tenant_state(self, tenant: str) -> TenantState:
         return self.tenants.get(tenant, TenantState(tenant))
 

@@ -6,15 +6,24 @@ cancel, retry and replay. In the cloud the caller is the email in a verified Goo
 ``RELAYFLOW_API_OPERATORS`` (operators may view too). With verification off — the local
 stack, on 127.0.0.1 — the api admits only requests from this machine, as ``local``, an
 operator.
+
+A caller may also be scoped to tenants (``RELAYFLOW_API_SCOPES``: email → tenants): it then
+sees and acts on those tenants' flows only. Another tenant's flow answers 404, exactly as a
+flow that does not exist, so a scoped caller cannot learn which ids other tenants use; lists
+are narrowed to its tenants; rejected and dead-lettered messages, which no tenant vouches
+for, are refused to it.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
-from relayflow.core.errors import RelayflowError
+from relayflow.core.errors import FlowNotFound, RelayflowError
+from relayflow.core.listing import FlowFilter
+from relayflow.core.records import FlowRecord
 from relayflow.gcp.auth import NotAllowed, TokenVerifier, Unauthorized
 from relayflow.settings import Settings
 
@@ -38,9 +47,45 @@ class Caller:
 
     identity: str
     role: Role
+    # The tenants this caller may see and act on; None: every tenant.
+    tenants: frozenset[str] | None = None
 
     def may(self, role: Role) -> bool:
         return self.role >= role
+
+    @property
+    def scoped(self) -> bool:
+        return self.tenants is not None
+
+    def sees(self, tenant: str) -> bool:
+        return self.tenants is None or tenant in self.tenants
+
+    def narrow(self, wanted: FlowFilter) -> FlowFilter:
+        """``wanted`` limited to this caller's tenants: a scoped caller names one of them (or
+        has only one, which is then implied); Forbidden for any other."""
+        if self.tenants is None:
+            return wanted
+        if wanted.tenant is None:
+            if len(self.tenants) == 1:
+                return replace(wanted, tenant=next(iter(self.tenants)))
+            raise Forbidden(
+                f"{self.identity} sees tenants {', '.join(sorted(self.tenants))}: "
+                "name one with tenant="
+            )
+        if wanted.tenant not in self.tenants:
+            raise Forbidden(f"{self.identity} may not see tenant {wanted.tenant!r}")
+        return wanted
+
+    def shown(self, record: FlowRecord) -> FlowRecord:
+        """``record`` if this caller may see it; else FlowNotFound, as for a missing flow."""
+        if not self.sees(record.tenant):
+            raise FlowNotFound(f"no flow with id {record.flow_id!r}")
+        return record
+
+    def unscoped(self, what: str) -> None:
+        """Forbidden for a scoped caller: ``what`` belongs to no tenant in particular."""
+        if self.tenants is not None:
+            raise Forbidden(f"{self.identity} is scoped to tenants and may not {what}")
 
 
 class Forbidden(RelayflowError):
@@ -56,10 +101,12 @@ class Access:
         verifier: TokenVerifier | None,
         viewers: frozenset[str] = frozenset(),
         operators: frozenset[str] = frozenset(),
+        scopes: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self._verifier = verifier
         self._viewers = viewers
         self._operators = operators
+        self._scopes = dict(scopes or {})
 
     @property
     def verifying(self) -> bool:
@@ -77,7 +124,7 @@ class Access:
                 "RELAYFLOW_API_OPERATORS (read, cancel, retry, replay)"
             ) from None
         role = Role.OPERATOR if email in self._operators else Role.VIEWER
-        return Caller(email, role)
+        return Caller(email, role, self._scopes.get(email))
 
     def require(self, caller: Caller, role: Role, action: str) -> None:
         """Forbidden, saying what is missing, unless ``caller`` may ``action``."""
@@ -106,13 +153,14 @@ def access_from_settings(settings: Settings) -> Access:
     if not settings.api_verify_tokens:
         return Access(verifier=None)
     viewers, operators = frozenset(settings.api_viewers), frozenset(settings.api_operators)
+    scopes = {email: frozenset(tenants) for email, tenants in settings.api_scopes.items()}
     audience = str(settings.api_url).rstrip("/")
     verifier = TokenVerifier(
         audience=[audience, *settings.api_audiences],
         allowed_emails=viewers | operators,
         certs_url=str(settings.oidc_certs_url) if settings.oidc_certs_url else None,
     )
-    return Access(verifier=verifier, viewers=viewers, operators=operators)
+    return Access(verifier=verifier, viewers=viewers, operators=operators, scopes=scopes)
 
 
 __all__ = ["Access", "Caller", "Forbidden", "Role", "Unauthorized", "access_from_settings"]

@@ -9,7 +9,11 @@
 | ``GET /rejected`` | viewer | refused messages with their reasons (``cursor``, ``limit``) |
 | ``GET /dead-letters`` | viewer | held dead-lettered start messages |
 | ``POST /dead-letters/{id}:replay`` | operator | ``{"reason", "data"?}``: publish, then ack |
-| ``GET /whoami`` | viewer | the caller's identity and role |
+| ``GET /tenants`` | viewer | each tenant's limits, paused or not, flows running and waiting |
+| ``POST /tenants/{t}:pause``, ``:resume`` | operator | ``{"reason"}``: stop or go on dispatching |
+| ``GET /whoami`` | viewer | the caller's identity, role and tenants |
+
+A caller scoped to tenants (``RELAYFLOW_API_SCOPES``) sees and acts on those tenants only.
 
 Routes are thin: identify the caller, read and check the parameters (``params``), call one
 engine or store method. Errors raise; one table maps them to Google-style JSON errors.
@@ -21,7 +25,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from flask import Flask, Response, g, redirect, request, url_for
@@ -106,6 +110,7 @@ def build_api(ops: Operations) -> Flask:
     _register_errors(app)
     _register_flows(app, ops)
     _register_messages(app, ops)
+    _register_tenants(app, ops)
     add_callback_routes(app, ops.engine, guarded(ops.access, Role.OPERATOR, "complete callbacks"))
     add_item_routes(app, ops.engine, guarded(ops.access, Role.VIEWER, "read flows"))
     app.register_blueprint(console.blueprint(ops))
@@ -179,6 +184,7 @@ def _register_flows(app: Flask, ops: Operations) -> None:
     @viewer
     def list_flows() -> Any:
         query = params.list_query(request.args)
+        query = replace(query, filter=caller().narrow(query.filter))
         with_counts = params.flag(request.args.get("counts"), name="counts")
         page = page_of(ops.store, query)
         body: dict[str, Any] = {
@@ -193,32 +199,38 @@ def _register_flows(app: Flask, ops: Operations) -> None:
     @app.get("/flows:counts")
     @viewer
     def count_flows() -> Any:
-        counts = ops.store.count_by_status(params.flow_filter(request.args))
+        counts = ops.store.count_by_status(caller().narrow(params.flow_filter(request.args)))
         return {"counts": _counts(counts), "total": sum(counts.values())}
 
     @app.get("/flows/<flow_id>")
     @viewer
     def get_flow(flow_id: str) -> Any:
-        return ops.engine.get(params.flow_id(flow_id)).model_dump(mode="json")
+        return shown_flow(ops, flow_id).model_dump(mode="json")
 
     @app.post("/flows/<flow_id>:cancel")
     @guarded(ops.access, Role.OPERATOR, "cancel flows")
     def cancel_flow(flow_id: str) -> Any:
         why = params.reason(_body().get("reason"), required=False, default=DEFAULT_CANCEL_REASON)
-        record = ops.engine.cancel(params.flow_id(flow_id), why, by=caller().identity)
+        record = ops.engine.cancel(shown_flow(ops, flow_id).flow_id, why, by=caller().identity)
         return record.model_dump(mode="json")
 
     @app.post("/flows/<flow_id>:retry")
     @guarded(ops.access, Role.OPERATOR, "retry flows")
     def retry_flow(flow_id: str) -> Any:
         why = params.reason(_body().get("reason"), required=False)
-        record = ops.engine.retry(params.flow_id(flow_id), reason=why, by=caller().identity)
+        flow = shown_flow(ops, flow_id).flow_id
+        record = ops.engine.retry(flow, reason=why, by=caller().identity)
         return record.model_dump(mode="json")
 
     @app.get("/whoami")
     @viewer
     def whoami() -> Any:
-        return {"identity": caller().identity, "role": caller().role.label}
+        tenants = caller().tenants
+        return {
+            "identity": caller().identity,
+            "role": caller().role.label,
+            "tenants": sorted(tenants) if tenants is not None else None,
+        }
 
 
 def _register_messages(app: Flask, ops: Operations) -> None:
@@ -227,6 +239,7 @@ def _register_messages(app: Flask, ops: Operations) -> None:
     @app.get("/rejected")
     @viewer
     def list_rejected() -> Any:
+        caller().unscoped("read rejected messages")
         page = ops.store.rejected_messages(
             after=params.cursor(request.args.get("cursor")),
             limit=params.limit(request.args.get("limit")),
@@ -239,12 +252,14 @@ def _register_messages(app: Flask, ops: Operations) -> None:
     @app.get("/dead-letters")
     @viewer
     def list_dead_letters() -> Any:
+        caller().unscoped("read dead letters")
         held = ops.dead_letters.held(limit=params.limit(request.args.get("limit"), default=100))
         return {"dead_letters": [dead_letter_json(letter) for letter in held]}
 
     @app.post("/dead-letters/<message_id>:replay")
     @guarded(ops.access, Role.OPERATOR, "replay dead letters")
     def replay_dead_letter(message_id: str) -> Any:
+        caller().unscoped("replay dead letters")
         body = _body()
         published = ops.dead_letters.replay(
             params.message_id(message_id),
@@ -253,6 +268,36 @@ def _register_messages(app: Flask, ops: Operations) -> None:
             data=params.replay_data(body.get("data")),
         )
         return {"replayed": message_id, "message_id": published}
+
+
+def _register_tenants(app: Flask, ops: Operations) -> None:
+    @app.get("/tenants")
+    @guarded(ops.access, Role.VIEWER, "read tenants")
+    def list_tenants() -> Any:
+        views = ops.engine.tenant_views()
+        return {"tenants": [v for v in views if caller().sees(v["tenant"])]}
+
+    for action, paused in (("pause", True), ("resume", False)):
+        _tenant_action(app, ops, action, paused=paused)
+
+
+def _tenant_action(app: Flask, ops: Operations, action: str, *, paused: bool) -> None:
+    @app.post(f"/tenants/<tenant>:{action}", endpoint=f"{action}_tenant")
+    @guarded(ops.access, Role.OPERATOR, f"{action} tenants")
+    def act(tenant: str) -> Any:
+        name = params.tenant(tenant)
+        assert name is not None  # a route segment is never empty
+        if not caller().sees(name):
+            raise Forbidden(f"{caller().identity} may not {action} tenant {name!r}")
+        why = params.reason(_body().get("reason"), required=True)
+        change = ops.engine.pause_tenant if paused else ops.engine.resume_tenant
+        state = change(name, by=caller().identity, reason=why)
+        return {"tenant": state.tenant, "paused": state.paused, "by": state.by, "reason": why}
+
+
+def shown_flow(ops: Operations, flow_id: str) -> FlowRecord:
+    """The flow, if the caller may see its tenant; FlowNotFound (404) as for a missing one."""
+    return caller().shown(ops.engine.get(params.flow_id(flow_id)))
 
 
 def page_of(store: Store, query: params.ListQuery) -> Page[FlowSummary] | Page[FlowRecord]:

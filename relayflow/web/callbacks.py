@@ -86,9 +86,12 @@ def add_item_routes(app: Flask, engine: Engine, viewer: Guard) -> None:
     @app.get("/flows/<flow_id>/lanes")
     @viewer
     def lanes(flow_id: str) -> Any:
+        from flask import g
+
         from relayflow.core.errors import FlowNotFound
 
         try:
+            g.caller.shown(engine.get(flow_id))
             found = engine.lanes(flow_id)
         except FlowNotFound as exc:
             return _error(404, "NOT_FOUND", str(exc))

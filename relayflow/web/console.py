@@ -10,6 +10,7 @@ build step. Every action goes through the same engine and store calls as the JSO
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -91,6 +92,7 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
     @viewer
     def flows() -> str:
         query = params.list_query(request.args, default_limit=50)
+        query = replace(query, filter=g.caller.narrow(query.filter))
         page = ops.store.summaries(query.filter, after=query.after, limit=query.limit)
         kept: dict[str, Any] = {k: v for k in FILTER_FIELDS if (v := request.args.get(k))}
         return render_template(
@@ -118,7 +120,7 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
 
 
 def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
-    record = ops.engine.get(params.flow_id(flow_id))
+    record = g.caller.shown(ops.engine.get(params.flow_id(flow_id)))
     now = datetime.now(UTC)
     definition = _definition(ops, record)
     return {
@@ -145,7 +147,7 @@ def _register_actions(bp: Blueprint, ops: Operations, operator: Guard) -> None:
     @bp.route("/flows/<flow_id>/cancel", methods=["GET", "POST"])
     @operator
     def cancel(flow_id: str) -> Any:
-        record = ops.engine.get(params.flow_id(flow_id))
+        record = g.caller.shown(ops.engine.get(params.flow_id(flow_id)))
         if request.method == "GET":
             return _confirm(record, "cancel")
         why = params.reason(request.form.get("reason"), required=True)
@@ -155,7 +157,7 @@ def _register_actions(bp: Blueprint, ops: Operations, operator: Guard) -> None:
     @bp.route("/flows/<flow_id>/retry", methods=["GET", "POST"])
     @operator
     def retry(flow_id: str) -> Any:
-        record = ops.engine.get(params.flow_id(flow_id))
+        record = g.caller.shown(ops.engine.get(params.flow_id(flow_id)))
         if request.method == "GET":
             return _confirm(record, "retry")
         why = params.reason(request.form.get("reason"), required=True)
@@ -171,6 +173,7 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
     @bp.get("/rejected")
     @viewer
     def rejected() -> str:
+        g.caller.unscoped("read rejected messages")
         after = params.cursor(request.args.get("cursor"))
         page = ops.store.rejected_messages(
             after=after, limit=params.limit(request.args.get("limit"))
@@ -185,6 +188,7 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
     @bp.get("/dead-letters")
     @viewer
     def dead_letters() -> str:
+        g.caller.unscoped("read dead letters")
         return render_template(
             "console/dead_letters.html",
             letters=ops.dead_letters.held(limit=100),
@@ -195,6 +199,7 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
     @bp.route("/dead-letters/<message_id>/replay", methods=["GET", "POST"])
     @operator
     def replay(message_id: str) -> Any:
+        g.caller.unscoped("replay dead letters")
         message_id = params.message_id(message_id)
         if request.method == "GET":
             letter = next((m for m in ops.dead_letters.held() if m.message_id == message_id), None)

@@ -20,6 +20,7 @@ from relayflow.core.listing import Cursor, FlowFilter, InvalidCursor
 from relayflow.core.messages import StartMessage, decode_json, describe
 from relayflow.core.position import FLOW_ID_PATTERN
 from relayflow.core.state import Status
+from relayflow.core.tenants import TENANT_PATTERN
 
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 MAX_LIMIT = 500
@@ -77,6 +78,7 @@ def flow_filter(args: Mapping[str, str]) -> FlowFilter:
         flow=flow_name(args.get("flow")),
         status=status(args.get("status")),
         version=version(args.get("version")),
+        tenant=tenant(args.get("tenant")),
         updated_from=window[0],
         updated_to=window[1],
     )
@@ -87,6 +89,14 @@ def flow_name(raw: str | None) -> str | None:
         return None
     if not FLOW_NAME.fullmatch(raw):
         raise BadRequest(f"flow {raw[:80]!r} is not a flow name ([a-z][a-z0-9_-]{{0,62}})")
+    return raw
+
+
+def tenant(raw: str | None) -> str | None:
+    if not raw:
+        return None
+    if not re.fullmatch(TENANT_PATTERN, raw):
+        raise BadRequest(f"tenant {raw[:80]!r} is not a tenant name ({TENANT_PATTERN})")
     return raw
 
 

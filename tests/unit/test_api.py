@@ -148,7 +148,7 @@ def test_a_viewer_may_read(api: Api) -> None:
     assert api.client.get(f"/flows/{flow_id}", headers=token(VIEWER)).status_code == 200
     assert api.client.get("/flows", headers=token(VIEWER)).status_code == 200
     me = api.client.get("/whoami", headers=token(VIEWER)).get_json()
-    assert me == {"identity": VIEWER, "role": "viewer"}
+    assert me == {"identity": VIEWER, "role": "viewer", "tenants": None}
 
 
 def test_an_operators_cancel_is_recorded_with_who_and_why(api: Api) -> None:
@@ -194,7 +194,11 @@ def test_callers_without_a_valid_token_on_the_allowlists_are_refused(
 
 def test_locally_the_api_is_open_to_this_machine_as_local(local_api: Api) -> None:
     flow_id = local_api.running_flow("f-1")
-    assert local_api.client.get("/whoami").get_json() == {"identity": "local", "role": "operator"}
+    assert local_api.client.get("/whoami").get_json() == {
+        "identity": "local",
+        "role": "operator",
+        "tenants": None,
+    }
     response = local_api.client.post(f"/flows/{flow_id}:cancel", json={"reason": "testing"})
     assert response.status_code == 200
     assert [e.by for e in local_api.harness.flow(flow_id).history if e.by] == ["local"]
@@ -220,7 +224,8 @@ def test_lists_are_summaries_by_default_and_whole_documents_on_request(local_api
     local_api.running_flow("f-1")
     (summary,) = local_api.client.get("/flows").get_json()["flows"]
     assert set(summary) == {
-        "flow_id", "flow", "version", "status", "position", "generation", "polls", "attempts",
+        "flow_id", "flow", "version", "tenant", "status", "position", "generation", "polls",
+        "attempts",
         "created_at", "updated_at", "finished_at", "code",
     }  # fmt: skip
     assert summary["position"] == "await_ready poll 1"

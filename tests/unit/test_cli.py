@@ -16,12 +16,14 @@ from relayflow.core.messages import MAX_DEADLINE_S
 from relayflow.core.position import FLOW_ID_PATTERN, TaskKind
 from relayflow.core.records import HistoryEntry
 from relayflow.core.state import TERMINAL, Status
+from relayflow.core.tenants import TENANT_PATTERN
 from relayflow.web import params
 
 
 def test_the_clis_own_rules_are_the_cores() -> None:
     assert commands.FLOW_ID.pattern == FLOW_ID_PATTERN[1:-1]
     assert commands.FLOW_NAME.pattern == params.FLOW_NAME.pattern
+    assert commands.TENANT.pattern == TENANT_PATTERN[1:-1]
     assert commands.STATUSES == render.STATUSES == tuple(s.value for s in Status)
     assert {s.value for s in TERMINAL} == render.TERMINAL
     assert commands.MAX_DEADLINE_S == MAX_DEADLINE_S
@@ -47,6 +49,10 @@ def test_the_clis_own_rules_are_the_cores() -> None:
         ),
         (["dead-letters"], "the following arguments are required"),
         (["rejected"], "the following arguments are required"),
+        (["tenants", "pause", "acme"], "the following arguments are required: --reason"),
+        (["tenants", "pause", "Acme Corp", "--reason", "x"], "is not a tenant name"),
+        (["publish", "registration", "--priority", "urgent"], "invalid choice: 'urgent'"),
+        (["list", "--tenant", "-x"], "expected one argument"),
     ],
 )
 def test_bad_arguments_exit_2_before_anything_runs(
@@ -138,3 +144,36 @@ def test_help_imports_no_google_client_nor_pydantic() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "[]"
+
+
+def test_status_says_a_flow_waits_for_its_tenants_quota() -> None:
+    doc = {
+        "flow_id": "f-1",
+        "flow": "registration",
+        "status": "PENDING",
+        "tenant": "acme",
+        "priority": "high",
+        "admission": "waiting",
+        "queued_at": "2026-03-01T12:00:00+00:00",
+        "position": {"step": "register", "kind": "action", "generation": 0},
+    }
+    shown = render.flow(doc)
+    assert "tenant    acme (high priority)" in shown
+    assert "waiting   for its tenant's quota (queued 2026-03-01T12:00:00+00:00)" in shown
+    admitted = render.flow({**doc, "admission": "admitted"})
+    assert "waiting" not in admitted
+
+
+def test_the_tenants_table_shows_limits_state_and_counts() -> None:
+    table = render.tenant_table(
+        [
+            {"tenant": "acme", "max_running": 50, "starts_per_s": 5.0, "priority": "high",
+             "running": 50, "waiting": 950, "paused": False},
+            {"tenant": "default", "max_running": 0, "starts_per_s": 0.0, "priority": "low",
+             "running": 2, "waiting": 0, "paused": True, "paused_by": "op@x", "reason": "drill"},
+        ]
+    )  # fmt: skip
+    lines = table.splitlines()
+    assert lines[1].split() == ["acme", "high", "50", "5.0", "50", "950", "active"]
+    assert lines[2].split()[:6] == ["default", "low", "-", "-", "2", "0"]
+    assert lines[2].endswith("paused by op@x: drill")
