@@ -35,8 +35,8 @@ MALFORMED: list[tuple[str, bytes | dict[str, Any], str]] = [
     ),
     (
         "unknown field",
-        {"flow": "registration", "input": GOOD_INPUT, "priority": "high"},
-        "priority: Extra inputs are not permitted",
+        {"flow": "registration", "input": GOOD_INPUT, "urgency": "high"},
+        "urgency: Extra inputs are not permitted",
     ),
     ("input fails schema", {"flow": "registration", "input": {}}, "input.resource: Field required"),
     (
