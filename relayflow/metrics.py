@@ -14,7 +14,7 @@ use), printed to stderr (``console``), or only kept in memory (``local``). In ev
 
 | name | kind | labels |
 |---|---|---|
-| relayflow.flows.started | counter | flow |
+| relayflow.flows.started | counter | flow, tenant |
 | relayflow.flows.ended | counter | flow, status, code |
 | relayflow.step.duration | histogram, s | flow, step, kind, outcome |
 | relayflow.flow.polls | histogram (polls per ended flow) | flow, status |
@@ -23,6 +23,11 @@ use), printed to stderr (``console``), or only kept in memory (``local``). In ev
 | relayflow.sweeper.rescues | counter | flow |
 | relayflow.sweeper.oldest_overdue_age | gauge, s | flow |
 | relayflow.messages.rejected | counter | flow, code |
+| relayflow.breaker.state | gauge (0 closed, 1 half-open, 2 open) | dependency |
+| relayflow.breaker.transitions | counter | dependency, to |
+| relayflow.dependency.deferred | counter | dependency, reason (open, half_open, budget) |
+| relayflow.dependency.calls | counter | dependency, outcome (ok, failed) |
+| relayflow.tenant.waiting | gauge (flows waiting for their tenant's quota) | tenant |
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ class Metrics:
 
     enabled = False
 
-    def flow_started(self, flow: str) -> None:
+    def flow_started(self, flow: str, tenant: str = "default") -> None:
         """A start message created a flow."""
 
     def flow_ended(self, record: FlowRecord) -> None:
@@ -84,6 +89,21 @@ class Metrics:
 
     def message_rejected(self, flow: str, code: str) -> None:
         """A message was refused and recorded in ``rejected``."""
+
+    def breaker_changed(self, dependency: str, to: str) -> None:
+        """This process moved a dependency's breaker to ``to``."""
+
+    def breaker_state(self, dependency: str, state: str) -> None:
+        """This process saw a dependency's breaker in ``state``."""
+
+    def dependency_deferred(self, dependency: str, reason: str) -> None:
+        """A step was put off: its dependency's breaker open or half-open, or budget spent."""
+
+    def dependency_called(self, dependency: str, ok: bool) -> None:
+        """A step called its dependency; ``ok`` unless it failed retryably."""
+
+    def tenants_waiting(self, waiting: Mapping[str, int]) -> None:
+        """How many flows of each tenant wait for room (the sweeper counts them)."""
 
     def snapshot(self) -> dict[str, Any] | None:
         """The current values, for ``GET /metrics``; None when metrics are off."""
@@ -123,6 +143,29 @@ class OtelMetrics(Metrics):
         self._rejected = meter.create_counter(
             "relayflow.messages.rejected", "1", "Messages refused and recorded in rejected."
         )
+        self._transitions = meter.create_counter(
+            "relayflow.breaker.transitions", "1", "Breaker transitions, by the state entered."
+        )
+        self._deferred = meter.create_counter(
+            "relayflow.dependency.deferred", "1", "Steps put off by a breaker or a budget."
+        )
+        self._calls = meter.create_counter(
+            "relayflow.dependency.calls", "1", "Calls of a dependency, by outcome."
+        )
+        self._breakers = LastValues()
+        meter.create_observable_gauge(
+            "relayflow.breaker.state",
+            [self._breakers.observe],
+            "1",
+            "A dependency's breaker as last seen: 0 closed, 1 half-open, 2 open.",
+        )
+        self._waiting = LastValues()
+        meter.create_observable_gauge(
+            "relayflow.tenant.waiting",
+            [self._waiting.observe],
+            "1",
+            "Flows waiting for their tenant's quota, as the last sweep counted.",
+        )
         self._overdue = OverdueAges()
         meter.create_observable_gauge(
             "relayflow.sweeper.oldest_overdue_age",
@@ -131,8 +174,8 @@ class OtelMetrics(Metrics):
             "Age of the oldest overdue active flow the last sweep saw.",
         )
 
-    def flow_started(self, flow: str) -> None:
-        self._started.add(1, {"flow": flow})
+    def flow_started(self, flow: str, tenant: str = "default") -> None:
+        self._started.add(1, {"flow": flow, "tenant": tenant})
 
     def flow_ended(self, record: FlowRecord) -> None:
         code = record.result.code if record.result else ""
@@ -159,6 +202,22 @@ class OtelMetrics(Metrics):
     def message_rejected(self, flow: str, code: str) -> None:
         self._rejected.add(1, {"flow": flow or NO_FLOW, "code": code})
 
+    def breaker_changed(self, dependency: str, to: str) -> None:
+        self._transitions.add(1, {"dependency": dependency, "to": to})
+
+    def breaker_state(self, dependency: str, state: str) -> None:
+        self._breakers.set("dependency", dependency, BREAKER_LEVELS.get(state, 0))
+
+    def dependency_deferred(self, dependency: str, reason: str) -> None:
+        self._deferred.add(1, {"dependency": dependency, "reason": reason})
+
+    def dependency_called(self, dependency: str, ok: bool) -> None:
+        self._calls.add(1, {"dependency": dependency, "outcome": "ok" if ok else "failed"})
+
+    def tenants_waiting(self, waiting: Mapping[str, int]) -> None:
+        for tenant, count in waiting.items():
+            self._waiting.set("tenant", tenant, count)
+
     def snapshot(self) -> dict[str, Any] | None:
         if self._reader is None:
             return None
@@ -167,6 +226,27 @@ class OtelMetrics(Metrics):
     def shutdown(self) -> None:
         """Export what is pending and stop the exporters' threads."""
         self._provider.shutdown()
+
+
+BREAKER_LEVELS = {"closed": 0, "half_open": 1, "open": 2}
+
+
+class LastValues:
+    """The last value set for each label value, read by an observable gauge's callback."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, str], float] = {}
+
+    def set(self, label: str, value: str, level: float) -> None:
+        with self._lock:
+            self._values[(label, value)] = level
+
+    def observe(self, _: CallbackOptions | None = None) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        with self._lock:
+            return [Observation(v, {label: name}) for (label, name), v in self._values.items()]
 
 
 class OverdueAges:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from relayflow.app import AppError, load_registry
 from relayflow.core.clock import SystemClock
+from relayflow.core.dependencies import Breakers
 from relayflow.core.engine import Engine, Limits
 from relayflow.core.errors import ConfigError
 from relayflow.core.flows import Registry
@@ -17,6 +18,7 @@ from relayflow.core.messages import describe
 from relayflow.core.planner import QueueNames
 from relayflow.gcp import events, queue, store
 from relayflow.gcp.auth import TokenVerifier
+from relayflow.gcp.breakers import FirestoreBreakers
 from relayflow.metrics import Metrics, configure_metrics
 from relayflow.settings import Settings, load_settings
 from relayflow.telemetry import Counters, configure_logging, configure_tracing
@@ -111,6 +113,18 @@ def build_runtime(
         results_topic=topology.topics.results,
         counters=counters,
     )
+    breakers = Breakers(
+        FirestoreBreakers(
+            flow_store.client,
+            breakers=topology.firestore.breakers_collection,
+            windows=topology.firestore.breaker_windows_collection,
+            counters=counters,
+        ),
+        settings.dependencies,
+        SystemClock(),
+        shards=settings.breaker_shards,
+        metrics=metrics,
+    )
     engine = Engine(
         registry=registry,
         store=flow_store,
@@ -120,6 +134,7 @@ def build_runtime(
         queues=queue_names(topology),
         limits=limits(settings, topology),
         tenants=settings.tenants,
+        breakers=breakers,
         tracer=tracer,
         metrics=metrics,
     )

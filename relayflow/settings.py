@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from relayflow.core.dependencies import Dependencies
 from relayflow.core.tenants import TENANT_PATTERN, Tenants
 
 # The reference app, run when RELAYFLOW_APP is not set.
@@ -102,6 +103,13 @@ class Settings(BaseSettings):
     # Tenants' limits and priorities, as JSON (see relayflow.core.tenants and the README's
     # "Tenants"): ``{"default": {...}, "tenants": {"acme": {"max_running": 50, ...}}}``.
     tenants: Tenants = Tenants()
+    # Dependencies' circuit breakers and retry budgets, as JSON (see
+    # relayflow.core.dependencies): ``{"default": {...}, "dependencies": {"client-api": {...}}}``;
+    # ``{"default": {"enabled": false}}`` turns them off. Steps name their dependency.
+    dependencies: Dependencies = Dependencies()
+    # Window documents per dependency: each takes about one write a second per instance
+    # sharing it, so raise this with the instances that call one dependency.
+    breaker_shards: int = Field(default=4, ge=1, le=64)
 
     # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
     trace_exporter: Literal["none", "gcp", "console"] = "none"

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -28,6 +28,7 @@ from relayflow import telemetry
 from relayflow.core import admission, foreach, planner
 from relayflow.core.admission import Admission
 from relayflow.core.clock import Clock
+from relayflow.core.dependencies import Breakers, Verdict
 from relayflow.core.errors import (
     FlowNotFound,
     InvalidMessage,
@@ -201,6 +202,7 @@ class Engine:
         queues: QueueNames | None = None,
         limits: Limits | None = None,
         tenants: Tenants | None = None,
+        breakers: Breakers | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -212,6 +214,8 @@ class Engine:
         self._queues = queues or QueueNames()
         self._limits = limits or Limits()
         self._admission = Admission(store, tenants or Tenants())
+        # Dependencies' breakers and retry budgets (None: steps call what they call, unguarded).
+        self._breakers = breakers
         self._tracer = tracer  # None: tracing is off
         self._metrics = metrics or Metrics()  # the base class records nothing
 
@@ -262,11 +266,11 @@ class Engine:
         ).model_copy(update={"trace": telemetry.current_traceparent()})
         if not self._store.create(record):
             return self._duplicate(record, data, message_id, attributes)
-        self._metrics.flow_started(flow.name)
+        self._metrics.flow_started(flow.name, tenant)
         self._settle(record)
         if record.admission == "waiting":  # in order with the others waiting
             self._admit(tenant)
-        log.info("flow started", extra={"flow_id": flow_id, "flow": flow.name})
+        log.info("flow started", extra={"flow_id": flow_id, "flow": flow.name, "tenant": tenant})
         return StartResult(Started.STARTED, flow_id=flow_id)
 
     def _duplicate(
@@ -328,7 +332,8 @@ class Engine:
         except UnknownFlow:
             return self._unknown_type(found, payload.position)
         if self._admission.paused(found.record.tenant):
-            return self._put_off(found, "its tenant is paused", admission.PAUSE_RECHECK_S)
+            later = self._clock.now() + timedelta(seconds=admission.PAUSE_RECHECK_S)
+            return self._put_off(found, "its tenant is paused", later)
         if found.record.is_lane:
             return self._run_lane_task(found, flow, gone)
         if gone and payload.position.kind is not TaskKind.COMPENSATE:
@@ -345,10 +350,34 @@ class Engine:
         kind = found.record.position.kind
         if kind in _FOREACH:
             return self._run_foreach_task(found, flow, kind)
-        if kind in _UNCLAIMED:  # read only: no claim
+        return self._run_step(found, flow)
+
+    def _run_step(self, found: Snapshot, flow: Flow) -> Ran:
+        """Run a step's handler: first asking its dependency's breaker and budget, which may
+        put it off; then read-only, or under a claim."""
+        verdict = self._ask_dependency(found.record, flow)
+        if verdict is not None and not verdict.run:
+            assert verdict.until is not None
+            return self._put_off(found, verdict.detail, verdict.until)
+        if found.record.position.kind in _UNCLAIMED:  # read only: no claim
             position = found.record.position
-            return self._commit(found, position, flow, self._execute(flow, found.record))
-        return self._run_claimed(found, flow)
+            outcome = self._execute(flow, found.record, verdict)
+            return self._commit(found, position, flow, outcome)
+        return self._run_claimed(found, flow, verdict)
+
+    def _ask_dependency(self, record: FlowRecord, flow: Flow) -> Verdict | None:
+        """The breaker's verdict for the step at ``record``'s position, if it names a
+        dependency and breakers are on (None: nothing to ask)."""
+        if self._breakers is None:
+            return None
+        pos = record.position
+        dependency = getattr(planner.step_at(flow, pos), "dependency", None)
+        if dependency is None:
+            return None
+        key = f"{record.flow_id}:{pos.label()}"
+        return self._breakers.check(
+            dependency, retry=pos.attempt > 0, deferrals=pos.deferral, key=key
+        )
 
     # -- tenants -------------------------------------------------------------------------
 
@@ -364,11 +393,10 @@ class Engine:
         self._admit(record.tenant)
         return Ran.ADVANCED
 
-    def _put_off(self, found: Snapshot, why: str, delay_s: float) -> Ran:
-        """Put the focused task off (a new task later, no attempt spent)."""
+    def _put_off(self, found: Snapshot, why: str, until: datetime) -> Ran:
+        """Put the focused task off until ``until`` (a new task then, no attempt spent)."""
         position = found.record.position
         plan = self._plan(self._planning_flow(found.record))
-        until = self._clock.now() + timedelta(seconds=delay_s)
 
         def deferred(latest: FlowRecord) -> FlowRecord | None:
             current = _focused_at(latest, position)
@@ -385,6 +413,10 @@ class Engine:
         state = self._admission.set_paused(tenant, False, by=by, reason=reason)
         self._admit(tenant)
         return state
+
+    def breaker_views(self) -> list[dict[str, Any]]:
+        """Every dependency's breaker: state, window counts, budget, p95, transitions."""
+        return self._breakers.views() if self._breakers is not None else []
 
     def tenant_views(self) -> list[dict[str, Any]]:
         """Every tenant with a policy or a state: its limits, paused or not, flows waiting."""
@@ -424,9 +456,7 @@ class Engine:
                 record.flow_id, lambda lane: planner.cancel_lane(self._plan(items), lane)
             )
             return Ran.ADVANCED if stopped else Ran.STALE
-        if record.position.kind in _UNCLAIMED:
-            return self._commit(found, record.position, items, self._execute(items, record))
-        return self._run_claimed(found, items)
+        return self._run_step(found, items)
 
     def _run_foreach_task(self, found: Snapshot, flow: Flow, kind: TaskKind) -> Ran:
         position = found.record.position
@@ -490,7 +520,7 @@ class Engine:
             self._settle(written)
         foreach.mark_reported(self._store, lane)
 
-    def _run_claimed(self, found: Snapshot, flow: Flow) -> Ran:
+    def _run_claimed(self, found: Snapshot, flow: Flow, verdict: Verdict | None = None) -> Ran:
         """An action or compensation: claim the position for this delivery, run the handler,
         commit only if the claim is still ours (invariant 4)."""
         holder = uuid.uuid4().hex
@@ -500,7 +530,7 @@ class Engine:
         if not planner.holds(claimed.record, holder):  # out of tries: the claim ended the step
             self._settle(claimed.record, version=claimed)
             return Ran.ADVANCED
-        outcome = self._execute(flow, claimed.record)
+        outcome = self._execute(flow, claimed.record, verdict)
         try:
             return self._commit(claimed, found.record.position, flow, outcome, holder=holder)
         except Exception:
@@ -683,7 +713,7 @@ class Engine:
             item_index=index,
         )
 
-    def _execute(self, flow: Flow, record: FlowRecord) -> Outcome:
+    def _execute(self, flow: Flow, record: FlowRecord, verdict: Verdict | None = None) -> Outcome:
         pos = record.position
         handler = _handler_for(planner.step_at(flow, pos), pos.kind)
         context = self._context(flow, record)
@@ -694,6 +724,9 @@ class Engine:
             _trace_outcome(span, outcome)
         elapsed_s = time.perf_counter() - began
         self._metrics.step_ran(record.flow, pos, _outcome_name(outcome), elapsed_s)
+        if verdict is not None and self._breakers is not None:
+            # A retryable error is the dependency failing; anything else is an answer.
+            self._breakers.record(verdict, ok=not isinstance(outcome, Retry), latency_s=elapsed_s)
         if isinstance(outcome, Retry):
             self._metrics.step_retried(record.flow, pos.step, outcome.error.code)
         return outcome
@@ -873,8 +906,13 @@ class Engine:
             report.unpublished += 1
             self._guarded(record, report, self._republish)
         # Waiting flows a lost hand-over left waiting: admit what there is room for.
-        for tenant in sorted({r.tenant for r in self._store.waiting(limit=limit)}):
+        waiting_tenants = {r.tenant for r in self._store.waiting(limit=limit)}
+        for tenant in sorted(waiting_tenants):
             report.admitted += self._admit(tenant)
+        limited = {t for t, p in self._admission.tenants.tenants.items() if p.limited}
+        self._metrics.tenants_waiting(
+            {t: self._store.count_waiting(t) for t in sorted(waiting_tenants | limited)}
+        )
         log.info("sweep", extra={"report": report.__dict__})
         return report
 
@@ -1000,6 +1038,7 @@ class Engine:
             now=self._clock.now(),
             history_limit=self._limits.history_limit,
             retention_s=self._limits.retention_s,
+            p95_s=self._breakers.p95_s if self._breakers is not None else None,
         )
 
 

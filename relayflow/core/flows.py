@@ -24,6 +24,7 @@ from relayflow.core.position import STEP_NAME_PATTERN
 JSONDict = dict[str, Any]
 _STEP_NAME = re.compile(STEP_NAME_PATTERN)
 _FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_DEPENDENCY = re.compile(r"^[a-z][a-z0-9-]{0,62}$")  # relayflow.core.dependencies
 
 
 def _utcnow() -> datetime:
@@ -84,19 +85,24 @@ class RetryPolicy:
     multiplier: float = 2.0
     max_interval_s: float = 60.0
     jitter: float = 0.2
+    # Adaptive: the curve starts from the step's dependency's recent p95 latency (when that
+    # is longer than ``initial_s``), so a slow dependency is not retried faster than it answers.
+    adaptive: bool = False
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
         _check_curve(self.initial_s, self.multiplier, self.max_interval_s, self.jitter)
 
-    def delay_s(self, *, retry: int, key: str) -> float:
-        """Delay before retry number ``retry`` (0 = the first retry)."""
+    def delay_s(self, *, retry: int, key: str, initial_s: float | None = None) -> float:
+        """Delay before retry number ``retry`` (0 = the first retry); ``initial_s`` moves the
+        start of the curve (adaptive retries)."""
+        start = initial_s or self.initial_s
         return compute_delay(
             n=retry,
-            initial_s=self.initial_s,
+            initial_s=start,
             multiplier=self.multiplier,
-            max_interval_s=self.max_interval_s,
+            max_interval_s=max(self.max_interval_s, start),
             jitter=self.jitter,
             key=key,
         )
@@ -144,6 +150,13 @@ def _check_curve(initial_s: float, multiplier: float, max_interval_s: float, jit
         )
 
 
+def _check_dependency(step: str, dependency: str | None) -> None:
+    if dependency is not None and not _DEPENDENCY.fullmatch(dependency):
+        raise ConfigError(
+            f"step {step!r}: dependency {dependency!r} must match [a-z][a-z0-9-]{{0,62}}"
+        )
+
+
 # ``after``, on every kind of step: the steps it runs after. None (the default) means "after
 # the step listed before it" (a straight line); () means "at the start". Steps with no path
 # between them run in parallel, each as its own task.
@@ -159,6 +172,12 @@ class ActionStep:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     compensate: Handler | None = None
     after: After = None
+    # What the step (and its compensation) calls, e.g. "client-api": its breaker and retry
+    # budget guard the calls (see relayflow.core.dependencies).
+    dependency: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_dependency(self.name, self.dependency)
 
 
 @dataclass(frozen=True)
@@ -175,6 +194,10 @@ class PollStep:
     check: Handler
     policy: PollPolicy = field(default_factory=PollPolicy)
     after: After = None
+    dependency: str | None = None  # what ``check`` calls (see ActionStep)
+
+    def __post_init__(self) -> None:
+        _check_dependency(self.name, self.dependency)
 
 
 Condition = Callable[[StepContext], bool]

@@ -14,8 +14,9 @@ run in parallel.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from relayflow.core.backoff import clip_to_deadline
@@ -121,6 +122,8 @@ class Plan:
     nonce: str = ""
     # How long a finished flow's document is kept (Firestore TTL on expire_at deletes it).
     retention_s: float = 30 * 24 * 3600.0
+    # A dependency's recent p95 latency (None: unknown), where adaptive retries start from.
+    p95_s: Callable[[str], float | None] | None = None
 
     @property
     def flow(self) -> Flow:
@@ -221,12 +224,26 @@ def admission_tried(record: FlowRecord) -> FlowRecord:
 
 def defer(plan: Plan, record: FlowRecord, *, until: datetime, why: str) -> FlowRecord:
     """Put off the focused task until ``until`` (its tenant paused, its dependency's breaker
-    open, its retry budget spent): a new task under a new name, no attempt spent."""
-    pos = record.position.model_copy(update={"deferral": record.position.deferral + 1})
+    open, its retry budget spent): a new task under a new name, no attempt spent. A step
+    that cannot run before its deadline ends the flow TIMED_OUT now (and undoes its effects);
+    an undo is never timed out: it waits as long as it must."""
+    pos = record.position
+    if pos.kind is not TaskKind.COMPENSATE and until > _deadline_of(plan, record):
+        err = _timeout(record, "DEADLINE_EXCEEDED", f"the deadline passes while {why}")
+        return _begin_failure(plan, record, Status.TIMED_OUT, err, "deferred")
+    pos = pos.model_copy(update={"deferral": pos.deferral + 1})
     delay = max(0.0, (until - plan.now).total_seconds())
     entry = _entry(plan, record, "deferred", detail=why, delay_s=delay)
     moved = _log(plan, record, entry, a_try=False).model_copy(update={"position": pos})
     return _with_next(moved, schedule(plan, moved, pos, delay)).stored()
+
+
+def _deadline_of(plan: Plan, record: FlowRecord) -> datetime:
+    """The latest the focused step may still run: its poll or callback deadline, or the flow's
+    (the far future when there is none)."""
+    if record.position.kind in (TaskKind.POLL, TaskKind.WAIT) and record.step_started_at:
+        return poll_deadline(plan, record)
+    return record.deadline_at or datetime.max.replace(tzinfo=UTC)
 
 
 def _start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowRecord:
@@ -406,7 +423,11 @@ def _retry_action(plan: Plan, record: FlowRecord, error: RetryableError) -> Flow
         err = _error(record, error, code="RETRIES_EXHAUSTED")
         err["message"] = f"{tries} attempts failed; last: {error.message}"
         return _begin_failure(plan, record, Status.FAILED, err, "retries exhausted")
-    delay = step.retry.delay_s(retry=pos.attempt, key=f"{record.flow_id}:{pos.step}:retry")
+    delay = step.retry.delay_s(
+        retry=pos.attempt,
+        key=f"{record.flow_id}:{pos.step}:retry",
+        initial_s=_adaptive_start(plan, step),
+    )
     delay = max(delay, min(error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
     if _past_deadline(plan, record, plan.now + timedelta(seconds=delay)):
         err = _timeout(
@@ -414,11 +435,21 @@ def _retry_action(plan: Plan, record: FlowRecord, error: RetryableError) -> Flow
         )
         return _begin_failure(plan, record, Status.TIMED_OUT, err, "retryable error")
     entry = _entry(plan, record, "retryable error", detail=error.message, delay_s=delay)
-    nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
+    nxt = pos.model_copy(update={"attempt": pos.attempt + 1, "deferral": 0})
     moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
         update={"position": nxt}
     )
     return _with_next(moved, schedule(plan, moved, nxt, delay))
+
+
+def _adaptive_start(plan: Plan, step: EffectStep) -> float | None:
+    """Where an adaptive retry curve starts: the dependency's recent p95 latency, if known
+    and longer than the policy's own start (None: the policy's start)."""
+    dependency = getattr(step, "dependency", None)
+    if not step.retry.adaptive or dependency is None or plan.p95_s is None:
+        return None
+    p95 = plan.p95_s(dependency)
+    return max(p95, step.retry.initial_s) if p95 else None
 
 
 def _past_deadline(plan: Plan, record: FlowRecord, when: datetime) -> bool:
@@ -463,7 +494,7 @@ def _poll_again(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
         return _poll_deadline_reached(plan, record, outcome, seen)
     entry = _entry(plan, record, seen, delay_s=delay)
     errors_in_a_row = pos.attempt + 1 if failing else 0
-    nxt = pos.model_copy(update={"poll": pos.poll + 1, "attempt": errors_in_a_row})
+    nxt = pos.model_copy(update={"poll": pos.poll + 1, "attempt": errors_in_a_row, "deferral": 0})
     moved = _move(plan, _log(plan, record, entry), Status.RUNNING).model_copy(
         update={"position": nxt, "poll_errors": poll_errors}
     )

@@ -84,6 +84,10 @@ class FlowStore:
         self._rejected = client.collection(rejected)
         self._counters = counters or Counters()
 
+    @property
+    def client(self) -> firestore.Client:
+        return self._client
+
     def create(self, record: FlowRecord) -> bool:
         """Create the flow document; False if one with that id exists already."""
         self._counters.add("firestore_writes")

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from relayflow.core.clock import FakeClock
+from relayflow.core.dependencies import Breakers, BreakerState, Dependencies
 from relayflow.core.engine import (
     CallbackAnswer,
     Engine,
@@ -42,7 +43,7 @@ from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.state import TERMINAL
 from relayflow.core.tenants import Tenants
 from relayflow.metrics import Metrics
-from relayflow.testing.memory import MemoryEvents, MemoryQueue, MemoryStore
+from relayflow.testing.memory import MemoryBreakers, MemoryEvents, MemoryQueue, MemoryStore
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 # How long Cloud Tasks waits before delivering again a task that answered 409 or 5xx.
@@ -110,9 +111,14 @@ class Harness:
         duplicate_deliveries: bool = False,
         limits: Limits | None = None,
         tenants: Tenants | None = None,
+        dependencies: Dependencies | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self.clock = FakeClock(start)
+        # Dependencies' breakers, shared as Firestore shares them (on, with their defaults,
+        # unless ``dependencies`` says otherwise: ``Dependencies.off()``).
+        self.breakers = MemoryBreakers()
+        self.dependencies = dependencies or Dependencies()
         self.store = MemoryStore()
         self.queue = MemoryQueue()
         self.events = MemoryEvents()
@@ -285,6 +291,10 @@ class Harness:
         """The flow's history as short lines: ``'register action #0: succeeded'``."""
         return [_line(entry) for entry in self.flow(flow_id).history]
 
+    def breaker(self, dependency: str) -> BreakerState:
+        """A dependency's breaker, as stored."""
+        return self.breakers.breaker(dependency)[0]
+
     def results(self, flow_id: str | None = None) -> list[dict[str, Any]]:
         """The result events published (for ``flow_id``), in order."""
         return [e for e in self.events.published if flow_id in (None, e["flow_id"])]
@@ -301,6 +311,9 @@ class Harness:
             queues=QueueNames(),
             limits=self.limits,
             tenants=self.tenants,
+            breakers=Breakers(
+                self.breakers, self.dependencies, self.clock, shards=1, metrics=self.metrics
+            ),
             metrics=self.metrics,
         )
 

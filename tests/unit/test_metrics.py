@@ -96,7 +96,7 @@ def test_flows_started_and_ended_are_counted_by_flow_status_and_code(
     batch: tuple[Harness, OtelMetrics],
 ) -> None:
     h, metrics = batch
-    assert value(metrics, "relayflow.flows.started", flow="demo") == 6
+    assert value(metrics, "relayflow.flows.started", flow="demo", tenant="default") == 6
     ended = {
         (p["labels"]["status"], p["labels"]["code"]): p["value"]
         for p in points(metrics, "relayflow.flows.ended")
@@ -225,6 +225,6 @@ def test_metrics_off_builds_nothing_and_shows_nothing() -> None:
 def test_local_metrics_are_readable_in_process() -> None:
     metrics = configure_metrics(Settings(metrics_exporter="local"), service="test")
     metrics.flow_started("demo")
-    assert value(metrics, "relayflow.flows.started", flow="demo") == 1
+    assert value(metrics, "relayflow.flows.started", flow="demo", tenant="default") == 1
     assert isinstance(metrics, OtelMetrics)
     metrics.shutdown()
