@@ -719,6 +719,7 @@ class Engine:
         context = self._context(flow, record)
         name = f"{pos.kind.value} {pos.step}"
         with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:
+            called_at = self._clock.now()  # the breaker's latency: on the injectable clock
             began = time.perf_counter()
             outcome = _call(handler, context, extra={"flow_id": record.flow_id, "at": pos.label()})
             _trace_outcome(span, outcome)
@@ -726,7 +727,8 @@ class Engine:
         self._metrics.step_ran(record.flow, pos, _outcome_name(outcome), elapsed_s)
         if verdict is not None and self._breakers is not None:
             # A retryable error is the dependency failing; anything else is an answer.
-            self._breakers.record(verdict, ok=not isinstance(outcome, Retry), latency_s=elapsed_s)
+            latency_s = (self._clock.now() - called_at).total_seconds()
+            self._breakers.record(verdict, ok=not isinstance(outcome, Retry), latency_s=latency_s)
         if isinstance(outcome, Retry):
             self._metrics.step_retried(record.flow, pos.step, outcome.error.code)
         return outcome

@@ -1,0 +1,322 @@
+"""Dependency breakers and retry budgets, on a fake clock.
+
+The breaker module on its own (each transition, shared by two "processes" over one store,
+probes and their leases, the budget), then through the engine: a step put off by an open
+breaker spends no attempt and later succeeds, a flow whose dependency stays down past its
+deadline ends TIMED_OUT and is undone, adaptive retries start from the p95 latency.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from relayflow.core.clock import FakeClock
+from relayflow.core.dependencies import (
+    Breaker,
+    BreakerPolicy,
+    Breakers,
+    Counts,
+    Dependencies,
+    Verdict,
+)
+from relayflow.core.errors import ConfigError, RetryableError
+from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy, StepContext
+from relayflow.core.state import Status
+from relayflow.testing import Harness
+from relayflow.testing.memory import MemoryBreakers
+
+DEP = "client-api"
+POLICY = BreakerPolicy(
+    window_s=30, min_calls=4, failure_rate=0.5, open_s=10, max_open_s=40, probes=2,
+    retry_budget=0.5, min_retries=1,
+)  # fmt: skip
+
+
+def breakers(
+    store: MemoryBreakers | None = None, clock: FakeClock | None = None, **kw: Any
+) -> Breakers:
+    policies = Dependencies(dependencies={DEP: BreakerPolicy(**{**POLICY.model_dump(), **kw})})
+    return Breakers(store or MemoryBreakers(), policies, clock or FakeClock(), shards=2)
+
+
+def call(b: Breakers, *, ok: bool, retry: bool = False, latency_s: float = 0.05) -> Verdict:
+    verdict = b.check(DEP, retry=retry)
+    if verdict.run:
+        b.record(verdict, ok=ok, latency_s=latency_s)
+    return verdict
+
+
+def state(store: MemoryBreakers) -> Breaker:
+    return store.breaker(DEP)[0].state
+
+
+# -- the breaker on its own -------------------------------------------------------------------
+
+
+def test_closed_opens_when_the_failure_rate_over_the_window_passes_the_threshold() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock)
+    for _ in range(3):
+        assert call(b, ok=False).run
+    assert state(store) is Breaker.CLOSED  # 3 calls: under min_calls, no opinion yet
+    assert call(b, ok=True).run
+    assert state(store) is Breaker.CLOSED  # 3 of 4 failed, but the last was a success
+    assert call(b, ok=False).run  # 4 of 5 failed: ≥ 50 % over ≥ 4 calls
+    stored = store.breaker(DEP)[0]
+    assert stored.state is Breaker.OPEN
+    assert stored.reopen_at == clock.now() + timedelta(seconds=10)
+    assert stored.transitions[-1].why == "4 of 5 calls failed in 30s (≥ 50%)"
+
+
+def test_an_open_breaker_puts_calls_off_until_it_may_half_open() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock)
+    for _ in range(4):
+        call(b, ok=False)
+    clock.advance(3)
+    verdict = b.check(DEP, retry=False)
+    assert not verdict.run and verdict.reason == "open"
+    assert verdict.until == store.breaker(DEP)[0].reopen_at  # not before it may half-open
+    assert "client-api's breaker is open until" in verdict.detail
+
+
+def test_half_open_lets_probes_through_one_lease_each_and_closes_after_enough_succeed() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock)
+    for _ in range(4):
+        call(b, ok=False)
+    clock.advance(10)
+    first, second, third = (b.check(DEP, retry=False) for _ in range(3))
+    assert state(store) is Breaker.HALF_OPEN
+    assert first.probe and second.probe  # two probes out (probes=2)
+    assert not third.run and third.reason == "half_open"
+    b.record(first, ok=True, latency_s=0.05)
+    assert state(store) is Breaker.HALF_OPEN
+    b.record(second, ok=True, latency_s=0.05)
+    closed = store.breaker(DEP)[0]
+    assert closed.state is Breaker.CLOSED and closed.opened == 0
+    assert [t.to for t in closed.transitions] == [Breaker.OPEN, Breaker.HALF_OPEN, Breaker.CLOSED]
+    assert b.check(DEP, retry=False).run
+
+
+def test_a_failed_probe_opens_the_breaker_again_for_twice_as_long_up_to_the_cap() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock)
+    for _ in range(4):
+        call(b, ok=False)
+    opens = []
+    for _ in range(4):
+        clock.advance(store.breaker(DEP)[0].reopen_at.timestamp() - clock.now().timestamp())  # type: ignore[union-attr]
+        probe = b.check(DEP, retry=False)
+        assert probe.probe
+        b.record(probe, ok=False, latency_s=0.05)
+        stored = store.breaker(DEP)[0]
+        assert stored.state is Breaker.OPEN
+        opens.append((stored.reopen_at - clock.now()).total_seconds())  # type: ignore[operator]
+    assert opens == [20, 40, 40, 40]
+
+
+def test_a_probe_whose_outcome_never_came_frees_its_place_when_its_lease_ends() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock, probes=1, probe_lease_s=15)
+    for _ in range(4):
+        call(b, ok=False)
+    clock.advance(10)
+    assert b.check(DEP, retry=False).probe  # its instance dies: no record()
+    clock.advance(5)
+    assert not b.check(DEP, retry=False).run
+    clock.advance(11)
+    assert b.check(DEP, retry=False).probe
+
+
+def test_two_processes_share_one_breaker() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    worker, poller = breakers(store, clock), breakers(store, clock)
+    for _ in range(2):
+        call(worker, ok=False)
+        call(poller, ok=False)
+    clock.advance(1)  # each flushes its counts and reads the other's
+    call(worker, ok=False)
+    call(poller, ok=False)
+    assert state(store) is Breaker.OPEN  # neither alone saw 4 failed calls
+    clock.advance(1)
+    assert not worker.check(DEP, retry=False).run
+    assert not poller.check(DEP, retry=False).run
+    # Only one of them writes each transition: the store's version refuses the other.
+    assert [t.to for t in store.breaker(DEP)[0].transitions] == [Breaker.OPEN]
+
+
+def test_a_closed_breaker_starts_its_window_clean() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock)
+    for _ in range(4):
+        call(b, ok=False)
+    clock.advance(10)
+    for probe in [b.check(DEP, retry=False), b.check(DEP, retry=False)]:
+        b.record(probe, ok=True, latency_s=0.05)
+    assert state(store) is Breaker.CLOSED
+    clock.advance(5)
+    call(b, ok=False)  # the outage's failures are still in the window, but before it closed
+    assert state(store) is Breaker.CLOSED
+
+
+def test_retries_beyond_the_budget_are_put_off_and_first_attempts_are_not() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock, min_calls=1000)  # the breaker stays out of it
+    for _ in range(4):
+        assert call(b, ok=True).run  # 4 first attempts: budget 0.5 * 4 + 1 = 3 retries
+    assert [call(b, ok=False, retry=True).run for _ in range(4)] == [True, True, True, False]
+    spent = b.check(DEP, retry=True)
+    assert spent.reason == "budget" and spent.detail == "client-api's retry budget is spent"
+    assert call(b, ok=True).run  # a first attempt always goes
+    clock.advance(31)  # the window moves on: the budget is back
+    assert b.check(DEP, retry=True).run
+
+
+def test_a_disabled_breaker_lets_everything_through_but_still_counts() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock, enabled=False)
+    for _ in range(10):
+        assert call(b, ok=False, retry=True).run
+    assert state(store) is Breaker.CLOSED
+    (view,) = b.views()
+    assert (view["calls"], view["failures"], view["retries"]) == (10, 10, 10)
+
+
+def test_p95_comes_from_the_latency_histogram() -> None:
+    counts = Counts()
+    for _ in range(94):
+        counts.observe(0.02)
+    for _ in range(6):
+        counts.observe(2.0)
+    assert counts.p95_s() == 2.5
+    b = breakers(min_calls=1000)
+    assert b.p95_s(DEP) is None
+    for latency in (0.2,) * 19 + (0.7,):
+        call(b, ok=True, latency_s=latency)
+    assert b.p95_s(DEP) == 0.25
+
+
+def test_the_policy_is_checked_where_it_is_read() -> None:
+    with pytest.raises(ConfigError, match="dependency names \\['Client API'\\] must match"):
+        Dependencies.parse('{"dependencies": {"Client API": {}}}')
+    with pytest.raises(ConfigError, match="failure_rate"):
+        Dependencies.parse('{"default": {"failure_rate": 2}}')
+    with pytest.raises(ConfigError, match="must match"):
+        ActionStep("register", lambda ctx: {}, dependency="Client API")
+    assert Dependencies.parse("").default.enabled
+    assert not Dependencies.off().policy("anything").enabled
+
+
+# -- through the engine -----------------------------------------------------------------------
+
+
+class FlakyApi:
+    """The dependency: down until ``up_at`` (virtual time), then up."""
+
+    def __init__(self, h: Harness, down_for_s: float) -> None:
+        self.h, self.up_at = h, h.now + timedelta(seconds=down_for_s)
+        self.calls = 0
+
+    def __call__(self, ctx: StepContext) -> dict[str, Any]:
+        self.calls += 1
+        if self.h.now < self.up_at:
+            raise RetryableError("connection refused", code="UNAVAILABLE")
+        return {"id": ctx.idempotency_key}
+
+
+def flow_calling(api: FlakyApi, *, deadline_s: float = 900, attempts: int = 5) -> Flow:
+    return Flow(
+        name="sync",
+        steps=(
+            ActionStep("reserve", lambda ctx: {"ok": True}, compensate=lambda ctx: {"undone": 1}),
+            ActionStep(
+                "push",
+                api,
+                retry=RetryPolicy(max_attempts=attempts, initial_s=1, max_interval_s=4),
+                dependency=DEP,
+            ),
+            PollStep("settle", lambda ctx: {}, policy=PollPolicy(deadline_s=deadline_s)),
+        ),
+    )
+
+
+def harness_with(api_down_s: float, **kw: Any) -> tuple[Harness, FlakyApi]:
+    h = Harness([], dependencies=Dependencies(dependencies={DEP: POLICY}))
+    api = FlakyApi(h, api_down_s)
+    h.deploy(flow_calling(api, **kw))
+    return h, api
+
+
+def test_a_step_put_off_by_an_open_breaker_spends_no_attempt_and_succeeds_later() -> None:
+    h, api = harness_with(api_down_s=120, attempts=3)
+    flows = [h.start("sync", {}) for _ in range(6)]
+    for flow_id in flows:
+        h.run(flow_id)
+    # Without the breaker, each flow would have spent its 3 attempts within ~5 s and failed.
+    assert {h.flow(f).status for f in flows} == {Status.SUCCEEDED}
+    deferred = [e for f in flows for e in h.flow(f).history if e.outcome == "deferred"]
+    assert deferred, "no step was put off"
+    assert all(h.flow(f).position.attempt <= 2 for f in flows)
+    assert api.calls < 6 * 3  # fewer calls than 6 flows retrying on their own
+
+
+def open_from_elsewhere(h: Harness) -> None:
+    """Another instance sees the dependency fail and opens the shared breaker."""
+    other = Breakers(h.breakers, h.dependencies, h.clock, shards=1)
+    for _ in range(POLICY.min_calls):
+        call(other, ok=False)
+    assert h.breaker(DEP).state is Breaker.OPEN
+
+
+def test_deferrals_are_recorded_with_why_and_under_new_task_names() -> None:
+    h, _ = harness_with(api_down_s=60)
+    open_from_elsewhere(h)
+    flow_id = h.start("sync", {})
+    h.deliver_next(flow_id)  # reserve
+    h.deliver_next(flow_id)  # push: put off
+    entry = h.flow(flow_id).history[-1]
+    assert entry.outcome == "deferred"
+    assert entry.detail and entry.detail.startswith("client-api's breaker is ")
+    record = h.flow(flow_id)
+    assert (record.position.attempt, record.position.deferral) == (0, 1)
+    assert record.next is not None and record.next.task_id.endswith("d1")
+
+
+def test_a_flow_whose_dependency_stays_down_past_its_deadline_times_out_and_is_undone() -> None:
+    h, _ = harness_with(api_down_s=10_000)
+    open_from_elsewhere(h)
+    flow_id = h.start("sync", {}, deadline_s=60)
+    record = h.run(flow_id)
+    assert record.status is Status.TIMED_OUT
+    assert record.result is not None and record.result.code == "DEADLINE_EXCEEDED"
+    assert record.result.message.startswith("the deadline passes while client-api's ")
+    assert record.position.attempt < 4  # put off, not retried to exhaustion
+    assert [c.step for c in h.calls if c.context.flow_id == flow_id and c.kind == "compensate"] == [
+        "reserve"
+    ]
+
+
+def test_adaptive_retries_start_from_the_dependencys_p95_latency() -> None:
+    slow = BreakerPolicy(min_calls=1000)  # the breaker stays closed
+    h = Harness([], dependencies=Dependencies(dependencies={DEP: slow}))
+    answers = iter([None] * 20 + ["fail"])
+
+    def api(ctx: StepContext) -> dict[str, Any]:
+        h.clock.advance(3.0)  # each call takes 3 s of virtual time
+        if next(answers, None) == "fail":
+            raise RetryableError("timeout", code="TIMEOUT")
+        return {}
+
+    adaptive = RetryPolicy(initial_s=0.5, jitter=0, adaptive=True)
+    h.deploy(Flow(name="slow", steps=(ActionStep("call", api, retry=adaptive, dependency=DEP),)))
+    for _ in range(20):
+        h.run(h.start("slow", {}))
+    flow_id = h.start("slow", {})
+    h.deliver_next(flow_id)
+    retry = h.flow(flow_id).history[-1]
+    assert retry.outcome == "retryable error"
+    assert retry.delay_s == 5.0  # the p95 bucket (2.5 to 5 s), not initial_s=0.5
