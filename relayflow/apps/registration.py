@@ -137,6 +137,10 @@ class RegistrationSteps:
         return {"entity_id": made["id"], "registration_id": reg_id, "name": name}
 
 
+# What the reference flows call: its breaker and retry budget guard every step that calls it.
+CLIENT_API = "client-api"
+
+
 def registration_flow(api: ClientApi, *, poll: PollPolicy, retry: RetryPolicy) -> Flow:
     """The reference flow, bound to ``api``."""
     steps = RegistrationSteps(api)
@@ -145,10 +149,20 @@ def registration_flow(api: ClientApi, *, poll: PollPolicy, retry: RetryPolicy) -
         description="Register a resource, wait until the registration is ACTIVE, create it.",
         input_model=RegistrationInput,
         steps=(
-            ActionStep("register", steps.register, retry=retry, compensate=steps.unregister),
-            PollStep("await_registration", steps.await_active, policy=poll),
             ActionStep(
-                "create_entity", steps.create_entity, retry=retry, compensate=steps.delete_entity
+                "register",
+                steps.register,
+                retry=retry,
+                compensate=steps.unregister,
+                dependency=CLIENT_API,
+            ),
+            PollStep("await_registration", steps.await_active, policy=poll, dependency=CLIENT_API),
+            ActionStep(
+                "create_entity",
+                steps.create_entity,
+                retry=retry,
+                compensate=steps.delete_entity,
+                dependency=CLIENT_API,
             ),
         ),
     )
@@ -271,7 +285,12 @@ def fleet_flow(api: ClientApi, *, callbacks_url: str, timeout_s: float, safety: 
                 then=("create_group",),
                 otherwise=("report_shortfall",),
             ),
-            ActionStep("create_group", steps.create_group, compensate=steps.delete_group),
+            ActionStep(
+                "create_group",
+                steps.create_group,
+                compensate=steps.delete_group,
+                dependency=CLIENT_API,
+            ),
             ActionStep("report_shortfall", steps.shortfall, after=("enough",)),
             ActionStep("summarize", steps.summarize, after=("create_group", "report_shortfall")),
         ),

@@ -5,6 +5,7 @@
     relayflow list --status RUNNING --flow registration --counts
     relayflow cancel FLOW_ID --reason "duplicate order"    relayflow retry FLOW_ID --reason …
     relayflow tenants list | pause TENANT --reason … | resume TENANT --reason …
+    relayflow breakers
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
     relayflow demo                    relayflow local up | down | status
 
@@ -211,6 +212,10 @@ def _register_operations(sub: Any) -> None:
         act = tenants_sub.add_parser(name, help=f"{does} (operator role)")
         act.add_argument("tenant", type=_tenant)
         act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+
+    sub.add_parser(
+        "breakers", help="each dependency's breaker: state, failures, retry budget, transitions"
+    )
 
     rejected = sub.add_parser("rejected", help="messages refused with their reasons")
     rejected_sub = rejected.add_subparsers(dest="rejected_action", required=True)
@@ -429,6 +434,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cancel": _operation("cmd_cancel"),
     "retry": _operation("cmd_retry"),
     "tenants": _operation("cmd_tenants"),
+    "breakers": _operation("cmd_breakers"),
     "rejected": _operation("cmd_rejected"),
     "dead-letters": _operation("cmd_dead_letters"),
 }

@@ -5,6 +5,7 @@
                    [--limit N] [--cursor C] [--counts] [--json]
     relayflow cancel ID --reason WHY [--wait]      relayflow retry ID --reason WHY [--wait]
     relayflow tenants list | pause TENANT --reason WHY | resume TENANT --reason WHY
+    relayflow breakers
     relayflow rejected list [--limit N] [--cursor C]
     relayflow dead-letters list [--limit N]
     relayflow dead-letters replay MESSAGE_ID --reason WHY [--edit-json JSON]
@@ -96,6 +97,11 @@ def cmd_tenants(args: argparse.Namespace) -> int:
     print(f"tenant {done['tenant']} {state} by {done['by']}: {args.reason}")
     if not done["paused"]:
         print("its flows go on within 30 s, where they were; waiting ones are admitted now")
+    return 0
+
+
+def cmd_breakers(args: argparse.Namespace) -> int:
+    print(render.breaker_table(api().get("/breakers")["breakers"]))
     return 0
 
 

@@ -153,6 +153,30 @@ def tenant_table(tenants: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def breaker_table(breakers: Sequence[Mapping[str, Any]]) -> str:
+    """Breakers, one a line (state, calls and failures over the window, retries against their
+    budget, p95), each followed by its last transitions."""
+    lines = [
+        f"{'DEPENDENCY':<20} {'STATE':<10} {'CALLS':>6} {'FAILED':>6} {'RETRIES':>11} "
+        f"{'P95':>7}  SINCE"
+    ]
+    for b in breakers:
+        state = b["state"] if b.get("enabled", True) else "off"
+        if b["state"] == "open" and b.get("reopen_at"):
+            state += f" (probes at {clock(b['reopen_at'])})"
+        retries = f"{b.get('retries', 0)}/{b.get('retry_budget', 0):.0f}"
+        p95 = "" if b.get("p95_s") is None else f"{b['p95_s']:.3f}s"
+        lines.append(
+            f"{b['dependency']:<20} {state:<10} {b.get('calls', 0):>6} {b.get('failures', 0):>6} "
+            f"{retries:>11} {p95:>7}  {stamp(b.get('since'))}"
+        )
+        for t in (b.get("transitions") or [])[-3:]:
+            lines.append(f"{'':<21}{clock(t['at'])}  → {t['to']}: {t['why']}")
+    if not breakers:
+        lines.append("(no dependency has been called yet)")
+    return "\n".join(lines)
+
+
 def rejected_table(messages: Sequence[Mapping[str, Any]]) -> str:
     lines = [f"{'REJECTED':<19}  {'ID':<36} {'KIND':<8} REASON"]
     for m in messages:

@@ -11,6 +11,7 @@
 | ``POST /dead-letters/{id}:replay`` | operator | ``{"reason", "data"?}``: publish, then ack |
 | ``GET /tenants`` | viewer | each tenant's limits, paused or not, flows running and waiting |
 | ``POST /tenants/{t}:pause``, ``:resume`` | operator | ``{"reason"}``: stop or go on dispatching |
+| ``GET /breakers`` | viewer | each dependency's breaker: state, window, budget, transitions |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 
 A caller scoped to tenants (``RELAYFLOW_API_SCOPES``) sees and acts on those tenants only.
@@ -279,6 +280,11 @@ def _register_tenants(app: Flask, ops: Operations) -> None:
 
     for action, paused in (("pause", True), ("resume", False)):
         _tenant_action(app, ops, action, paused=paused)
+
+    @app.get("/breakers")
+    @guarded(ops.access, Role.VIEWER, "read breakers")
+    def list_breakers() -> Any:
+        return {"breakers": ops.engine.breaker_views()}
 
 
 def _tenant_action(app: Flask, ops: Operations, action: str, *, paused: bool) -> None:

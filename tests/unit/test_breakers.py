@@ -269,6 +269,7 @@ def open_from_elsewhere(h: Harness) -> None:
     other = Breakers(h.breakers, h.dependencies, h.clock, shards=1)
     for _ in range(POLICY.min_calls):
         call(other, ok=False)
+    other.flush()  # what it counted reaches the shared window (it would within a second)
     assert h.breaker(DEP).state is Breaker.OPEN
 
 
@@ -320,3 +321,52 @@ def test_adaptive_retries_start_from_the_dependencys_p95_latency() -> None:
     retry = h.flow(flow_id).history[-1]
     assert retry.outcome == "retryable error"
     assert retry.delay_s == 5.0  # the p95 bucket (2.5 to 5 s), not initial_s=0.5
+
+
+# -- where operators see it -------------------------------------------------------------------
+
+
+def test_the_api_and_the_cli_show_each_breaker_with_its_transitions() -> None:
+    from relayflow.cli import render
+    from relayflow.metrics import Metrics
+    from relayflow.telemetry import Counters
+    from relayflow.web.access import Access
+    from relayflow.web.api import Operations, build_api
+    from tests.unit.test_api import FakeDeadLetters
+
+    h, _ = harness_with(api_down_s=60)
+    open_from_elsewhere(h)
+    ops = Operations(
+        engine=h.engine,
+        store=h.store,
+        access=Access(verifier=None),
+        dead_letters=FakeDeadLetters(),
+        counters=Counters(),
+        metrics=Metrics(),
+    )
+    client = build_api(ops).test_client()
+    (shown,) = client.get("/breakers", environ_base={"REMOTE_ADDR": "127.0.0.1"}).get_json()[
+        "breakers"
+    ]
+    assert (shown["dependency"], shown["state"], shown["failures"]) == (DEP, "open", 4)
+    assert shown["transitions"][-1]["to"] == "open"
+    table = render.breaker_table([shown]).splitlines()
+    assert table[1].split()[:2] == ["client-api", "open"]
+    assert "→ open: 4 of 4 calls failed in 30s" in table[2]
+
+
+def test_breaker_metrics_count_transitions_deferrals_and_calls() -> None:
+    from relayflow.metrics import OtelMetrics
+    from tests.unit.test_metrics import otel, value
+
+    metrics: OtelMetrics = otel()
+    h = Harness([], dependencies=Dependencies(dependencies={DEP: POLICY}), metrics=metrics)
+    api = FlakyApi(h, down_for_s=40)
+    h.deploy(flow_calling(api, attempts=3))
+    for flow_id in [h.start("sync", {}) for _ in range(3)]:
+        h.run(flow_id)
+    assert value(metrics, "relayflow.breaker.transitions", dependency=DEP, to="open") >= 1
+    assert value(metrics, "relayflow.breaker.transitions", dependency=DEP, to="closed") == 1
+    assert value(metrics, "relayflow.dependency.deferred", dependency=DEP, reason="open") >= 1
+    assert value(metrics, "relayflow.dependency.calls", dependency=DEP, outcome="failed") >= 4
+    assert value(metrics, "relayflow.breaker.state", dependency=DEP) == 0  # closed again
