@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from relayflow.core.backoff import compute_delay
+from relayflow.core.backoff import compute_delay, unit_interval
 from relayflow.core.clock import Clock
 from relayflow.core.errors import ConfigError
 
@@ -338,7 +338,10 @@ class Breakers:
         if state.state is Breaker.OPEN:
             assert state.reopen_at is not None
             if now < state.reopen_at:
-                until = max(state.reopen_at, now + backoff)
+                # Put off until the breaker may half-open, spread over its first open time so
+                # the steps put off do not all come back in the same second.
+                spread = unit_interval(f"{key}:{deferrals}:spread") * policy.open_s
+                until = state.reopen_at + timedelta(seconds=spread)
                 detail = f"{dependency}'s breaker is open until {_hms(state.reopen_at)}"
                 return Verdict(dependency, False, until, "open", detail, retry=retry)
             state = self._half_open(known, now)

@@ -79,7 +79,12 @@ def test_an_open_breaker_puts_calls_off_until_it_may_half_open() -> None:
     clock.advance(3)
     verdict = b.check(DEP, retry=False)
     assert not verdict.run and verdict.reason == "open"
-    assert verdict.until == store.breaker(DEP)[0].reopen_at  # not before it may half-open
+    reopen = store.breaker(DEP)[0].reopen_at
+    assert reopen is not None and verdict.until is not None
+    # Not before it may half-open; spread over one open time, so they do not all come back.
+    assert reopen <= verdict.until <= reopen + timedelta(seconds=POLICY.open_s)
+    spread = {b.check(DEP, retry=False, key=f"flow-{i}").until for i in range(20)}
+    assert len(spread) == 20
     assert "client-api's breaker is open until" in verdict.detail
 
 
