@@ -8,6 +8,40 @@ reads and writes, Cloud Tasks tasks created, Pub/Sub messages. Counts come from 
 own counters (GET /stats on worker and poller), the Cloud Tasks emulator's /stats, and the
 batch itself; the start function's Firestore cost is one create per start message by
 construction (it has no /stats route: functions-framework owns its HTTP surface).
+
+CPU (``cpu_s_per_flow``): for every component of the stack, the CPU time (utime + stime, and
+cutime + cstime of reaped children) of its whole process tree — the PID recorded in the
+stack's state file, its descendants by parent PID (gunicorn's worker under its arbiter, the
+JVM under the gcloud wrapper) and its process group — read from /proc/<pid>/stat just before
+the first publish and again once every flow has ended (bench/cputime.py), divided by the
+flows. Grouped as relayflow's own processes (start function, worker, poller, api, sweeper),
+the emulators (Pub/Sub, Firestore, Cloud Tasks) and the fake dependencies (client API,
+orders API: the external service, not ours). Background work (gunicorn's loop, gRPC threads,
+the JVMs' GC, the sweeper's one sweep a minute) counts where it runs, so an idle component
+shows what it burns while the batch runs. Good to 10 ms per process per reading.
+
+``cpu_ms_per_request``: start = the start function's CPU ÷ start messages; action = the
+worker's CPU ÷ its requests; poll = the poller's CPU ÷ its requests. A poll request is one
+committed poll (the flows' ``polls``); the worker's requests are the Cloud Tasks dispatches
+that were not polls. Each includes its process's share of background work, so it reads high
+when requests are few (a lone flow shows 2 to 3 times the figure of a batch of 200).
+
+``cost_per_million_flows_usd`` (bench/prices.py has the prices and their sources): Cloud Run
+CPU and memory on billed instance time, with CPU allocated only during requests, 1 vCPU and
+512 MiB per instance, and instance time = Cloud Run CPU (start function, worker, poller, and
+the sweeper, which does locally what the worker's POST /sweep does in the cloud) times a
+stated factor: ``low`` 1.0 (busy instances: requests overlap, so the one vCPU is never idle
+while billed) and ``high`` 5.0 (requests that never overlap, so each is billed for its whole
+wall time: on the local stack a lone flow's action and poll requests hold their thread 5 to 8
+times the CPU they use, waiting on Firestore, Cloud Tasks and the client API — see
+``bench/occupancy.py --plan 5:1`` — and we assume cloud round trips of the same order; the
+100 ms rounding of billed time is left out); Cloud Run requests = Cloud Tasks dispatches +
+one push per start message; Firestore reads and writes as counted, plus the one TTL delete of
+each flow document; Cloud Tasks operations = tasks created + creates answered ALREADY_EXISTS +
+push deliveries; Pub/Sub = the start message and the result event, each published once and
+delivered once (one subscriber), each in its own request billed at the 1000-byte minimum. The
+local machine's CPU stands in for a Cloud Run vCPU; the emulators' CPU costs nothing in the cloud
+(the managed services bill per operation) and is shown only to say what it costs locally.
 """
 
 from __future__ import annotations
@@ -18,17 +52,33 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import cputime  # noqa: E402
+from bench.prices import FlowUsage, Instance, cost_per_million  # noqa: E402
+from relayflow.local import statefile  # noqa: E402
+from relayflow.local.components import EMULATORS, FAKES, SERVICES  # noqa: E402
 from relayflow.local.ports import HOST, Ports  # noqa: E402
 from relayflow.local.stack import Stack  # noqa: E402
+
+if TYPE_CHECKING:
+    from relayflow.cli.batch import BatchReport
+
+# Cloud Run instance time per CPU second of its handlers: the two ends stated in the docstring.
+INSTANCE_FACTORS = {"low": 1.0, "high": 5.0}
+# What runs on Cloud Run in the cloud: the local sweeper does what the worker's POST /sweep does
+# there (Cloud Scheduler calls it); the api serves people, not flows.
+CLOUD_RUN = ("start_function", "worker", "poller", "sweeper")
+SETTLE_S = 1.0  # the last handler returns after its result event is out
 
 
 def _get(url: str) -> dict[str, Any]:
@@ -48,32 +98,89 @@ def _counters(ports: Ports) -> dict[str, int]:
     return total
 
 
-def measure(flows: int, timeout_s: float, base_port: int) -> int:
-    """Runs inside the stack's environment (a child process), so the clients find it."""
+def component_pids(state_dir: Path) -> dict[str, int]:
+    """Each running component's recorded PID (its process-group id), from the state file."""
+    state = statefile.load(state_dir / "state.json")
+    if state is None:
+        raise SystemExit(f"no running stack recorded in {state_dir}")
+    return {record.name: record.pid for record in state.processes}
+
+
+def cpu_per_flow(cpu_s: dict[str, float], flows: int) -> dict[str, dict[str, float]]:
+    """CPU seconds per flow by component, in groups, each with its total."""
+    groups = {"relayflow": SERVICES, "emulators": EMULATORS, "fakes": FAKES}
+    result: dict[str, dict[str, float]] = {}
+    for group, names in groups.items():
+        per = {name: round(cpu_s[name] / flows, 4) for name in names if name in cpu_s}
+        per["total"] = round(cputime.total(cpu_s, names) / flows, 4)
+        result[group] = per
+    return result
+
+
+def cpu_per_request(
+    cpu_s: dict[str, float], starts: int, actions: int, polls: int
+) -> dict[str, float]:
+    """Milliseconds of CPU per start message, action request and poll request."""
+
+    def ms(name: str, requests_: int) -> float:
+        return round(cpu_s.get(name, 0.0) / max(requests_, 1) * 1000, 2)
+
+    return {
+        "start": ms("start_function", starts),
+        "action": ms("worker", actions),
+        "poll": ms("poller", polls),
+    }
+
+
+def costs(usage: FlowUsage) -> dict[str, Any]:
+    """Cost per million flows at each stated instance-time factor."""
+    result: dict[str, Any] = {
+        name: cost_per_million(usage, Instance(instance_s_per_cpu_s=factor))
+        for name, factor in INSTANCE_FACTORS.items()
+    }
+    result["assumptions"] = {
+        "instance": "1 vCPU, 512 MiB, CPU allocated only during requests",
+        "instance_s_per_cpu_s": INSTANCE_FACTORS,
+        "usage_per_flow": {k: round(v, 4) for k, v in vars(usage).items()},
+    }
+    return result
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a batch did: the report, the counters' increase, each component's CPU seconds."""
+
+    report: BatchReport
+    delta: dict[str, int]
+    cpu_s: dict[str, float]
+
+
+def run(flows: int, timeout_s: float, ports: Ports, state_dir: Path) -> Batch:
+    """Publish ``flows`` registration flows, wait for them to end, measure around them."""
     from google.cloud.pubsub_v1 import SubscriberClient
 
-    from relayflow.cli.batch import Planned, ResultWatcher, percentile, run_batch
+    from relayflow.cli.batch import Planned, ResultWatcher, run_batch
     from relayflow.gcp.events import Events, build_publisher
     from relayflow.gcp.store import FlowStore, build_client
     from relayflow.settings import load_settings
 
-    ports = Ports(base_port)
     settings = load_settings()
-    run = uuid.uuid4().hex[:6]
+    run_id = uuid.uuid4().hex[:6]
     planned = [
         Planned(
-            flow_id=f"bench-{run}-{i:05d}",
+            flow_id=f"bench-{run_id}-{i:05d}",
             body={
                 "flow": "registration",
-                "flow_id": f"bench-{run}-{i:05d}",
-                "input": {"resource": f"bench-{run}-{i}"},
+                "flow_id": f"bench-{run_id}-{i:05d}",
+                "input": {"resource": f"bench-{run_id}-{i}"},
             },
         )
         for i in range(flows)
     ]
     store = FlowStore(build_client(settings))
     watcher = ResultWatcher(SubscriberClient(), settings.project_id, "flow-results")
-    before = _counters(ports)
+    pids = component_pids(state_dir)
+    before, cpu_before = _counters(ports), cputime.cpu_seconds(pids)
     try:
         report = run_batch(
             planned,
@@ -86,35 +193,77 @@ def measure(flows: int, timeout_s: float, base_port: int) -> int:
         )
     finally:
         watcher.close()
+    time.sleep(SETTLE_S)
+    cpu_s = cputime.delta(cpu_before, cputime.cpu_seconds(pids))
     after = _counters(ports)
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    n = len(report.records)
-    durations = report.durations_s()
-    statuses = report.by_status()
-    # The start function: one create (write) per start message, and the message itself.
-    reads = delta.get("firestore_reads", 0)
-    writes = delta.get("firestore_writes", 0) + flows
-    lines = {
+    return Batch(report=report, delta=delta, cpu_s=cpu_s)
+
+
+def usage_per_flow(batch: Batch, flows: int) -> FlowUsage:
+    """What one flow used of each billed resource, as the docstring counts it."""
+    n = max(len(batch.report.records), 1)
+    delta = batch.delta
+    dispatched = delta["ct_dispatched"]
+    tasks_ops = delta["ct_created"] + delta.get("tasks_deduplicated", 0) + dispatched
+    published = flows + delta.get("messages_published", 0)
+    return FlowUsage(
+        cloud_run_cpu_s=cputime.total(batch.cpu_s, CLOUD_RUN) / n,
+        cloud_run_requests=(dispatched + flows) / n,
+        firestore_reads=delta.get("firestore_reads", 0) / n,
+        # The start function: one create (write) per start message.
+        firestore_writes=(delta.get("firestore_writes", 0) + flows) / n,
+        firestore_deletes=1.0,  # the TTL delete of the flow document
+        tasks_operations=tasks_ops / n,
+        pubsub_requests=2 * published / n,
+    )
+
+
+def summary(batch: Batch, flows: int) -> dict[str, Any]:
+    """The printed figures."""
+    from relayflow.cli.batch import percentile
+
+    report, delta = batch.report, batch.delta
+    n = max(len(report.records), 1)
+    durations, latencies = report.durations_s(), report.latencies_s()
+    polls = sum(r.polls for r in report.records)
+    usage = usage_per_flow(batch, flows)
+    return {
         "flows": flows,
-        "statuses": statuses,
+        "statuses": report.by_status(),
         "wall_s": round(report.elapsed_s, 2),
-        "flows_per_s": round(n / report.elapsed_s, 2) if report.elapsed_s else 0.0,
+        "flows_per_s": round(len(report.records) / report.elapsed_s, 2)
+        if report.elapsed_s
+        else 0.0,
         # publish -> terminal, what a publisher waits; and doc created -> terminal.
-        "latency_p50_s": round(percentile(report.latencies_s(), 50), 3),
-        "latency_p95_s": round(percentile(report.latencies_s(), 95), 3),
+        "latency_p50_s": round(percentile(latencies, 50), 3),
+        "latency_p95_s": round(percentile(latencies, 95), 3),
         "run_time_p50_s": round(percentile(durations, 50), 3),
         "run_time_p95_s": round(percentile(durations, 95), 3),
-        "polls_per_flow": round(sum(r.polls for r in report.records) / max(n, 1), 2),
+        "polls_per_flow": round(polls / n, 2),
         "per_flow": {
-            "firestore_reads": round(reads / max(n, 1), 2),
-            "firestore_writes": round(writes / max(n, 1), 2),
-            "tasks_created": round(delta["ct_created"] / max(n, 1), 2),
-            "tasks_dispatched": round(delta["ct_dispatched"] / max(n, 1), 2),
-            "pubsub_messages": round((flows + delta.get("messages_published", 0)) / max(n, 1), 2),
+            "firestore_reads": round(usage.firestore_reads, 2),
+            "firestore_writes": round(usage.firestore_writes, 2),
+            "tasks_created": round(delta["ct_created"] / n, 2),
+            "tasks_dispatched": round(delta["ct_dispatched"] / n, 2),
+            "pubsub_messages": round(usage.pubsub_requests / 2, 2),
+            "cloud_run_requests": round(usage.cloud_run_requests, 2),
         },
+        "cpu_s_per_flow": cpu_per_flow(batch.cpu_s, n),
+        "cpu_ms_per_request": cpu_per_request(
+            batch.cpu_s, flows, delta["ct_dispatched"] - polls, polls
+        ),
+        "cost_per_million_flows_usd": costs(usage),
+        "load_average": [round(v, 2) for v in os.getloadavg()],
     }
+
+
+def measure(flows: int, timeout_s: float, base_port: int, state_dir: Path) -> int:
+    """Runs inside the stack's environment (a child process), so the clients find it."""
+    batch = run(flows, timeout_s, Ports(base_port), state_dir)
+    lines = summary(batch, flows)
     print(json.dumps(lines, indent=2))
-    return 0 if statuses.get("SUCCEEDED", 0) == flows else 1
+    return 0 if lines["statuses"].get("SUCCEEDED", 0) == flows else 1
 
 
 def main() -> int:
@@ -123,17 +272,19 @@ def main() -> int:
     parser.add_argument("--base-port", type=int, default=8320)
     parser.add_argument("--timeout-s", type=float, default=600.0)
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--state-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not 1 <= args.flows <= 100_000:
         parser.error("--flows must be in 1..100000")
     if args.measure:
-        return measure(args.flows, args.timeout_s, args.base_port)
+        return measure(args.flows, args.timeout_s, args.base_port, Path(args.state_dir))
     with tempfile.TemporaryDirectory(prefix="relayflow-bench-") as state_dir:
         stack = Stack(ports=Ports(args.base_port), state_dir=Path(state_dir))
         print(f"starting a local stack on base port {args.base_port} …", flush=True)
         stack.up()
         try:
-            argv = [sys.executable, __file__, "--measure", *sys.argv[1:]]
+            argv = [sys.executable, __file__, "--measure", "--state-dir", state_dir]
+            argv += sys.argv[1:]
             env = {**os.environ, **stack.env()}
             return subprocess.run(argv, env=env, cwd=REPO, check=False).returncode
         finally:
