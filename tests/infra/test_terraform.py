@@ -474,6 +474,20 @@ def test_subscriptions_never_expire() -> None:
 # --- Firestore ----------------------------------------------------------------------------------
 
 
+# Which topology collections expire, by key. History goes retention_days after it ends (flows,
+# their ForEach lanes, refused messages). Live state never expires: tenant slots and operator
+# states, breakers and their call windows are read on every start or call and overwritten in
+# place; deleting one would free a slot a running flow holds, resume a paused tenant or close an
+# open breaker behind the engine's back. A new collection must be put in one of the two.
+EXPIRING = {"flows_collection", "lanes_collection", "rejected_collection"}
+LIVE_STATE = {
+    "tenant_slots_collection",
+    "tenants_collection",
+    "breakers_collection",
+    "breaker_windows_collection",
+}
+
+
 def test_firestore_is_native_with_ttl_on_expire_at_for_flows_lanes_and_rejected() -> None:
     firestore = load(MODULES / "firestore")
     assert firestore.resource("google_firestore_database", "main").body["type"] == (
@@ -489,10 +503,15 @@ def test_firestore_is_native_with_ttl_on_expire_at_for_flows_lanes_and_rejected(
         "${local.topology.firestore.lanes_collection}",
         "${local.topology.firestore.rejected_collection}",
     ]
-    # Every collection of the topology expires.
-    assert {f"${{local.topology.firestore.{k}}}" for k in topology()["firestore"]} == set(
-        call["ttl_collections"]
-    )
+    assert {f"${{local.topology.firestore.{k}}}" for k in EXPIRING} == set(call["ttl_collections"])
+
+
+def test_live_state_collections_never_expire_and_every_collection_is_classified() -> None:
+    assert EXPIRING | LIVE_STATE == set(topology()["firestore"]), "classify the new collection"
+    assert not EXPIRING & LIVE_STATE
+    expiring = load(RELAYFLOW).modules["firestore"].body["ttl_collections"]
+    for key in LIVE_STATE:
+        assert f"${{local.topology.firestore.{key}}}" not in expiring, key
 
 
 def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
@@ -893,6 +912,8 @@ def test_operators_reach_the_api_through_the_proxy_and_nothing_else_is_reachable
 # --- Firestore index exemptions (issue 7) -------------------------------------------------------
 
 QUERIED = {
+    "admission",
+    "queued_at",
     "status",
     "updated_at",
     "next_run_at",
@@ -953,11 +974,23 @@ def test_the_large_lane_fields_are_exempt_from_indexing_and_the_queried_ones_are
     assert not (LANE_LARGE | LARGE) - stored
 
 
+# Collections whose documents are a few scalars each: nothing to exempt (tenant slots: tenant,
+# slot, holder, taken_at, free_at; tenant states: paused, by, reason).
+SMALL_DOCUMENTS = {"tenant_slots_collection", "tenants_collection"}
+# Live state rewritten on every transition or call outcome: the lists and maps in it.
+LIVE_LARGE = {"breakers_collection": {"transitions"}, "breaker_windows_collection": {"buckets"}}
+# What the engine finds these documents by (single-field indexes, kept).
+LIVE_QUERIED = {"tenant", "dependency"}
+
+
 def test_every_firestore_collection_of_the_topology_has_its_large_fields_exempt() -> None:
     unindexed = load(RELAYFLOW).locals["unindexed_fields"]
-    assert set(unindexed) == {
-        f"${{(local.topology.firestore.{k})}}" for k in topology()["firestore"]
-    }
+    exempting = set(topology()["firestore"]) - SMALL_DOCUMENTS
+    assert set(unindexed) == {f"${{(local.topology.firestore.{k})}}" for k in exempting}
+    for key, fields in LIVE_LARGE.items():
+        exempt = set(unindexed[f"${{(local.topology.firestore.{key})}}"])
+        assert exempt == fields, key
+        assert not exempt & (LIVE_QUERIED | QUERIED), key
 
 
 # --- Callbacks reach the api --------------------------------------------------------------------

@@ -69,13 +69,22 @@ locals {
 
   # Large maps and lists of a flow document that no query reads (issue 7): each map key and list
   # element would be an index entry, and a document may have 40,000. Queried fields (status,
-  # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at)
-  # keep their indexes. effects and tracks grow with ForEach items and parallel branches. A
-  # ForEach lane's document is a flow document plus its items and their outputs.
+  # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at,
+  # admission, queued_at) keep their indexes. effects and tracks grow with ForEach items and
+  # parallel branches. A ForEach lane's document is a flow document plus its items and their
+  # outputs.
+  #
+  # A dependency's breaker and its call windows are rewritten on every transition and on every
+  # call outcome (issue 11): the breaker's recent transitions and a window's per-interval buckets
+  # would otherwise add an index entry per element to each of those writes. Nothing filters on
+  # them (breaker_windows are found by dependency). Tenant slots and tenant states are a few
+  # scalars each and keep the default indexes (slots are found by tenant).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)    = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks"]
-    (local.topology.firestore.lanes_collection)    = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result"]
-    (local.topology.firestore.rejected_collection) = ["data_base64", "attributes", "reason"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks"]
+    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result"]
+    (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason"]
+    (local.topology.firestore.breakers_collection)        = ["transitions"]
+    (local.topology.firestore.breaker_windows_collection) = ["buckets"]
   }
 
   # What a service that receives a Pub/Sub push needs besides its own invoker grants before the
@@ -162,6 +171,10 @@ module "firestore" {
   location_id            = var.firestore_location
   point_in_time_recovery = var.firestore_point_in_time_recovery
   deletion_protection    = var.deletion_protection
+  # History expires (retention_days after a flow ends or a message is refused); live state
+  # never does: tenant slots and states, breakers and their windows are read on every start or
+  # call and overwritten in place, and a TTL deletion would free a held slot or forget an open
+  # breaker behind the engine's back.
   ttl_collections = [
     local.topology.firestore.flows_collection,
     local.topology.firestore.lanes_collection,
