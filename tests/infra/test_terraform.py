@@ -32,7 +32,9 @@ from tfconfig import (
     topology,
 )
 
+from relayflow.core.listing import FlowFilter
 from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
 from relayflow.settings import Settings
 
 MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
@@ -524,6 +526,41 @@ def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
     assert ("status", "updated_at") in fields
     assert ("status", "next_run_at") in fields
     assert ("result_published", "finished_at") in fields
+
+
+def _flows_indexes() -> set[tuple[tuple[str, str], ...]]:
+    indexes = load(RELAYFLOW).modules["firestore"].body["composite_indexes"]
+    return {
+        tuple((f["field_path"], f["order"]) for f in index["fields"])
+        for index in indexes.values()
+        if index["collection"] == "${local.topology.firestore.flows_collection}"
+    }
+
+
+# How GET /flows pages (relayflow.gcp.store.FlowStore._listing): newest update first, ties by id.
+LIST_ORDER = (("updated_at", "DESCENDING"), ("flow_id", "DESCENDING"))
+
+
+def _list_filters() -> set[str]:
+    """The fields a list may filter on with ==, as the store's filter gives them."""
+    every = FlowFilter(flow="f", status=Status.RUNNING, version=1)
+    return {name for name, _ in every.equalities()}
+
+
+def test_every_list_filter_has_its_index_in_the_order_the_store_pages() -> None:
+    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    listing = store[store.index("def _listing(") :]
+    assert re.search(
+        r'\.order_by\("updated_at", direction=descending\)\s*'
+        r'\.order_by\("flow_id", direction=descending\)',
+        listing,
+    ), "the store pages another way: change the indexes with it"
+    flows = _flows_indexes()
+    # The unfiltered list, and one index per equality filter: Firestore merges those that share
+    # the order for any mix of filters.
+    assert LIST_ORDER in flows
+    for field in _list_filters():
+        assert ((field, "ASCENDING"), *LIST_ORDER) in flows, field
 
 
 # relayflow.store.overdue and .unpublished: (equality field, range and order field), both

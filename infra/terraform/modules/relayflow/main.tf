@@ -182,12 +182,48 @@ module "firestore" {
   ]
   unindexed_fields = local.unindexed_fields
   composite_indexes = {
-    # relayflow.store.recent: status == S order by updated_at desc (api list).
+    # relayflow.store.recent: status == S order by updated_at desc (the Store port's short list).
     status_updated_at = {
       collection = local.topology.firestore.flows_collection
       fields = [
         { field_path = "status", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
+      ]
+    }
+    # GET /flows and the console's lists (relayflow.gcp.store.FlowStore._listing): equality
+    # filters on flow, status, version, then updated_at and flow_id descending (flow_id breaks
+    # ties for the page cursor), optionally a range on updated_at. Firestore merges the
+    # one-field indexes below for any mix of equality filters, so there is one per filter and
+    # one for the unfiltered list, not one per combination.
+    list_updated_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    list_flow = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "flow", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    list_status = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "status", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    list_version = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "version", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
       ]
     }
     # relayflow.store.overdue: status == S and next_run_at < cutoff (sweeper).
