@@ -7,6 +7,7 @@ topology invariants it would not.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -543,8 +544,15 @@ LIST_ORDER = (("updated_at", "DESCENDING"), ("flow_id", "DESCENDING"))
 
 def _list_filters() -> set[str]:
     """The fields a list may filter on with ==, as the store's filter gives them."""
-    every = FlowFilter(flow="f", status=Status.RUNNING, version=1)
+    every = FlowFilter(flow="f", status=Status.RUNNING, version=1, **_tenant_filter())
     return {name for name, _ in every.equalities()}
+
+
+def _tenant_filter() -> dict[str, str]:
+    # Issue 11 lets lists filter by tenant; until FlowFilter has the field, its index is
+    # required all the same (below).
+    names = {f.name for f in dataclasses.fields(FlowFilter)}
+    return {"tenant": "t"} if "tenant" in names else {}
 
 
 def test_every_list_filter_has_its_index_in_the_order_the_store_pages() -> None:
@@ -559,8 +567,38 @@ def test_every_list_filter_has_its_index_in_the_order_the_store_pages() -> None:
     # The unfiltered list, and one index per equality filter: Firestore merges those that share
     # the order for any mix of filters.
     assert LIST_ORDER in flows
-    for field in _list_filters():
+    for field in _list_filters() | {"tenant"}:
         assert ((field, "ASCENDING"), *LIST_ORDER) in flows, field
+
+
+def test_a_tenant_list_in_one_status_has_its_own_index() -> None:
+    assert (("tenant", "ASCENDING"), ("status", "ASCENDING"), *LIST_ORDER) in _flows_indexes()
+
+
+def test_waiting_starts_are_found_oldest_first_of_every_tenant_and_of_one() -> None:
+    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    waiting = store[store.index("def waiting(") :]
+    waiting = waiting[: waiting.index("\n    def ")]
+    assert 'FieldFilter("admission", "==", "waiting")' in waiting
+    assert 'FieldFilter("tenant", "==", tenant)' in waiting
+    assert '.order_by("queued_at")' in waiting
+    flows = _flows_indexes()
+    assert (("admission", "ASCENDING"), ("queued_at", "ASCENDING")) in flows
+    assert (
+        ("admission", "ASCENDING"),
+        ("tenant", "ASCENDING"),
+        ("queued_at", "ASCENDING"),
+    ) in flows
+
+
+def test_live_state_is_found_by_one_field_and_needs_no_composite_index() -> None:
+    # tenant_slots by tenant == T, breaker_windows by dependency == D: automatic indexes.
+    indexes = load(RELAYFLOW).modules["firestore"].body["composite_indexes"]
+    collections = {index["collection"] for index in indexes.values()}
+    for key in LIVE_STATE:
+        assert f"${{local.topology.firestore.{key}}}" not in collections, key
+    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    assert 'self._slots.where(filter=firestore.FieldFilter("tenant", "==", tenant))' in store
 
 
 # relayflow.store.overdue and .unpublished: (equality field, range and order field), both

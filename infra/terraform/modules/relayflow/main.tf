@@ -226,6 +226,42 @@ module "firestore" {
         { field_path = "flow_id", order = "DESCENDING" },
       ]
     }
+    # Lists of one tenant's flows (issue 11), as the lists above; the console's most common
+    # view of a tenant, its flows in one status, gets its own index rather than a merge.
+    list_tenant = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "tenant", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    list_tenant_status = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "tenant", order = "ASCENDING" },
+        { field_path = "status", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # relayflow.store.waiting: admission == "waiting" order by queued_at (starts over their
+    # tenant's limits, admitted oldest first), of every tenant and of one.
+    waiting_queued_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "admission", order = "ASCENDING" },
+        { field_path = "queued_at", order = "ASCENDING" },
+      ]
+    }
+    waiting_tenant_queued_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "admission", order = "ASCENDING" },
+        { field_path = "tenant", order = "ASCENDING" },
+        { field_path = "queued_at", order = "ASCENDING" },
+      ]
+    }
     # relayflow.store.overdue: status == S and next_run_at < cutoff (sweeper).
     status_next_run_at = {
       collection = local.topology.firestore.flows_collection
@@ -242,6 +278,9 @@ module "firestore" {
         { field_path = "finished_at", order = "ASCENDING" },
       ]
     }
+    # Tenant slots are found by tenant == T and breaker windows by dependency == D: one field
+    # each, served by the automatic single-field indexes.
+    #
     # The sweeper asks the same two questions of ForEach lanes (relayflow.store.overdue and
     # .unpublished read both collections); nothing lists lanes by updated_at.
     lanes_status_next_run_at = {
