@@ -167,7 +167,7 @@ def _rendered() -> dict[str, Any]:
     text = (MONITORING / "dashboard.json.tftpl").read_text(encoding="utf-8")
     samples = {
         "dead_letter_subscription": "flow-requests-dead-hold",
-        "queues_regex": "flow-steps|flow-polls",
+        "queues_regex": "flow-steps|flow-polls|flow-steps-high|flow-polls-high",
         "services_regex": "start-flow|worker|poller|api",
         "overdue_age_threshold_s": "600",
         "error_ratio_5xx": "0.05",

@@ -510,7 +510,7 @@ def test_firestore_is_native_with_ttl_on_expire_at_for_flows_lanes_and_rejected(
 
 
 def test_live_state_collections_never_expire_and_every_collection_is_classified() -> None:
-    assert EXPIRING | LIVE_STATE == set(topology()["firestore"]), "classify the new collection"
+    assert set(topology()["firestore"]) == EXPIRING | LIVE_STATE, "classify the new collection"
     assert not EXPIRING & LIVE_STATE
     expiring = load(RELAYFLOW).modules["firestore"].body["ttl_collections"]
     for key in LIVE_STATE:
@@ -866,7 +866,7 @@ EXPECTED_IAM = {
     *{(c, "roles/datastore.user", "project") for c in RUNTIME},
     *{(c, "roles/cloudtrace.agent", "project") for c in RUNTIME},
     *{(c, "roles/monitoring.metricWriter", "project") for c in RUNTIME},
-    # On relayflow's two queues, not the project.
+    # On every queue of the topology (steps, polls and their high twins), not the project.
     *{(c, "roles/cloudtasks.enqueuer", "queue:each") for c in RUNTIME},
     ("worker", "roles/cloudtasks.viewer", "queue:each"),
     # Tasks carry an OIDC token of the tasks-invoker account: actAs on that account only.
@@ -904,13 +904,85 @@ def test_the_iam_matrix_is_exactly_the_intended_one() -> None:
     assert _iam_matrix() == EXPECTED_IAM
 
 
-def test_queue_grants_cover_both_topology_queues() -> None:
+def test_queue_grants_cover_every_topology_queue() -> None:
     relayflow = load(RELAYFLOW)
     enqueuer = relayflow.resource("google_cloud_tasks_queue_iam_member", "enqueuer").body
     assert "keys(local.topology.queues)" in relayflow.locals["enqueue_grants"]
     assert enqueuer["name"] == "${module.queues.names[each.value.queue]}"
     viewer = relayflow.resource("google_cloud_tasks_queue_iam_member", "sweeper_viewer").body
     assert viewer["for_each"] == "${module.queues.names}"
+
+
+def test_every_topology_queue_is_provisioned_granted_to_its_enqueuers_and_monitored() -> None:
+    roles = set(topology()["queues"])
+    assert roles == {"steps", "polls", "steps_high", "polls_high"}
+    relayflow = load(RELAYFLOW)
+    queues = load(MODULES / "queues")
+    # Provisioned: one queue per topology entry, named by role in the module's outputs.
+    assert relayflow.modules["queues"].body["queues"] == "${local.topology.queues}"
+    assert queues.resource("google_cloud_tasks_queue", "main").body["for_each"] == "${var.queues}"
+    assert queues.outputs["names"].body["value"] == (
+        "${{for k, q in google_cloud_tasks_queue.main : k => q.name}}"
+    )
+    # Granted: every runtime account enqueues on every queue (a start, a step, a poll, a retry
+    # or a rescue of a high-priority tenant's flow goes on a high queue), the sweeper reads all.
+    grants = relayflow.locals["enqueue_grants"]
+    assert "setproduct(keys(local.runtime_members), keys(local.topology.queues))" in grants
+    assert set(relayflow.locals["runtime_members"]) == set(COMPONENTS.values())
+    enqueuers = {
+        who
+        for r in relayflow.resources_of("google_cloud_tasks_queue_iam_member")
+        if r.body["role"] == "roles/cloudtasks.enqueuer"
+        for who in _members(r, relayflow)
+    }
+    assert enqueuers == set(COMPONENTS.values())
+    # Monitored: the failing-attempts alert and the dashboard read every queue's name.
+    call = relayflow.modules["monitoring"].body
+    assert call["queues"] == "${values(module.queues.names)}"
+    monitoring = (MODULES / "monitoring" / "main.tf").read_text(encoding="utf-8")
+    assert 'one_of(${join(", ", [for q in var.queues : "\\"${q}\\""])})' in monitoring
+    assert 'queues_regex             = join("|", var.queues)' in monitoring
+
+
+def _runtime_targets() -> dict[str, str]:
+    """Queue role -> service, as relayflow.runtime.task_targets routes tasks."""
+    runtime = (TERRAFORM.parents[1] / "relayflow" / "runtime.py").read_text(encoding="utf-8")
+    body = runtime[runtime.index("def task_targets(") :]
+    body = body[: body.index("\ndef ")]
+    routes = {}
+    for kind, service in (("steps", "worker"), ("polls", "poller")):
+        (queues,) = re.findall(rf"for {kind} in \(([^)]*)\)", body)
+        routes |= {role: service for role in re.findall(r"queues\.(\w+)", queues)}
+    return routes
+
+
+def test_each_queue_goes_to_the_service_the_runtime_sends_it_to() -> None:
+    relayflow = load(RELAYFLOW)
+    service = relayflow.locals["queue_service"]
+    assert service == _runtime_targets()
+    assert set(service) == set(topology()["queues"])
+
+
+def test_task_handlers_wait_as_long_as_the_longest_dispatch_deadline_they_serve() -> None:
+    relayflow = load(RELAYFLOW)
+    for call in ("worker", "poller"):
+        assert relayflow.modules[call].body["request_timeout_s"] == (
+            f'${{local.handler_timeout_s["{call}"]}}'
+        )
+    timeouts = relayflow.locals["handler_timeout_s"]
+    assert "local.topology.queues[role].dispatch_deadline_s if target == service" in timeouts
+    assert timeouts.startswith("${{for service in distinct(values(local.queue_service)) :")
+    assert "max([" in timeouts
+    # What that evaluates to today, for the reader: steps 120 s, polls 60 s.
+    deadlines = {
+        target: max(
+            topology()["queues"][role]["dispatch_deadline_s"]
+            for role, t in relayflow.locals["queue_service"].items()
+            if t == target
+        )
+        for target in ("worker", "poller")
+    }
+    assert deadlines == {"worker": 120, "poller": 60}
 
 
 def test_the_scheduler_posts_sweep_to_the_worker_as_the_scheduler_account() -> None:

@@ -33,11 +33,29 @@ locals {
     # callable taking Settings. Every component loads the same app.
     RELAYFLOW_APP = var.app
   }
+  # Which service each queue's tasks go to (relayflow.runtime.task_targets): steps and
+  # compensations, of either priority, to the worker; polls to the poller. High-priority
+  # tenants' tasks have queues of their own, dispatched beside the others' backlog.
+  queue_service = {
+    steps      = "worker"
+    steps_high = "worker"
+    polls      = "poller"
+    polls_high = "poller"
+  }
+  # Cloud Tasks waits for a task handler up to its queue's dispatch deadline (set per task from
+  # the topology); the service must not cut a request sooner on any queue it serves.
+  handler_timeout_s = {
+    for service in distinct(values(local.queue_service)) : service => max([
+      for role, target in local.queue_service : local.topology.queues[role].dispatch_deadline_s if target == service
+    ]...)
+  }
+
   # Only the task handlers talk to the client API.
   handler_env = merge(local.common_env, { RELAYFLOW_CLIENT_API_URL = var.client_api_url })
 
   # The components that read and write flows, and enqueue Cloud Tasks (start, steps, polls,
-  # operator retry, sweeper rescue). Values are unknown until apply; keys are static.
+  # operator retry, sweeper rescue) on any queue of the topology, by the flow's tenant's
+  # priority. Values are unknown until apply; keys are static.
   runtime_members = {
     start-flow = module.start_flow.service_account_member
     worker     = module.worker.service_account_member
@@ -393,7 +411,7 @@ module "worker" {
   custom_audiences    = [local.url["worker"]]
   max_instances       = var.max_instances["worker"]
   min_instances       = var.min_instances["worker"]
-  request_timeout_s   = local.topology.queues.steps.dispatch_deadline_s
+  request_timeout_s   = local.handler_timeout_s["worker"]
   labels              = var.labels
   deletion_protection = var.deletion_protection
 
@@ -414,7 +432,7 @@ module "poller" {
   custom_audiences    = [local.url["poller"]]
   max_instances       = var.max_instances["poller"]
   min_instances       = var.min_instances["poller"]
-  request_timeout_s   = local.topology.queues.polls.dispatch_deadline_s
+  request_timeout_s   = local.handler_timeout_s["poller"]
   labels              = var.labels
   deletion_protection = var.deletion_protection
 
@@ -478,7 +496,8 @@ resource "google_project_iam_member" "metric_writer" {
   member  = each.value
 }
 
-# Enqueue rights on relayflow's two queues only, not on every queue in the project.
+# Enqueue rights on relayflow's queues only (every queue of the topology: a component enqueues a
+# high-priority tenant's tasks on the high queues), not on every queue in the project.
 resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
   for_each = local.enqueue_grants
 
