@@ -32,7 +32,28 @@ locals {
     # The flows this deployment runs (DESIGN invariant 13): module.path:attr, a Registry or a
     # callable taking Settings. Every component loads the same app.
     RELAYFLOW_APP = var.app
+    # Tenants' limits and the dependencies' breakers (issue 11): every component admits starts,
+    # calls dependencies or reports them.
+    RELAYFLOW_TENANTS      = local.tenants_json
+    RELAYFLOW_DEPENDENCIES = local.dependencies_json
   }
+
+  # The JSON the services read, as `relayflow local up --tenants FILE` reads it: fields left
+  # unset in Terraform are left out, so relayflow's own defaults apply (one place defines them),
+  # and no settings at all is {}.
+  tenants_json = jsonencode({
+    for section, value in {
+      default = var.tenants.default == null ? null : { for k, v in var.tenants.default : k => v if v != null }
+      tenants = var.tenants.tenants == null ? null : { for name, p in var.tenants.tenants : name => { for k, v in p : k => v if v != null } }
+    } : section => value if value != null
+  })
+  dependencies_json = jsonencode({
+    for section, value in {
+      default      = var.dependencies.default == null ? null : { for k, v in var.dependencies.default : k => v if v != null }
+      dependencies = var.dependencies.dependencies == null ? null : { for name, b in var.dependencies.dependencies : name => { for k, v in b : k => v if v != null } }
+    } : section => value if value != null
+  })
+
   # Which service each queue's tasks go to (relayflow.runtime.task_targets): steps and
   # compensations, of either priority, to the worker; polls to the poller. High-priority
   # tenants' tasks have queues of their own, dispatched beside the others' backlog.
@@ -445,10 +466,14 @@ module "api" {
   project_id         = var.project_id
   location           = var.region
   name               = "api"
-  description        = "Reads and operates flows (GET /flows/{id}, list, cancel, retry); completes callback tokens (POST /callbacks/{token}, signals pushed to /signals)."
+  description        = "Reads and operates flows (GET /flows/{id}, list, cancel, retry) and tenants (pause, resume), shows breakers; completes callback tokens (POST /callbacks/{token}, signals pushed to /signals)."
   service_account_id = "relayflow-api"
   image              = var.image
-  env                = merge(local.common_env, { COMPONENT = "api" })
+  env = merge(local.common_env, {
+    COMPONENT = "api"
+    # Which tenants each caller may see and operate; callers not listed see all.
+    RELAYFLOW_API_SCOPES = jsonencode(var.api_scopes)
+  })
   # Operators reach the api (and its console) with `gcloud run services proxy api`, which needs
   # the service reachable from their machine (ingress) and run.invoker + run.viewer on it.
   # External systems that complete callback tokens over HTTP are invokers in the same way.
