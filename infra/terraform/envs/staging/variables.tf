@@ -159,6 +159,7 @@ variable "alert_thresholds" {
     failed_flows_per_minute  = optional(number)
     error_ratio_5xx          = optional(number)
     task_failures_per_minute = optional(number)
+    breaker_open_s           = optional(number)
   })
   default = {}
 }

@@ -632,6 +632,7 @@ module "monitoring" {
   failed_flows_per_minute  = var.alert_thresholds.failed_flows_per_minute
   error_ratio_5xx          = var.alert_thresholds.error_ratio_5xx
   task_failures_per_minute = var.alert_thresholds.task_failures_per_minute
+  breaker_open_threshold_s = var.alert_thresholds.breaker_open_s
   labels                   = var.labels
 
   depends_on = [google_project_service.main]

@@ -211,12 +211,13 @@ variable "runbook_url" {
 }
 
 variable "alert_thresholds" {
-  description = "Alert thresholds: oldest overdue flow age (s), FAILED/TIMED_OUT flows per minute of one type, 5xx share of a service's requests (0-1), failing task attempts per minute on one queue."
+  description = "Alert thresholds: oldest overdue flow age (s), FAILED/TIMED_OUT flows per minute of one type, 5xx share of a service's requests (0-1), failing task attempts per minute on one queue, how long a dependency's breaker may stay open (s, whole minutes)."
   type = object({
     overdue_age_s            = optional(number, 600)
     failed_flows_per_minute  = optional(number, 1)
     error_ratio_5xx          = optional(number, 0.05)
     task_failures_per_minute = optional(number, 6)
+    breaker_open_s           = optional(number, 600)
   })
   default = {}
 }
