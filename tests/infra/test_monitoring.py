@@ -17,7 +17,7 @@ WORKLOAD = "workload.googleapis.com"
 
 # The OpenTelemetry metrics the services export (issue 9): name -> (kind, value type, labels).
 METRICS = {
-    "relayflow.flows.started": ("CUMULATIVE", "INT64", {"flow"}),
+    "relayflow.flows.started": ("CUMULATIVE", "INT64", {"flow", "tenant"}),
     "relayflow.flows.ended": ("CUMULATIVE", "INT64", {"flow", "status", "code"}),
     "relayflow.step.duration": ("CUMULATIVE", "DISTRIBUTION", {"flow", "step", "kind", "outcome"}),
     "relayflow.flow.polls": ("CUMULATIVE", "DISTRIBUTION", {"flow"}),
@@ -26,6 +26,12 @@ METRICS = {
     "relayflow.sweeper.rescues": ("CUMULATIVE", "INT64", {"flow"}),
     "relayflow.sweeper.oldest_overdue_age": ("GAUGE", "DOUBLE", {"flow"}),
     "relayflow.messages.rejected": ("CUMULATIVE", "INT64", {"flow"}),
+    # Issue 11: dependencies' breakers and tenants' waiting starts.
+    "relayflow.breaker.state": ("GAUGE", "INT64", {"dependency"}),
+    "relayflow.breaker.transitions": ("CUMULATIVE", "INT64", {"dependency", "to"}),
+    "relayflow.dependency.deferred": ("CUMULATIVE", "INT64", {"dependency", "reason"}),
+    "relayflow.dependency.calls": ("CUMULATIVE", "INT64", {"dependency", "outcome"}),
+    "relayflow.tenant.waiting": ("GAUGE", "INT64", {"tenant"}),
 }
 # Alert -> (what its filter must read, runbook section).
 ALERTS = {
@@ -45,6 +51,10 @@ ALERTS = {
     "task_failures": (
         ["cloudtasks.googleapis.com/queue/task_attempt_count", "var.queues"],
         "task-failures",
+    ),
+    "breaker_open": (
+        ['metric_type["relayflow.breaker.state"]', "metric.label.dependency"],
+        "breaker-open",
     ),
 }
 
@@ -118,6 +128,8 @@ def test_every_service_has_its_own_5xx_ratio_alert() -> None:
 def test_every_alert_links_a_runbook_section_that_exists() -> None:
     anchors = _anchors(RUNBOOK.read_text(encoding="utf-8"))
     sections = {section for _, section in ALERTS.values()} | {"http-5xx"}
+    # A section no alert links: the dashboard's waiting flows per tenant.
+    assert "tenant-waiting" in anchors
     assert sections <= anchors, sections - anchors
     written = set(re.findall(r'runbook\s+=\s+"([\w-]+)"', _main()))
     assert written == sections
@@ -126,6 +138,36 @@ def test_every_alert_links_a_runbook_section_that_exists() -> None:
     assert "${var.runbook_url}#${each.value.runbook}" in documentation["content"]
     assert only_block(documentation, "links")["url"] == "${var.runbook_url}#${each.value.runbook}"
     assert documentation["mime_type"] == "text/markdown"
+
+
+def test_a_breaker_that_does_not_close_for_the_threshold_pages() -> None:
+    block = _alert_block("breaker_open")
+    # The lowest state of each series over a window that holds an export stays above closed
+    # (0) for the whole duration: open (2) or half-open (1) all along, per dependency.
+    assert 'aligner            = "ALIGN_MIN"' in block
+    assert 'reducer            = "REDUCE_MAX"' in block
+    assert re.search(r"threshold\s+= 0\n", block)
+    assert 'duration           = "${var.breaker_open_threshold_s}s"' in block
+    assert 'alignment_period   = "120s"' in block
+    assert 'severity     = "ERROR"' in block
+    variable = load(MONITORING).variables["breaker_open_threshold_s"].body
+    assert variable["default"] == 600
+    (validation,) = variable["validation"]
+    assert "var.breaker_open_threshold_s % 60 == 0" in validation["condition"]
+    # Each alert aligns over its own period; the breaker's is shorter than the default.
+    policy = load(MONITORING).resource("google_monitoring_alert_policy", "main").body
+    condition = only_block(only_block(policy, "conditions"), "condition_threshold")
+    aggregations = only_block(condition, "aggregations")
+    assert aggregations["alignment_period"] == "${each.value.alignment_period}"
+    # Set per environment through alert_thresholds, whole minutes by default.
+    relayflow = load(MODULES / "relayflow")
+    call = relayflow.modules["monitoring"].body
+    assert call["breaker_open_threshold_s"] == "${var.alert_thresholds.breaker_open_s}"
+    assert "breaker_open_s           = optional(number, 600)" in (
+        (MODULES / "relayflow" / "variables.tf").read_text(encoding="utf-8")
+    )
+    for path in env_dirs():
+        assert "breaker_open_s" in load(path).variables["alert_thresholds"].body["type"]
 
 
 def test_alerts_notify_the_channels_given_per_environment() -> None:
@@ -167,7 +209,7 @@ def _rendered() -> dict[str, Any]:
     text = (MONITORING / "dashboard.json.tftpl").read_text(encoding="utf-8")
     samples = {
         "dead_letter_subscription": "flow-requests-dead-hold",
-        "queues_regex": "flow-steps|flow-polls",
+        "queues_regex": "flow-steps|flow-polls|flow-steps-high|flow-polls-high",
         "services_regex": "start-flow|worker|poller|api",
         "overdue_age_threshold_s": "600",
         "error_ratio_5xx": "0.05",
@@ -192,6 +234,56 @@ def test_the_dashboard_renders_to_json_and_shows_every_figure_alerted_on() -> No
         "response_code_class",
     ):
         assert signal in filters, signal
+
+
+def _tiles_by_metric() -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for tile in _rendered()["mosaicLayout"]["tiles"]:
+        for data_set in tile["widget"]["xyChart"]["dataSets"]:
+            query = data_set["timeSeriesQuery"].get("timeSeriesFilter")
+            if query:
+                metric = re.search(r'metric\.type="([^"]+)"', query["filter"])
+                assert metric
+                found.setdefault(metric.group(1), []).append(query["aggregation"])
+    return found
+
+
+def test_the_dashboard_shows_breakers_by_dependency_and_tenants_waiting_and_started() -> None:
+    tiles = _tiles_by_metric()
+    groups = {
+        "relayflow.breaker.state": ["metric.label.dependency"],
+        "relayflow.breaker.transitions": ["metric.label.dependency", "metric.label.to"],
+        "relayflow.dependency.deferred": ["metric.label.dependency", "metric.label.reason"],
+        "relayflow.dependency.calls": ["metric.label.dependency", "metric.label.outcome"],
+        "relayflow.tenant.waiting": ["metric.label.tenant"],
+        "relayflow.flows.started": ["metric.label.tenant"],
+    }
+    for metric, group_by in groups.items():
+        aggregations = tiles[f"{WORKLOAD}/{metric}"]
+        assert any(a["groupByFields"] == group_by for a in aggregations), metric
+    # Gauges every instance reports alike are shown at their highest, never summed.
+    for gauge in ("relayflow.breaker.state", "relayflow.tenant.waiting"):
+        (aggregation,) = tiles[f"{WORKLOAD}/{gauge}"]
+        assert aggregation["crossSeriesReducer"] == "REDUCE_MAX", gauge
+
+
+def test_the_runbook_says_how_to_check_breakers_and_tenants() -> None:
+    runbook = RUNBOOK.read_text(encoding="utf-8")
+    breaker = runbook.split("\n## breaker-open\n", 1)[1].split("\n## ", 1)[0]
+    for needle in ("relayflow breakers", "/breakers", "dependencies", "budget"):
+        assert needle in breaker, needle
+    tenants = runbook.split("\n## tenant-waiting\n", 1)[1].split("\n## ", 1)[0]
+    for needle in (
+        "relayflow tenants list",
+        "relayflow tenants pause TENANT --reason",
+        "relayflow tenants resume TENANT --reason",
+        "localhost:8080/tenants",
+        "POST /tenants/TENANT:pause",
+        "POST /tenants/TENANT:resume",
+        "max_running",
+        "starts_per_s",
+    ):
+        assert needle in tenants, needle
 
 
 def test_the_dashboard_tiles_fit_the_grid_without_overlapping() -> None:

@@ -7,6 +7,7 @@ topology invariants it would not.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ from tfconfig import (
     topology,
 )
 
+from relayflow.core.listing import FlowFilter
 from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
 from relayflow.settings import Settings
 
 MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
@@ -235,7 +238,30 @@ def test_no_topology_name_is_spelled_in_terraform(path: Path) -> None:
     for expr in _expressions(load(path)):
         for name in _topology_names():
             assert not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", expr), (name, expr)
-        assert expr not in collections and not any(f'"{c}"' in expr for c in collections)
+        assert not any(f'"{c}"' in expr for c in collections), expr
+    # A value spelling a collection; a key may share its word (the tenants variable and the
+    # tenants section of RELAYFLOW_TENANTS are not the tenants collection).
+    for value in _values(load(path)):
+        assert value not in collections, value
+
+
+def _values(config: Config) -> list[str]:
+    """Every string of a directory that is a value, not an attribute name or block label."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    for doc in config.files.values():
+        walk(doc)
+    return found
 
 
 def test_queues_subscriptions_and_topics_come_from_the_topology() -> None:
@@ -474,6 +500,20 @@ def test_subscriptions_never_expire() -> None:
 # --- Firestore ----------------------------------------------------------------------------------
 
 
+# Which topology collections expire, by key. History goes retention_days after it ends (flows,
+# their ForEach lanes, refused messages). Live state never expires: tenant slots and operator
+# states, breakers and their call windows are read on every start or call and overwritten in
+# place; deleting one would free a slot a running flow holds, resume a paused tenant or close an
+# open breaker behind the engine's back. A new collection must be put in one of the two.
+EXPIRING = {"flows_collection", "lanes_collection", "rejected_collection"}
+LIVE_STATE = {
+    "tenant_slots_collection",
+    "tenants_collection",
+    "breakers_collection",
+    "breaker_windows_collection",
+}
+
+
 def test_firestore_is_native_with_ttl_on_expire_at_for_flows_lanes_and_rejected() -> None:
     firestore = load(MODULES / "firestore")
     assert firestore.resource("google_firestore_database", "main").body["type"] == (
@@ -489,10 +529,15 @@ def test_firestore_is_native_with_ttl_on_expire_at_for_flows_lanes_and_rejected(
         "${local.topology.firestore.lanes_collection}",
         "${local.topology.firestore.rejected_collection}",
     ]
-    # Every collection of the topology expires.
-    assert {f"${{local.topology.firestore.{k}}}" for k in topology()["firestore"]} == set(
-        call["ttl_collections"]
-    )
+    assert {f"${{local.topology.firestore.{k}}}" for k in EXPIRING} == set(call["ttl_collections"])
+
+
+def test_live_state_collections_never_expire_and_every_collection_is_classified() -> None:
+    assert set(topology()["firestore"]) == EXPIRING | LIVE_STATE, "classify the new collection"
+    assert not EXPIRING & LIVE_STATE
+    expiring = load(RELAYFLOW).modules["firestore"].body["ttl_collections"]
+    for key in LIVE_STATE:
+        assert f"${{local.topology.firestore.{key}}}" not in expiring, key
 
 
 def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
@@ -505,6 +550,78 @@ def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
     assert ("status", "updated_at") in fields
     assert ("status", "next_run_at") in fields
     assert ("result_published", "finished_at") in fields
+
+
+def _flows_indexes() -> set[tuple[tuple[str, str], ...]]:
+    indexes = load(RELAYFLOW).modules["firestore"].body["composite_indexes"]
+    return {
+        tuple((f["field_path"], f["order"]) for f in index["fields"])
+        for index in indexes.values()
+        if index["collection"] == "${local.topology.firestore.flows_collection}"
+    }
+
+
+# How GET /flows pages (relayflow.gcp.store.FlowStore._listing): newest update first, ties by id.
+LIST_ORDER = (("updated_at", "DESCENDING"), ("flow_id", "DESCENDING"))
+
+
+def _list_filters() -> set[str]:
+    """The fields a list may filter on with ==, as the store's filter gives them."""
+    every = FlowFilter(flow="f", status=Status.RUNNING, version=1, **_tenant_filter())
+    return {name for name, _ in every.equalities()}
+
+
+def _tenant_filter() -> dict[str, str]:
+    # Issue 11 lets lists filter by tenant; until FlowFilter has the field, its index is
+    # required all the same (below).
+    names = {f.name for f in dataclasses.fields(FlowFilter)}
+    return {"tenant": "t"} if "tenant" in names else {}
+
+
+def test_every_list_filter_has_its_index_in_the_order_the_store_pages() -> None:
+    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    listing = store[store.index("def _listing(") :]
+    assert re.search(
+        r'\.order_by\("updated_at", direction=descending\)\s*'
+        r'\.order_by\("flow_id", direction=descending\)',
+        listing,
+    ), "the store pages another way: change the indexes with it"
+    flows = _flows_indexes()
+    # The unfiltered list, and one index per equality filter: Firestore merges those that share
+    # the order for any mix of filters.
+    assert LIST_ORDER in flows
+    for field in _list_filters() | {"tenant"}:
+        assert ((field, "ASCENDING"), *LIST_ORDER) in flows, field
+
+
+def test_a_tenant_list_in_one_status_has_its_own_index() -> None:
+    assert (("tenant", "ASCENDING"), ("status", "ASCENDING"), *LIST_ORDER) in _flows_indexes()
+
+
+def test_waiting_starts_are_found_oldest_first_of_every_tenant_and_of_one() -> None:
+    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    waiting = store[store.index("def waiting(") :]
+    waiting = waiting[: waiting.index("\n    def ")]
+    assert 'FieldFilter("admission", "==", "waiting")' in waiting
+    assert 'FieldFilter("tenant", "==", tenant)' in waiting
+    assert '.order_by("queued_at")' in waiting
+    flows = _flows_indexes()
+    assert (("admission", "ASCENDING"), ("queued_at", "ASCENDING")) in flows
+    assert (
+        ("admission", "ASCENDING"),
+        ("tenant", "ASCENDING"),
+        ("queued_at", "ASCENDING"),
+    ) in flows
+
+
+def test_live_state_is_found_by_one_field_and_needs_no_composite_index() -> None:
+    # tenant_slots by tenant == T, breaker_windows by dependency == D: automatic indexes.
+    indexes = load(RELAYFLOW).modules["firestore"].body["composite_indexes"]
+    collections = {index["collection"] for index in indexes.values()}
+    for key in LIVE_STATE:
+        assert f"${{local.topology.firestore.{key}}}" not in collections, key
+    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    assert 'self._slots.where(filter=firestore.FieldFilter("tenant", "==", tenant))' in store
 
 
 # relayflow.store.overdue and .unpublished: (equality field, range and order field), both
@@ -591,8 +708,13 @@ def _env_of(call: dict[str, Any], relayflow: Config) -> set[str]:
     return set(re.findall(r"RELAYFLOW_[A-Z_]+", _expand(call["env"], relayflow)))
 
 
-# Read by the metrics setup that issue 9 adds to the core package; not a Settings field yet.
-PENDING_IN_CORE = {"RELAYFLOW_METRICS_EXPORTER"}
+# Read by the metrics setup that issue 9 adds to the core package, and by issue 11's breakers
+# and api scopes; not Settings fields on this branch yet.
+PENDING_IN_CORE = {
+    "RELAYFLOW_METRICS_EXPORTER",
+    "RELAYFLOW_DEPENDENCIES",
+    "RELAYFLOW_API_SCOPES",
+}
 
 
 def _settings_env_names() -> set[str]:
@@ -772,7 +894,7 @@ EXPECTED_IAM = {
     *{(c, "roles/datastore.user", "project") for c in RUNTIME},
     *{(c, "roles/cloudtrace.agent", "project") for c in RUNTIME},
     *{(c, "roles/monitoring.metricWriter", "project") for c in RUNTIME},
-    # On relayflow's two queues, not the project.
+    # On every queue of the topology (steps, polls and their high twins), not the project.
     *{(c, "roles/cloudtasks.enqueuer", "queue:each") for c in RUNTIME},
     ("worker", "roles/cloudtasks.viewer", "queue:each"),
     # Tasks carry an OIDC token of the tasks-invoker account: actAs on that account only.
@@ -810,13 +932,85 @@ def test_the_iam_matrix_is_exactly_the_intended_one() -> None:
     assert _iam_matrix() == EXPECTED_IAM
 
 
-def test_queue_grants_cover_both_topology_queues() -> None:
+def test_queue_grants_cover_every_topology_queue() -> None:
     relayflow = load(RELAYFLOW)
     enqueuer = relayflow.resource("google_cloud_tasks_queue_iam_member", "enqueuer").body
     assert "keys(local.topology.queues)" in relayflow.locals["enqueue_grants"]
     assert enqueuer["name"] == "${module.queues.names[each.value.queue]}"
     viewer = relayflow.resource("google_cloud_tasks_queue_iam_member", "sweeper_viewer").body
     assert viewer["for_each"] == "${module.queues.names}"
+
+
+def test_every_topology_queue_is_provisioned_granted_to_its_enqueuers_and_monitored() -> None:
+    roles = set(topology()["queues"])
+    assert roles == {"steps", "polls", "steps_high", "polls_high"}
+    relayflow = load(RELAYFLOW)
+    queues = load(MODULES / "queues")
+    # Provisioned: one queue per topology entry, named by role in the module's outputs.
+    assert relayflow.modules["queues"].body["queues"] == "${local.topology.queues}"
+    assert queues.resource("google_cloud_tasks_queue", "main").body["for_each"] == "${var.queues}"
+    assert queues.outputs["names"].body["value"] == (
+        "${{for k, q in google_cloud_tasks_queue.main : k => q.name}}"
+    )
+    # Granted: every runtime account enqueues on every queue (a start, a step, a poll, a retry
+    # or a rescue of a high-priority tenant's flow goes on a high queue), the sweeper reads all.
+    grants = relayflow.locals["enqueue_grants"]
+    assert "setproduct(keys(local.runtime_members), keys(local.topology.queues))" in grants
+    assert set(relayflow.locals["runtime_members"]) == set(COMPONENTS.values())
+    enqueuers = {
+        who
+        for r in relayflow.resources_of("google_cloud_tasks_queue_iam_member")
+        if r.body["role"] == "roles/cloudtasks.enqueuer"
+        for who in _members(r, relayflow)
+    }
+    assert enqueuers == set(COMPONENTS.values())
+    # Monitored: the failing-attempts alert and the dashboard read every queue's name.
+    call = relayflow.modules["monitoring"].body
+    assert call["queues"] == "${values(module.queues.names)}"
+    monitoring = (MODULES / "monitoring" / "main.tf").read_text(encoding="utf-8")
+    assert 'one_of(${join(", ", [for q in var.queues : "\\"${q}\\""])})' in monitoring
+    assert 'queues_regex             = join("|", var.queues)' in monitoring
+
+
+def _runtime_targets() -> dict[str, str]:
+    """Queue role -> service, as relayflow.runtime.task_targets routes tasks."""
+    runtime = (TERRAFORM.parents[1] / "relayflow" / "runtime.py").read_text(encoding="utf-8")
+    body = runtime[runtime.index("def task_targets(") :]
+    body = body[: body.index("\ndef ")]
+    routes = {}
+    for kind, service in (("steps", "worker"), ("polls", "poller")):
+        (queues,) = re.findall(rf"for {kind} in \(([^)]*)\)", body)
+        routes |= {role: service for role in re.findall(r"queues\.(\w+)", queues)}
+    return routes
+
+
+def test_each_queue_goes_to_the_service_the_runtime_sends_it_to() -> None:
+    relayflow = load(RELAYFLOW)
+    service = relayflow.locals["queue_service"]
+    assert service == _runtime_targets()
+    assert set(service) == set(topology()["queues"])
+
+
+def test_task_handlers_wait_as_long_as_the_longest_dispatch_deadline_they_serve() -> None:
+    relayflow = load(RELAYFLOW)
+    for call in ("worker", "poller"):
+        assert relayflow.modules[call].body["request_timeout_s"] == (
+            f'${{local.handler_timeout_s["{call}"]}}'
+        )
+    timeouts = relayflow.locals["handler_timeout_s"]
+    assert "local.topology.queues[role].dispatch_deadline_s if target == service" in timeouts
+    assert timeouts.startswith("${{for service in distinct(values(local.queue_service)) :")
+    assert "max([" in timeouts
+    # What that evaluates to today, for the reader: steps 120 s, polls 60 s.
+    deadlines = {
+        target: max(
+            topology()["queues"][role]["dispatch_deadline_s"]
+            for role, t in relayflow.locals["queue_service"].items()
+            if t == target
+        )
+        for target in ("worker", "poller")
+    }
+    assert deadlines == {"worker": 120, "poller": 60}
 
 
 def test_the_scheduler_posts_sweep_to_the_worker_as_the_scheduler_account() -> None:
@@ -893,6 +1087,8 @@ def test_operators_reach_the_api_through_the_proxy_and_nothing_else_is_reachable
 # --- Firestore index exemptions (issue 7) -------------------------------------------------------
 
 QUERIED = {
+    "admission",
+    "queued_at",
     "status",
     "updated_at",
     "next_run_at",
@@ -953,11 +1149,23 @@ def test_the_large_lane_fields_are_exempt_from_indexing_and_the_queried_ones_are
     assert not (LANE_LARGE | LARGE) - stored
 
 
+# Collections whose documents are a few scalars each: nothing to exempt (tenant slots: tenant,
+# slot, holder, taken_at, free_at; tenant states: paused, by, reason).
+SMALL_DOCUMENTS = {"tenant_slots_collection", "tenants_collection"}
+# Live state rewritten on every transition or call outcome: the lists and maps in it.
+LIVE_LARGE = {"breakers_collection": {"transitions"}, "breaker_windows_collection": {"buckets"}}
+# What the engine finds these documents by (single-field indexes, kept).
+LIVE_QUERIED = {"tenant", "dependency"}
+
+
 def test_every_firestore_collection_of_the_topology_has_its_large_fields_exempt() -> None:
     unindexed = load(RELAYFLOW).locals["unindexed_fields"]
-    assert set(unindexed) == {
-        f"${{(local.topology.firestore.{k})}}" for k in topology()["firestore"]
-    }
+    exempting = set(topology()["firestore"]) - SMALL_DOCUMENTS
+    assert set(unindexed) == {f"${{(local.topology.firestore.{k})}}" for k in exempting}
+    for key, fields in LIVE_LARGE.items():
+        exempt = set(unindexed[f"${{(local.topology.firestore.{key})}}"])
+        assert exempt == fields, key
+        assert not exempt & (LIVE_QUERIED | QUERIED), key
 
 
 # --- Callbacks reach the api --------------------------------------------------------------------

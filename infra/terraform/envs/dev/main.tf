@@ -44,4 +44,7 @@ module "relayflow" {
   notification_channels            = var.notification_channels
   runbook_url                      = var.runbook_url
   alert_thresholds                 = var.alert_thresholds
+  tenants                          = var.tenants
+  dependencies                     = var.dependencies
+  api_scopes                       = var.api_scopes
 }

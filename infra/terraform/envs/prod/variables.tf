@@ -159,6 +159,64 @@ variable "alert_thresholds" {
     failed_flows_per_minute  = optional(number)
     error_ratio_5xx          = optional(number)
     task_failures_per_minute = optional(number)
+    breaker_open_s           = optional(number)
   })
   default = {}
+}
+
+variable "tenants" {
+  description = "Tenants' limits and priorities (RELAYFLOW_TENANTS; fields and checks in modules/relayflow). Keep them in a JSON file the local stack reads too: infra/terraform/README.md, \"Tenants and dependencies\"."
+  type = object({
+    default = optional(object({
+      max_running  = optional(number)
+      starts_per_s = optional(number)
+      priority     = optional(string)
+      paused       = optional(bool)
+    }))
+    tenants = optional(map(object({
+      max_running  = optional(number)
+      starts_per_s = optional(number)
+      priority     = optional(string)
+      paused       = optional(bool)
+    })))
+  })
+  default  = {}
+  nullable = false
+}
+
+variable "dependencies" {
+  description = "Dependencies' circuit breakers and retry budgets (RELAYFLOW_DEPENDENCIES; fields and checks in modules/relayflow)."
+  type = object({
+    default = optional(object({
+      enabled      = optional(bool)
+      window_s     = optional(number)
+      min_calls    = optional(number)
+      failure_rate = optional(number)
+      open_s       = optional(number)
+      max_open_s   = optional(number)
+      probes       = optional(number)
+      retry_budget = optional(number)
+      min_retries  = optional(number)
+    }))
+    dependencies = optional(map(object({
+      enabled      = optional(bool)
+      window_s     = optional(number)
+      min_calls    = optional(number)
+      failure_rate = optional(number)
+      open_s       = optional(number)
+      max_open_s   = optional(number)
+      probes       = optional(number)
+      retry_budget = optional(number)
+      min_retries  = optional(number)
+    })))
+  })
+  default  = {}
+  nullable = false
+}
+
+variable "api_scopes" {
+  description = "Which tenants each api caller (by email) may see and operate (RELAYFLOW_API_SCOPES); callers not listed see every tenant their role allows."
+  type        = map(list(string))
+  default     = {}
+  nullable    = false
 }

@@ -34,7 +34,7 @@ variable "composite_indexes" {
 }
 
 variable "ttl_collections" {
-  description = "Collections whose documents expire at `ttl_field` (flows and rejected messages)."
+  description = "Collections whose documents expire at `ttl_field`: history (flows, their lanes, rejected messages), never live state."
   type        = list(string)
 }
 

@@ -21,6 +21,11 @@ locals {
     "relayflow.sweeper.rescues"            = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["flow"], description = "Overdue flows the sweeper re-enqueued." }
     "relayflow.sweeper.oldest_overdue_age" = { kind = "GAUGE", value_type = "DOUBLE", unit = "s", labels = ["flow"], description = "Age of the oldest overdue non-terminal flow the sweeper saw." }
     "relayflow.messages.rejected"          = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["flow", "code"], description = "Start messages rejected as malformed." }
+    "relayflow.breaker.state"              = { kind = "GAUGE", value_type = "INT64", unit = "1", labels = ["dependency"], description = "State of a dependency's breaker: 0 closed, 1 half-open, 2 open." }
+    "relayflow.breaker.transitions"        = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["dependency", "to"], description = "Breaker transitions, by the state entered." }
+    "relayflow.dependency.deferred"        = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["dependency", "reason"], description = "Steps deferred instead of calling a dependency (reason: open, half_open, budget)." }
+    "relayflow.dependency.calls"           = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["dependency", "outcome"], description = "Calls to a dependency, by outcome (ok, failed)." }
+    "relayflow.tenant.waiting"             = { kind = "GAUGE", value_type = "INT64", unit = "1", labels = ["tenant"], description = "Flows waiting for their tenant's limits to admit them." }
   }
   metric_type = { for name, d in google_monitoring_metric_descriptor.relayflow : name => d.type }
 
@@ -37,6 +42,7 @@ locals {
         severity           = "ERROR"
         filter             = "resource.type = \"pubsub_subscription\" AND resource.label.subscription_id = \"${var.dead_letter_subscription}\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\""
         denominator_filter = null
+        alignment_period   = var.alignment_period
         aligner            = "ALIGN_MAX"
         reducer            = "REDUCE_MAX"
         group_by           = []
@@ -50,6 +56,7 @@ locals {
         severity           = "ERROR"
         filter             = "metric.type = \"${local.metric_type["relayflow.sweeper.oldest_overdue_age"]}\" AND ${local.workload_resource}"
         denominator_filter = null
+        alignment_period   = var.alignment_period
         aligner            = "ALIGN_MAX"
         reducer            = "REDUCE_MAX"
         group_by           = ["metric.label.flow"]
@@ -63,6 +70,7 @@ locals {
         severity           = "WARNING"
         filter             = "metric.type = \"${local.metric_type["relayflow.sweeper.rescues"]}\" AND ${local.workload_resource}"
         denominator_filter = null
+        alignment_period   = var.alignment_period
         aligner            = "ALIGN_DELTA"
         reducer            = "REDUCE_SUM"
         group_by           = ["metric.label.flow"]
@@ -76,6 +84,7 @@ locals {
         severity           = "ERROR"
         filter             = "metric.type = \"${local.metric_type["relayflow.flows.ended"]}\" AND metric.label.status = one_of(\"FAILED\", \"TIMED_OUT\") AND ${local.workload_resource}"
         denominator_filter = null
+        alignment_period   = var.alignment_period
         aligner            = "ALIGN_RATE"
         reducer            = "REDUCE_SUM"
         group_by           = ["metric.label.flow"]
@@ -90,11 +99,28 @@ locals {
         # Any response but success counts; the label's spelling (OK or 200) is matched both ways.
         filter             = "resource.type = \"cloud_tasks_queue\" AND resource.label.queue_id = one_of(${join(", ", [for q in var.queues : "\"${q}\""])}) AND metric.type = \"cloudtasks.googleapis.com/queue/task_attempt_count\" AND NOT metric.label.response_code = monitoring.regex.full_match(\"(?i)ok|2[0-9][0-9]\")"
         denominator_filter = null
+        alignment_period   = var.alignment_period
         aligner            = "ALIGN_RATE"
         reducer            = "REDUCE_SUM"
         group_by           = ["resource.label.queue_id"]
         threshold          = var.task_failures_per_minute / 60
         duration           = "600s"
+      }
+      breaker_open = {
+        display_name = "relayflow: a dependency's breaker stays open"
+        runbook      = "breaker-open"
+        summary      = "A dependency's breaker has not closed for ${var.breaker_open_threshold_s / 60} minutes: its calls keep failing, and the steps that call it are deferred (they wait, they do not fail)."
+        severity     = "ERROR"
+        filter       = "metric.type = \"${local.metric_type["relayflow.breaker.state"]}\" AND ${local.workload_resource}"
+        # Open (2) or half-open (1, probing) all along: the lowest state of each series over a
+        # window that holds at least one export (every 60 s by default) stays above closed (0).
+        denominator_filter = null
+        alignment_period   = "120s"
+        aligner            = "ALIGN_MIN"
+        reducer            = "REDUCE_MAX"
+        group_by           = ["metric.label.dependency"]
+        threshold          = 0
+        duration           = "${var.breaker_open_threshold_s}s"
       }
     },
     {
@@ -105,6 +131,7 @@ locals {
         severity           = "ERROR"
         filter             = "resource.type = \"cloud_run_revision\" AND resource.label.service_name = \"${service}\" AND metric.type = \"run.googleapis.com/request_count\" AND metric.label.response_code_class = \"5xx\""
         denominator_filter = "resource.type = \"cloud_run_revision\" AND resource.label.service_name = \"${service}\" AND metric.type = \"run.googleapis.com/request_count\""
+        alignment_period   = var.alignment_period
         aligner            = "ALIGN_RATE"
         reducer            = "REDUCE_SUM"
         group_by           = []
@@ -186,7 +213,7 @@ resource "google_monitoring_alert_policy" "main" {
       duration           = each.value.duration
 
       aggregations {
-        alignment_period     = var.alignment_period
+        alignment_period     = each.value.alignment_period
         per_series_aligner   = each.value.aligner
         cross_series_reducer = each.value.reducer
         group_by_fields      = each.value.group_by
@@ -195,7 +222,7 @@ resource "google_monitoring_alert_policy" "main" {
       dynamic "denominator_aggregations" {
         for_each = each.value.denominator_filter == null ? [] : [each.value]
         content {
-          alignment_period     = var.alignment_period
+          alignment_period     = denominator_aggregations.value.alignment_period
           per_series_aligner   = denominator_aggregations.value.aligner
           cross_series_reducer = denominator_aggregations.value.reducer
           group_by_fields      = denominator_aggregations.value.group_by

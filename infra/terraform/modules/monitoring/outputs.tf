@@ -1,5 +1,5 @@
 output "alert_policy_ids" {
-  description = "Alert policy ids keyed by alert (dead_letter_backlog, overdue_flows, sweeper_rescues, failed_flows, task_failures, http_5xx_<service>)."
+  description = "Alert policy ids keyed by alert (dead_letter_backlog, overdue_flows, sweeper_rescues, failed_flows, task_failures, breaker_open, http_5xx_<service>)."
   value       = { for k, p in google_monitoring_alert_policy.main : k => p.name }
 }
 

@@ -68,8 +68,19 @@ variable "task_failures_per_minute" {
   default     = 6
 }
 
+variable "breaker_open_threshold_s" {
+  description = "Alert when a dependency's breaker has not closed for this many seconds (open, or half-open while it probes)."
+  type        = number
+  default     = 600
+
+  validation {
+    condition     = var.breaker_open_threshold_s >= 60 && var.breaker_open_threshold_s % 60 == 0
+    error_message = "breaker_open_threshold_s must be whole minutes (a multiple of 60, Cloud Monitoring's condition durations are), at least 60."
+  }
+}
+
 variable "alignment_period" {
-  description = "Alignment period of every alert condition."
+  description = "Alignment period of the alert conditions (the breaker's has its own, two export intervals)."
   type        = string
   default     = "300s"
 }

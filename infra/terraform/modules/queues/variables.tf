@@ -9,7 +9,7 @@ variable "location" {
 }
 
 variable "queues" {
-  description = "Queues keyed by role (steps, polls): the `queues` section of relayflow/topology.json. Durations are seconds."
+  description = "Queues keyed by role (steps, polls, and their high-priority twins steps_high, polls_high): the `queues` section of relayflow/topology.json. Durations are seconds."
   type = map(object({
     name                      = string
     max_dispatches_per_second = number

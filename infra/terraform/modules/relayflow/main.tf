@@ -32,12 +32,51 @@ locals {
     # The flows this deployment runs (DESIGN invariant 13): module.path:attr, a Registry or a
     # callable taking Settings. Every component loads the same app.
     RELAYFLOW_APP = var.app
+    # Tenants' limits and the dependencies' breakers (issue 11): every component admits starts,
+    # calls dependencies or reports them.
+    RELAYFLOW_TENANTS      = local.tenants_json
+    RELAYFLOW_DEPENDENCIES = local.dependencies_json
   }
+
+  # The JSON the services read, as `relayflow local up --tenants FILE` reads it: fields left
+  # unset in Terraform are left out, so relayflow's own defaults apply (one place defines them),
+  # and no settings at all is {}.
+  tenants_json = jsonencode({
+    for section, value in {
+      default = var.tenants.default == null ? null : { for k, v in var.tenants.default : k => v if v != null }
+      tenants = var.tenants.tenants == null ? null : { for name, p in var.tenants.tenants : name => { for k, v in p : k => v if v != null } }
+    } : section => value if value != null
+  })
+  dependencies_json = jsonencode({
+    for section, value in {
+      default      = var.dependencies.default == null ? null : { for k, v in var.dependencies.default : k => v if v != null }
+      dependencies = var.dependencies.dependencies == null ? null : { for name, b in var.dependencies.dependencies : name => { for k, v in b : k => v if v != null } }
+    } : section => value if value != null
+  })
+
+  # Which service each queue's tasks go to (relayflow.runtime.task_targets): steps and
+  # compensations, of either priority, to the worker; polls to the poller. High-priority
+  # tenants' tasks have queues of their own, dispatched beside the others' backlog.
+  queue_service = {
+    steps      = "worker"
+    steps_high = "worker"
+    polls      = "poller"
+    polls_high = "poller"
+  }
+  # Cloud Tasks waits for a task handler up to its queue's dispatch deadline (set per task from
+  # the topology); the service must not cut a request sooner on any queue it serves.
+  handler_timeout_s = {
+    for service in distinct(values(local.queue_service)) : service => max([
+      for role, target in local.queue_service : local.topology.queues[role].dispatch_deadline_s if target == service
+    ]...)
+  }
+
   # Only the task handlers talk to the client API.
   handler_env = merge(local.common_env, { RELAYFLOW_CLIENT_API_URL = var.client_api_url })
 
   # The components that read and write flows, and enqueue Cloud Tasks (start, steps, polls,
-  # operator retry, sweeper rescue). Values are unknown until apply; keys are static.
+  # operator retry, sweeper rescue) on any queue of the topology, by the flow's tenant's
+  # priority. Values are unknown until apply; keys are static.
   runtime_members = {
     start-flow = module.start_flow.service_account_member
     worker     = module.worker.service_account_member
@@ -69,13 +108,22 @@ locals {
 
   # Large maps and lists of a flow document that no query reads (issue 7): each map key and list
   # element would be an index entry, and a document may have 40,000. Queried fields (status,
-  # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at)
-  # keep their indexes. effects and tracks grow with ForEach items and parallel branches. A
-  # ForEach lane's document is a flow document plus its items and their outputs.
+  # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at,
+  # admission, queued_at) keep their indexes. effects and tracks grow with ForEach items and
+  # parallel branches. A ForEach lane's document is a flow document plus its items and their
+  # outputs.
+  #
+  # A dependency's breaker and its call windows are rewritten on every transition and on every
+  # call outcome (issue 11): the breaker's recent transitions and a window's per-interval buckets
+  # would otherwise add an index entry per element to each of those writes. Nothing filters on
+  # them (breaker_windows are found by dependency). Tenant slots and tenant states are a few
+  # scalars each and keep the default indexes (slots are found by tenant).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)    = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks"]
-    (local.topology.firestore.lanes_collection)    = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result"]
-    (local.topology.firestore.rejected_collection) = ["data_base64", "attributes", "reason"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks"]
+    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result"]
+    (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason"]
+    (local.topology.firestore.breakers_collection)        = ["transitions"]
+    (local.topology.firestore.breaker_windows_collection) = ["buckets"]
   }
 
   # What a service that receives a Pub/Sub push needs besides its own invoker grants before the
@@ -162,6 +210,10 @@ module "firestore" {
   location_id            = var.firestore_location
   point_in_time_recovery = var.firestore_point_in_time_recovery
   deletion_protection    = var.deletion_protection
+  # History expires (retention_days after a flow ends or a message is refused); live state
+  # never does: tenant slots and states, breakers and their windows are read on every start or
+  # call and overwritten in place, and a TTL deletion would free a held slot or forget an open
+  # breaker behind the engine's back.
   ttl_collections = [
     local.topology.firestore.flows_collection,
     local.topology.firestore.lanes_collection,
@@ -169,12 +221,84 @@ module "firestore" {
   ]
   unindexed_fields = local.unindexed_fields
   composite_indexes = {
-    # relayflow.store.recent: status == S order by updated_at desc (api list).
+    # relayflow.store.recent: status == S order by updated_at desc (the Store port's short list).
     status_updated_at = {
       collection = local.topology.firestore.flows_collection
       fields = [
         { field_path = "status", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
+      ]
+    }
+    # GET /flows and the console's lists (relayflow.gcp.store.FlowStore._listing): equality
+    # filters on flow, status, version, then updated_at and flow_id descending (flow_id breaks
+    # ties for the page cursor), optionally a range on updated_at. Firestore merges the
+    # one-field indexes below for any mix of equality filters, so there is one per filter and
+    # one for the unfiltered list, not one per combination.
+    list_updated_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    list_flow = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "flow", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    list_status = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "status", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    list_version = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "version", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # Lists of one tenant's flows (issue 11), as the lists above; the console's most common
+    # view of a tenant, its flows in one status, gets its own index rather than a merge.
+    list_tenant = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "tenant", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    list_tenant_status = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "tenant", order = "ASCENDING" },
+        { field_path = "status", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # relayflow.store.waiting: admission == "waiting" order by queued_at (starts over their
+    # tenant's limits, admitted oldest first), of every tenant and of one.
+    waiting_queued_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "admission", order = "ASCENDING" },
+        { field_path = "queued_at", order = "ASCENDING" },
+      ]
+    }
+    waiting_tenant_queued_at = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "admission", order = "ASCENDING" },
+        { field_path = "tenant", order = "ASCENDING" },
+        { field_path = "queued_at", order = "ASCENDING" },
       ]
     }
     # relayflow.store.overdue: status == S and next_run_at < cutoff (sweeper).
@@ -193,6 +317,9 @@ module "firestore" {
         { field_path = "finished_at", order = "ASCENDING" },
       ]
     }
+    # Tenant slots are found by tenant == T and breaker windows by dependency == D: one field
+    # each, served by the automatic single-field indexes.
+    #
     # The sweeper asks the same two questions of ForEach lanes (relayflow.store.overdue and
     # .unpublished read both collections); nothing lists lanes by updated_at.
     lanes_status_next_run_at = {
@@ -305,7 +432,7 @@ module "worker" {
   custom_audiences    = [local.url["worker"]]
   max_instances       = var.max_instances["worker"]
   min_instances       = var.min_instances["worker"]
-  request_timeout_s   = local.topology.queues.steps.dispatch_deadline_s
+  request_timeout_s   = local.handler_timeout_s["worker"]
   labels              = var.labels
   deletion_protection = var.deletion_protection
 
@@ -326,7 +453,7 @@ module "poller" {
   custom_audiences    = [local.url["poller"]]
   max_instances       = var.max_instances["poller"]
   min_instances       = var.min_instances["poller"]
-  request_timeout_s   = local.topology.queues.polls.dispatch_deadline_s
+  request_timeout_s   = local.handler_timeout_s["poller"]
   labels              = var.labels
   deletion_protection = var.deletion_protection
 
@@ -339,10 +466,14 @@ module "api" {
   project_id         = var.project_id
   location           = var.region
   name               = "api"
-  description        = "Reads and operates flows (GET /flows/{id}, list, cancel, retry); completes callback tokens (POST /callbacks/{token}, signals pushed to /signals)."
+  description        = "Reads and operates flows (GET /flows/{id}, list, cancel, retry) and tenants (pause, resume), shows breakers; completes callback tokens (POST /callbacks/{token}, signals pushed to /signals)."
   service_account_id = "relayflow-api"
   image              = var.image
-  env                = merge(local.common_env, { COMPONENT = "api" })
+  env = merge(local.common_env, {
+    COMPONENT = "api"
+    # Which tenants each caller may see and operate; callers not listed see all.
+    RELAYFLOW_API_SCOPES = jsonencode(var.api_scopes)
+  })
   # Operators reach the api (and its console) with `gcloud run services proxy api`, which needs
   # the service reachable from their machine (ingress) and run.invoker + run.viewer on it.
   # External systems that complete callback tokens over HTTP are invokers in the same way.
@@ -390,7 +521,8 @@ resource "google_project_iam_member" "metric_writer" {
   member  = each.value
 }
 
-# Enqueue rights on relayflow's two queues only, not on every queue in the project.
+# Enqueue rights on relayflow's queues only (every queue of the topology: a component enqueues a
+# high-priority tenant's tasks on the high queues), not on every queue in the project.
 resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
   for_each = local.enqueue_grants
 
@@ -500,6 +632,7 @@ module "monitoring" {
   failed_flows_per_minute  = var.alert_thresholds.failed_flows_per_minute
   error_ratio_5xx          = var.alert_thresholds.error_ratio_5xx
   task_failures_per_minute = var.alert_thresholds.task_failures_per_minute
+  breaker_open_threshold_s = var.alert_thresholds.breaker_open_s
   labels                   = var.labels
 
   depends_on = [google_project_service.main]

@@ -211,12 +211,140 @@ variable "runbook_url" {
 }
 
 variable "alert_thresholds" {
-  description = "Alert thresholds: oldest overdue flow age (s), FAILED/TIMED_OUT flows per minute of one type, 5xx share of a service's requests (0-1), failing task attempts per minute on one queue."
+  description = "Alert thresholds: oldest overdue flow age (s), FAILED/TIMED_OUT flows per minute of one type, 5xx share of a service's requests (0-1), failing task attempts per minute on one queue, how long a dependency's breaker may stay open (s, whole minutes)."
   type = object({
     overdue_age_s            = optional(number, 600)
     failed_flows_per_minute  = optional(number, 1)
     error_ratio_5xx          = optional(number, 0.05)
     task_failures_per_minute = optional(number, 6)
+    breaker_open_s           = optional(number, 600)
   })
   default = {}
+}
+
+variable "tenants" {
+  description = "Tenants' limits and priorities, the RELAYFLOW_TENANTS every service reads: { default = POLICY, tenants = { NAME = POLICY } } with POLICY = { max_running (whole number, 0 = no limit), starts_per_s (0 = no limit), priority (\"high\": tasks on the high-priority queues, or \"low\"), paused }. A tenant not named gets default; unset fields take relayflow's defaults (no limits, low, not paused). The same JSON as `relayflow local up --tenants FILE` (infra/terraform/README.md, \"Tenants and dependencies\"); Terraform drops a field its type does not name, so check the RELAYFLOW_TENANTS the plan shows."
+  type = object({
+    default = optional(object({
+      max_running  = optional(number)
+      starts_per_s = optional(number)
+      priority     = optional(string)
+      paused       = optional(bool)
+    }))
+    tenants = optional(map(object({
+      max_running  = optional(number)
+      starts_per_s = optional(number)
+      priority     = optional(string)
+      paused       = optional(bool)
+    })))
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = alltrue([for name in keys(coalesce(var.tenants.tenants, {})) : can(regex("^[a-z0-9][a-z0-9-]{0,62}$", name))])
+    error_message = "Tenant names must match ^[a-z0-9][a-z0-9-]{0,62}$: lower-case letters, digits and hyphens, 1 to 63 of them, not starting with a hyphen."
+  }
+
+  validation {
+    condition = alltrue([
+      for p in concat(var.tenants.default == null ? [] : [var.tenants.default], values(coalesce(var.tenants.tenants, {}))) :
+      contains(["high", "low"], coalesce(p.priority, "low"))
+    ])
+    error_message = "A tenant's priority must be \"high\" or \"low\"."
+  }
+
+  validation {
+    condition = alltrue([
+      for p in concat(var.tenants.default == null ? [] : [var.tenants.default], values(coalesce(var.tenants.tenants, {}))) :
+      floor(coalesce(p.max_running, 0)) == coalesce(p.max_running, 0) && coalesce(p.max_running, 0) >= 0 && coalesce(p.max_running, 0) <= 10000
+    ])
+    error_message = "A tenant's max_running must be a whole number from 0 (no limit) to 10000."
+  }
+
+  validation {
+    condition = alltrue([
+      for p in concat(var.tenants.default == null ? [] : [var.tenants.default], values(coalesce(var.tenants.tenants, {}))) :
+      coalesce(p.starts_per_s, 0) >= 0 && coalesce(p.starts_per_s, 0) <= 10000
+    ])
+    error_message = "A tenant's starts_per_s must be from 0 (no limit) to 10000."
+  }
+}
+
+variable "dependencies" {
+  description = "Circuit breakers and retry budgets of the dependencies flows call, the RELAYFLOW_DEPENDENCIES every service reads: { default = BREAKER, dependencies = { NAME = BREAKER } } with BREAKER = { enabled, window_s (seconds of calls the failure rate is taken over), min_calls (calls in the window before it may open), failure_rate (0-1: the share of failed calls that opens it), open_s (how long it stays open before it probes; longer after failed probes, up to max_open_s), probes (calls let through half-open), retry_budget (0-1: retries as a share of calls), min_retries (retries allowed whatever the budget) }. A dependency not named gets default; unset fields take relayflow's defaults (infra/terraform/README.md, \"Tenants and dependencies\")."
+  type = object({
+    default = optional(object({
+      enabled      = optional(bool)
+      window_s     = optional(number)
+      min_calls    = optional(number)
+      failure_rate = optional(number)
+      open_s       = optional(number)
+      max_open_s   = optional(number)
+      probes       = optional(number)
+      retry_budget = optional(number)
+      min_retries  = optional(number)
+    }))
+    dependencies = optional(map(object({
+      enabled      = optional(bool)
+      window_s     = optional(number)
+      min_calls    = optional(number)
+      failure_rate = optional(number)
+      open_s       = optional(number)
+      max_open_s   = optional(number)
+      probes       = optional(number)
+      retry_budget = optional(number)
+      min_retries  = optional(number)
+    })))
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = alltrue([for name in keys(coalesce(var.dependencies.dependencies, {})) : can(regex("^[a-z][a-z0-9-]{0,62}$", name))])
+    error_message = "Dependency names must match ^[a-z][a-z0-9-]{0,62}$: a lower-case letter, then lower-case letters, digits and hyphens, at most 63 in all."
+  }
+
+  validation {
+    condition = alltrue([
+      for b in concat(var.dependencies.default == null ? [] : [var.dependencies.default], values(coalesce(var.dependencies.dependencies, {}))) :
+      alltrue([for share in [b.failure_rate, b.retry_budget] : coalesce(share, 0) >= 0 && coalesce(share, 0) <= 1])
+    ])
+    error_message = "A breaker's failure_rate and retry_budget are shares, from 0 to 1."
+  }
+
+  validation {
+    condition = alltrue([
+      for b in concat(var.dependencies.default == null ? [] : [var.dependencies.default], values(coalesce(var.dependencies.dependencies, {}))) :
+      alltrue([for count in [b.min_calls, b.min_retries] : floor(coalesce(count, 0)) == coalesce(count, 0) && coalesce(count, 0) >= 0])
+      && floor(coalesce(b.probes, 1)) == coalesce(b.probes, 1) && coalesce(b.probes, 1) >= 1
+    ])
+    error_message = "A breaker's min_calls and min_retries must be whole numbers from 0, its probes a whole number from 1."
+  }
+
+  validation {
+    condition = alltrue([
+      for b in concat(var.dependencies.default == null ? [] : [var.dependencies.default], values(coalesce(var.dependencies.dependencies, {}))) :
+      alltrue([for seconds in [b.window_s, b.open_s, b.max_open_s] : coalesce(seconds, 1) > 0])
+      && coalesce(b.max_open_s, b.open_s, 0) >= coalesce(b.open_s, 0)
+    ])
+    error_message = "A breaker's window_s, open_s and max_open_s must be more than 0 seconds, and max_open_s at least open_s."
+  }
+}
+
+variable "api_scopes" {
+  description = "Which tenants each api caller may see and operate, the RELAYFLOW_API_SCOPES the api reads: the caller's verified email => tenant names, e.g. { \"alice@acme.com\" = [\"acme\"] }. A caller not listed sees every tenant its role (viewer, operator) allows."
+  type        = map(list(string))
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for caller in keys(var.api_scopes) : can(regex("^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", caller))])
+    error_message = "api_scopes is keyed by the caller's email, e.g. alice@acme.com or orders@p.iam.gserviceaccount.com."
+  }
+
+  validation {
+    condition     = alltrue([for tenant in flatten(values(var.api_scopes)) : can(regex("^[a-z0-9][a-z0-9-]{0,62}$", tenant))])
+    error_message = "api_scopes lists tenant names, each matching ^[a-z0-9][a-z0-9-]{0,62}$."
+  }
 }
