@@ -4,7 +4,9 @@ shared by every instance, and the latency that adaptive backoff starts from.
 A step names what it calls (``ActionStep(..., dependency="client-api")``). Before its handler
 runs, the engine asks ``Breakers.check``:
 
-* **closed** — run. A retry runs only while the dependency's retries stay under its budget:
+* **closed** — run. A retry (an action's second or later try: a poll after a failed poll is
+  the poll its schedule makes anyway) runs only while the dependency's retries stay under its
+  budget:
   ``retry_budget`` times the first attempts in the window, plus ``min_retries``; beyond it the retry
   is put off, so an outage never multiplies traffic.
 * **open** — do not run and do not fail: the step is put off until the breaker may half-open
@@ -59,8 +61,10 @@ class BreakerPolicy(BaseModel):
     window_s: float = Field(default=30.0, ge=5.0, le=3600.0)
     min_calls: int = Field(default=20, ge=1, le=100_000)
     failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
-    open_s: float = Field(default=10.0, gt=0.0, le=3600.0)
-    max_open_s: float = Field(default=30.0, gt=0.0, le=3600.0)
+    # Open for ``open_s``, doubling after each failed probe up to ``max_open_s``: probes are a
+    # call or three, so probing often costs little and finds the dependency back soon.
+    open_s: float = Field(default=5.0, gt=0.0, le=3600.0)
+    max_open_s: float = Field(default=10.0, gt=0.0, le=3600.0)
     probes: int = Field(default=3, ge=1, le=100)
     # A probe whose outcome never came (its instance died) stops counting after this long.
     probe_lease_s: float = Field(default=30.0, gt=0.0, le=3600.0)
@@ -298,9 +302,20 @@ class Breakers:
 
     # -- before a call ---------------------------------------------------------------------
 
-    def check(self, dependency: str, *, retry: bool, deferrals: int = 0, key: str = "") -> Verdict:
+    def check(
+        self,
+        dependency: str,
+        *,
+        retry: bool,
+        deferrals: int = 0,
+        key: str = "",
+        natural_s: float = 0.0,
+    ) -> Verdict:
         """May a step calling ``dependency`` run now? ``retry``: it is a retry (its budget
-        applies); ``deferrals``: how often it was put off already (its own backoff grows)."""
+        applies); ``deferrals``: how often it was put off already (its own backoff grows);
+        ``natural_s``: how long the step would wait before its next try anyway (its poll or
+        retry curve), the least it is put off for, so putting a step off never makes it come
+        back more often than it would have called."""
         policy = self._policies.policy(dependency)
         now = self._clock.now()
         with self._lock:
@@ -308,7 +323,7 @@ class Breakers:
             if not policy.enabled:
                 self._count(known, now, retry=retry)
                 return Verdict(dependency, retry=retry)
-            verdict = self._decide(dependency, known, policy, now, retry, deferrals, key)
+            verdict = self._decide(dependency, known, policy, now, retry, deferrals, key, natural_s)
             if verdict.run:
                 self._count(known, now, retry=retry)
         if not verdict.run and self._metrics:
@@ -324,35 +339,39 @@ class Breakers:
         retry: bool,
         deferrals: int,
         key: str,
+        natural_s: float,
     ) -> Verdict:
-        backoff = timedelta(
-            seconds=compute_delay(
-                n=deferrals,
-                initial_s=min(1.0, policy.max_defer_s),
-                multiplier=2.0,
-                max_interval_s=policy.max_defer_s,
-                key=f"{key}:defer",
-            )
+        backoff_s = compute_delay(
+            n=deferrals,
+            initial_s=min(1.0, policy.max_defer_s),
+            multiplier=2.0,
+            max_interval_s=policy.max_defer_s,
+            key=f"{key}:defer",
         )
+        natural = now + timedelta(seconds=min(natural_s, policy.max_defer_s))
         state = known.state
         if state.state is Breaker.OPEN:
             assert state.reopen_at is not None
             if now < state.reopen_at:
-                # Put off until the breaker may half-open, spread over its first open time so
-                # the steps put off do not all come back in the same second.
+                # Back when the breaker may half-open (spread over its first open time, so the
+                # steps put off do not all come back in the same second), or when the step
+                # would have tried again anyway, whichever is later.
                 spread = unit_interval(f"{key}:{deferrals}:spread") * policy.open_s
-                until = state.reopen_at + timedelta(seconds=spread)
+                until = max(state.reopen_at + timedelta(seconds=spread), natural)
                 detail = f"{dependency}'s breaker is open until {_hms(state.reopen_at)}"
                 return Verdict(dependency, False, until, "open", detail, retry=retry)
             state = self._half_open(known, now)
         if state.state is Breaker.HALF_OPEN:
             if self._take_probe(known, policy, now):
                 return Verdict(dependency, probe=True, retry=retry)
+            # The probes decide within a call's time: look again soon.
+            soon = now + timedelta(seconds=min(backoff_s, policy.open_s))
             detail = f"{dependency}'s breaker is half-open and its probes are out"
-            return Verdict(dependency, False, now + backoff, "half_open", detail, retry=retry)
+            return Verdict(dependency, False, soon, "half_open", detail, retry=retry)
         if retry and not self._within_budget(known, policy, now):
+            later = max(now + timedelta(seconds=backoff_s), natural)
             detail = f"{dependency}'s retry budget is spent"
-            return Verdict(dependency, False, now + backoff, "budget", detail, retry=retry)
+            return Verdict(dependency, False, later, "budget", detail, retry=retry)
         return Verdict(dependency, retry=retry)
 
     def _within_budget(self, known: _Known, policy: BreakerPolicy, now: datetime) -> bool:

@@ -40,6 +40,7 @@ from relayflow.core.errors import (
     UnknownVersion,
 )
 from relayflow.core.flows import (
+    ActionStep,
     CallbackStep,
     Flow,
     ForEach,
@@ -371,12 +372,20 @@ class Engine:
         if self._breakers is None:
             return None
         pos = record.position
-        dependency = getattr(planner.step_at(flow, pos), "dependency", None)
+        step = planner.step_at(flow, pos)
+        dependency = getattr(step, "dependency", None)
         if dependency is None:
             return None
         key = f"{record.flow_id}:{pos.label()}"
+        # A poll after a failed poll is the poll the schedule makes anyway, not extra traffic:
+        # only an action's (or an undo's) second and later tries spend the retry budget.
+        retry = pos.attempt > 0 and pos.kind is not TaskKind.POLL
         return self._breakers.check(
-            dependency, retry=pos.attempt > 0, deferrals=pos.deferral, key=key
+            dependency,
+            retry=retry,
+            deferrals=pos.deferral,
+            key=key,
+            natural_s=_next_try_s(step, pos, key),
         )
 
     # -- tenants -------------------------------------------------------------------------
@@ -1161,6 +1170,17 @@ def _trace_outcome(span: Span, outcome: Outcome) -> None:
     span.set_attribute("outcome", _outcome_name(outcome))
     if isinstance(outcome, Retry | Failed):
         telemetry.mark_error(span, outcome.error.message)
+
+
+def _next_try_s(step: Step, position: Position, key: str) -> float:
+    """How long the step would wait before its next try anyway: its poll curve, or its retry
+    curve (what a put-off step waits at least, so it calls no more often than it would)."""
+    if isinstance(step, PollStep):
+        return step.policy.delay_s(n=position.poll, key=key)
+    if isinstance(step, ActionStep):
+        delay: float = step.retry.delay_s(retry=max(0, position.attempt - 1), key=key)
+        return delay
+    return 0.0
 
 
 def _handler_for(step: Step, kind: TaskKind) -> Handler:
