@@ -48,7 +48,10 @@ log = logging.getLogger("relayflow.dependencies")
 DEPENDENCY_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"
 # Latency histogram bounds (seconds) for p95: what adaptive backoff starts from.
 LATENCY_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-BUCKETS_PER_WINDOW = 6
+# The window is counted in buckets of a second (more for windows over 30 s): a breaker
+# judges the newest buckets first, so it reacts within a second or two of an outage however
+# many successes the rest of the window holds.
+BUCKETS_PER_WINDOW = 30
 MAX_TRANSITIONS = 20  # kept on the breaker's document, newest last
 
 
@@ -75,7 +78,7 @@ class BreakerPolicy(BaseModel):
 
     @property
     def bucket_s(self) -> float:
-        return self.window_s / BUCKETS_PER_WINDOW
+        return max(1.0, self.window_s / BUCKETS_PER_WINDOW)
 
     def open_for_s(self, opened: int) -> float:
         """How long the breaker stays open the ``opened``-th time in a row (1 = the first)."""
@@ -350,17 +353,17 @@ class Breakers:
         )
         natural = now + timedelta(seconds=min(natural_s, policy.max_defer_s))
         state = known.state
+        if state.state is Breaker.OPEN and state.reopen_at is not None and now >= state.reopen_at:
+            state = self._half_open(known, now)  # or what a rival made it meanwhile
         if state.state is Breaker.OPEN:
             assert state.reopen_at is not None
-            if now < state.reopen_at:
-                # Back when the breaker may half-open (spread over its first open time, so the
-                # steps put off do not all come back in the same second), or when the step
-                # would have tried again anyway, whichever is later.
-                spread = unit_interval(f"{key}:{deferrals}:spread") * policy.open_s
-                until = max(state.reopen_at + timedelta(seconds=spread), natural)
-                detail = f"{dependency}'s breaker is open until {_hms(state.reopen_at)}"
-                return Verdict(dependency, False, until, "open", detail, retry=retry)
-            state = self._half_open(known, now)
+            # Back when the breaker may half-open (spread over its first open time, so the
+            # steps put off do not all come back in the same second), or when the step would
+            # have tried again anyway, whichever is later.
+            spread = unit_interval(f"{key}:{deferrals}:spread") * policy.open_s
+            until = max(state.reopen_at + timedelta(seconds=spread), natural)
+            detail = f"{dependency}'s breaker is open until {_hms(state.reopen_at)}"
+            return Verdict(dependency, False, until, "open", detail, retry=retry)
         if state.state is Breaker.HALF_OPEN:
             if self._take_probe(known, policy, now):
                 return Verdict(dependency, probe=True, retry=retry)
@@ -442,13 +445,19 @@ class Breakers:
                 return
 
     def _maybe_open(self, known: _Known, policy: BreakerPolicy, now: datetime) -> None:
-        window = self._window(known, policy, now, since=known.state.since)
-        if window.calls < policy.min_calls or window.failures < policy.failure_rate * window.calls:
+        """Open if, over the newest stretch of the window holding at least ``min_calls``
+        calls (the last second, the last two, … the whole window), ``failure_rate`` failed."""
+        calls = failures = 0
+        oldest = now.timestamp()
+        for start, counts in self._buckets(known, policy, now, since=known.state.since):
+            calls, failures = calls + counts.calls, failures + counts.failures
+            oldest = start
+            if calls >= policy.min_calls and failures >= policy.failure_rate * calls:
+                break
+        else:
             return
-        why = (
-            f"{window.failures} of {window.calls} calls failed in {policy.window_s:.0f}s "
-            f"(≥ {policy.failure_rate:.0%})"
-        )
+        span = max(policy.bucket_s, now.timestamp() - oldest)
+        why = f"{failures} of {calls} calls failed in {span:.0f}s (≥ {policy.failure_rate:.0%})"
         opened = known.state.opened + 1
         reopen = now + timedelta(seconds=policy.open_for_s(opened))
         wanted = known.state.to(Breaker.OPEN, now, why, reopen_at=reopen, opened=opened)
@@ -575,17 +584,29 @@ class Breakers:
         self, known: _Known, policy: BreakerPolicy, now: datetime, *, since: datetime | None
     ) -> Counts:
         """Counts over the window (from ``since``, if later), shared and not yet flushed."""
+        total = Counts()
+        for _, counts in self._buckets(known, policy, now, since=since):
+            total.add(counts)
+        return total
+
+    def _buckets(
+        self, known: _Known, policy: BreakerPolicy, now: datetime, *, since: datetime | None
+    ) -> list[tuple[int, Counts]]:
+        """The window's buckets, newest first, shared and not yet flushed added together.
+
+        With ``since``, only buckets that began after it: a bucket that began before holds
+        calls of the state before, so a breaker just closed starts clean."""
         start = now.timestamp() - policy.window_s
         if since is not None:
-            # A bucket that began before the state did holds calls of the state before: only
-            # a whole bucket after ``since`` counts, so a breaker just closed starts clean.
             start = max(start, since.timestamp())
-        total = Counts()
+        else:
+            start -= policy.bucket_s  # the oldest, partly in the window, counts whole
+        merged: dict[int, Counts] = {}
         for source in (known.counts, known.pending):
             for bucket, counts in source.items():
-                if bucket >= start - (0 if since is not None else policy.bucket_s):
-                    total.add(counts)
-        return total
+                if bucket >= start:
+                    merged.setdefault(bucket, Counts()).add(counts)
+        return sorted(merged.items(), reverse=True)
 
     def _bucket(self, policy: BreakerPolicy, now: datetime) -> int:
         size = policy.bucket_s

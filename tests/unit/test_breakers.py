@@ -68,7 +68,7 @@ def test_closed_opens_when_the_failure_rate_over_the_window_passes_the_threshold
     stored = store.breaker(DEP)[0]
     assert stored.state is Breaker.OPEN
     assert stored.reopen_at == clock.now() + timedelta(seconds=10)
-    assert stored.transitions[-1].why == "4 of 5 calls failed in 30s (≥ 50%)"
+    assert stored.transitions[-1].why == "4 of 5 calls failed in 1s (≥ 50%)"
 
 
 def test_an_open_breaker_puts_calls_off_until_it_may_half_open() -> None:
@@ -122,6 +122,40 @@ def test_a_failed_probe_opens_the_breaker_again_for_twice_as_long_up_to_the_cap(
         assert stored.state is Breaker.OPEN
         opens.append((stored.reopen_at - clock.now()).total_seconds())  # type: ignore[operator]
     assert opens == [20, 40, 40, 40]
+
+
+def test_the_newest_failures_open_the_breaker_however_many_successes_the_window_holds() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock)
+    for _ in range(29):
+        for _ in range(10):
+            call(b, ok=True)  # 290 successes over 29 s
+        clock.advance(1)
+    for _ in range(4):
+        call(b, ok=False)  # the outage: its first second
+    assert state(store) is Breaker.OPEN
+
+
+def test_an_instance_with_a_stale_view_does_not_call_once_a_rivals_probe_reopened_it() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    a, b = breakers(store, clock), breakers(store, clock)
+    for _ in range(4):
+        call(a, ok=False)
+    a.flush()
+    clock.advance(9.8)
+    assert not b.check(DEP, retry=False).run  # b reads: open until 10 s
+    clock.advance(0.2)
+    probe = a.check(DEP, retry=False)
+    assert probe.probe
+    a.record(probe, ok=False, latency_s=0.05)  # open again, until 30 s
+    clock.advance(0.5)  # b's view (open until 10 s) is not a second old: it tries to half-open
+    late = b.check(DEP, retry=False)
+    assert not late.run and late.reason == "open"
+    assert [t.to for t in store.breaker(DEP)[0].transitions] == [
+        Breaker.OPEN,
+        Breaker.HALF_OPEN,
+        Breaker.OPEN,
+    ]
 
 
 def test_a_probe_whose_outcome_never_came_frees_its_place_when_its_lease_ends() -> None:
@@ -357,7 +391,7 @@ def test_the_api_and_the_cli_show_each_breaker_with_its_transitions() -> None:
     assert shown["transitions"][-1]["to"] == "open"
     table = render.breaker_table([shown]).splitlines()
     assert table[1].split()[:2] == ["client-api", "open"]
-    assert "→ open: 4 of 4 calls failed in 30s" in table[2]
+    assert "→ open: 4 of 4 calls failed in 1s" in table[2]
 
 
 def test_breaker_metrics_count_transitions_deferrals_and_calls() -> None:
