@@ -29,6 +29,9 @@ log = logging.getLogger("relayflow.admission")
 PAUSE_RECHECK_S = 30.0
 # How long a process trusts what it read of a tenant's paused state.
 STATE_TTL_S = 5.0
+# How long a process trusts having found every slot of a tenant held: new starts then wait
+# without looking (a slot that frees up is handed on by the flow that frees it).
+FULL_TTL_S = 1.0
 
 Settle = Callable[[FlowRecord], None]
 
@@ -40,6 +43,7 @@ class Admission:
         self._store = store
         self._tenants = tenants
         self._states: dict[str, tuple[float, TenantState]] = {}
+        self._full_until: dict[str, float] = {}
 
     @property
     def tenants(self) -> Tenants:
@@ -73,6 +77,8 @@ class Admission:
             if grant.slot is None:
                 if grant.free_at is not None:  # a slot only rests: the oldest tries again then
                     self._retry_at(plan_for(flow), flow, grant.free_at, settle)
+                else:
+                    self._full_until[tenant] = time.monotonic() + FULL_TTL_S
                 break
             admit = functools.partial(planner.admitted, plan_for(flow), slot=grant.slot)
             done = self._store.change(flow.flow_id, admit)
@@ -90,11 +96,44 @@ class Admission:
         if written is not None:
             settle(written)
 
-    def release(self, record: FlowRecord) -> bool:
-        """Give back the slot of a flow that ended; whether it held one still."""
+    def seems_full(self, tenant: str) -> bool:
+        """Whether this process found every slot of ``tenant`` held a moment ago: a new start
+        then waits without looking, as it would have found none."""
+        return time.monotonic() < self._full_until.get(tenant, 0.0)
+
+    def pass_on(
+        self,
+        plan_for: Callable[[FlowRecord], Plan],
+        record: FlowRecord,
+        now: datetime,
+        settle: Settle,
+    ) -> None:
+        """A flow holding a slot ended: hand the slot straight to its tenant's oldest waiting
+        flow (a write on the slot and one on that flow, no slot read by query), or give it back
+        and admit what there is room for. Safe to repeat: only the holder can pass it on."""
         if record.slot is None:
-            return False
-        return self._store.release_slot(record.slot, holder=record.flow_id)
+            return
+        slot, holder, tenant = record.slot, record.flow_id, record.tenant
+        policy = self._tenants.policy(tenant)
+        usable = policy.limited and _slot_number(slot) < policy.max_running
+        while usable and not self.paused(tenant):
+            waiting = self._store.waiting(tenant, limit=1)
+            if not waiting:
+                break
+            nxt = waiting[0]
+            handed = self._store.hand_over_slot(
+                slot, holder=holder, to=nxt.flow_id, now=now, cooldown_s=policy.slot_cooldown_s
+            )
+            if not handed:
+                break  # passed on already, or the slot still rests
+            admit = functools.partial(planner.admitted, plan_for(nxt), slot=slot)
+            done = self._store.change(nxt.flow_id, admit)
+            if done is not None:
+                settle(done)
+                return
+            holder = nxt.flow_id  # no longer waiting (cancelled): it holds the slot; go on
+        if self._store.release_slot(slot, holder=holder):
+            self.admit(plan_for, tenant, now, settle)
 
     def paused(self, tenant: str) -> bool:
         """Whether ``tenant`` is paused (configured so, or by an operator), read at most every
@@ -108,8 +147,17 @@ class Admission:
             self._states[tenant] = cached
         return cached[1].paused
 
+    def forget_full(self, tenant: str) -> None:
+        self._full_until.pop(tenant, None)
+
     def set_paused(self, tenant: str, paused: bool, *, by: str, reason: str) -> TenantState:
         state = TenantState(tenant, paused, by, reason)
         self._store.set_tenant_state(state)
         self._states[tenant] = (time.monotonic(), state)
         return state
+
+
+def _slot_number(slot: str) -> int:
+    """``acme.7`` -> 7 (a slot's number within its tenant)."""
+    number = slot.rpartition(".")[2]
+    return int(number) if number.isdigit() else 1 << 30

@@ -269,8 +269,8 @@ class Engine:
             return self._duplicate(record, data, message_id, attributes)
         self._metrics.flow_started(flow.name, tenant)
         self._settle(record)
-        if record.admission == "waiting":  # in order with the others waiting
-            self._admit(tenant)
+        if record.admission == "waiting" and not self._admission.seems_full(tenant):
+            self._admit(tenant)  # in order with the others waiting
         log.info("flow started", extra={"flow_id": flow_id, "flow": flow.name, "tenant": tenant})
         return StartResult(Started.STARTED, flow_id=flow_id)
 
@@ -757,9 +757,9 @@ class Engine:
         """
         if record.is_lane and foreach.news(record) is not None:
             self._report_lane(record)
-        ended_with_slot = record.status in TERMINAL and record.slot is not None
-        if ended_with_slot and self._admission.release(record):  # room for the next waiting
-            self._admit(record.tenant)
+        if record.status in TERMINAL and record.slot is not None:  # room for the next waiting
+            plan_for = functools.partial(_plan_of, self)
+            self._admission.pass_on(plan_for, record, self._clock.now(), self._settle)
         with telemetry.joined(record.trace):
             if record.status in ACTIVE:
                 for track in record.tracks.values():

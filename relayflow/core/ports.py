@@ -141,6 +141,13 @@ class Store(Protocol):
         """Give back ``holder``'s slot; False if it does not hold it (released already)."""
         ...
 
+    def hand_over_slot(
+        self, slot: str, *, holder: str, to: str, now: datetime, cooldown_s: float
+    ) -> bool:
+        """Pass ``holder``'s slot straight to flow ``to`` (one write, no slot read by query);
+        False if ``holder`` no longer holds it or it still rests (the caller releases it)."""
+        ...
+
     def waiting(self, tenant: str | None = None, *, limit: int = 10) -> list[FlowRecord]:
         """Flows waiting for room (of ``tenant``), those queued first first."""
         ...

@@ -315,6 +315,26 @@ class FlowStore:
             return False
         return True
 
+    def hand_over_slot(
+        self, slot: str, *, holder: str, to: str, now: datetime, cooldown_s: float
+    ) -> bool:
+        ref = self._slots.document(slot)
+        snap = ref.get(timeout=RPC_TIMEOUT_S)
+        self._counters.add("firestore_reads")
+        doc = snap.to_dict() or {} if snap.exists else {}
+        free_at = doc.get("free_at")
+        if doc.get("holder") != holder or (free_at is not None and free_at > now):
+            return False
+        taken = {"holder": to, "taken_at": now, "free_at": now + timedelta(seconds=cooldown_s)}
+        option = self._client.write_option(last_update_time=snap.update_time)
+        try:
+            self._counters.add("firestore_writes")
+            ref.update(taken, option=option, timeout=RPC_TIMEOUT_S)
+        except (FailedPrecondition, NotFound):
+            self._counters.add("firestore_conflicts")
+            return False
+        return True
+
     def waiting(self, tenant: str | None = None, *, limit: int = 10) -> list[FlowRecord]:
         query: Any = self._flows.where(filter=firestore.FieldFilter("admission", "==", "waiting"))
         if tenant is not None:

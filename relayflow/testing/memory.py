@@ -178,6 +178,16 @@ class MemoryStore:
         self.slot_writes += 1
         return True
 
+    def hand_over_slot(
+        self, slot: str, *, holder: str, to: str, now: datetime, cooldown_s: float
+    ) -> bool:
+        held = self.slots.get(slot)
+        if held is None or held["holder"] != holder or held["free_at"] > now:
+            return False
+        self.slots[slot] = {"holder": to, "free_at": now + timedelta(seconds=cooldown_s)}
+        self.slot_writes += 1
+        return True
+
     def waiting(self, tenant: str | None = None, *, limit: int = 10) -> list[FlowRecord]:
         found = [
             r

@@ -131,3 +131,17 @@ def test_a_cancelled_waiting_flow_is_skipped_and_frees_nothing() -> None:
     assert h.flow(third).admission == "admitted"
     record = h.run(third)
     assert record is not None and record.status is Status.SUCCEEDED
+
+
+def test_a_freed_slot_is_handed_straight_to_the_oldest_waiting_flow() -> None:
+    h = Harness(flow(), tenants=policy(max_running=1))
+    first = h.start("job", flow_id="a0", tenant="acme")
+    h.start("job", flow_id="a1", tenant="acme")
+    writes_before = h.store.slot_writes
+    h.run(first)
+    nxt = h.flow("a1")
+    assert nxt.admission == "admitted" and nxt.slot == h.flow(first).slot
+    assert h.store.slot_writes - writes_before == 1  # one hand-over, no release and take
+    assert h.store.slots[nxt.slot]["holder"] == "a1"
+    h.engine._settle(h.flow(first))  # settling the ended flow again passes nothing on
+    assert h.store.slots[nxt.slot]["holder"] == "a1"
