@@ -28,7 +28,7 @@ from relayflow.web.access import Forbidden, Role
 if TYPE_CHECKING:
     from relayflow.web.api import Guard, Operations
 
-FILTER_FIELDS = ("flow", "status", "version", "updated_from", "updated_to", "limit")
+FILTER_FIELDS = ("flow", "status", "version", "tenant", "updated_from", "updated_to", "limit")
 NOTICES = {
     "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
     "retried": "Retry recorded: a new generation has started.",
