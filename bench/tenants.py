@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -146,6 +147,26 @@ def counters(stack: Stack) -> dict[str, int]:
     return total
 
 
+def wait_started(db: Any, tenant: str, count: int, timeout_s: float) -> float:
+    """Until ``count`` flows of ``tenant`` exist (started: running or waiting for the quota);
+    how long that took. Counted by an aggregation, not by reading each."""
+    from google.cloud.firestore_v1.base_query import FieldFilter
+
+    began = time.monotonic()
+    query = db.collection("flows").where(filter=FieldFilter("tenant", "==", tenant))
+    shown = -1
+    while time.monotonic() - began < timeout_s:
+        (result,) = query.count(alias="n").get()
+        found = int(result[0].value)
+        if found != shown:
+            print(f"    {found}/{count} of {tenant}'s flows started", flush=True)
+            shown = found
+        if found >= count:
+            return time.monotonic() - began
+        threading.Event().wait(1.0)
+    raise TimeoutError(f"only {shown} of {count} of {tenant}'s flows started")
+
+
 def run_b_alone(stack: Stack, args: argparse.Namespace) -> list[float]:
     stack.wipe_firestore()
     client_api(stack, "POST", "/admin/reset")
@@ -167,9 +188,10 @@ def run_behind_a(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
     run = uuid.uuid4().hex[:6]
     before = counters(stack)
     a_sent = publish(bodies_for("a", args.a_flows, run))
-    print(f"    A's {args.a_flows} flows published; now B's {args.b_flows}", flush=True)
-    b_sent = publish(bodies_for("b", args.b_flows, run))
     db = firestore.Client(project="relayflow-local")
+    started_s = wait_started(db, "a", args.a_flows, args.timeout_s)
+    print(f"    A's {args.a_flows} flows started in {started_s:.1f}s; now B's", flush=True)
+    b_sent = publish(bodies_for("b", args.b_flows, run))
     wait_terminal(db, list(b_sent), args.timeout_s)
     b_done = time.time()
     wait_terminal(db, list(a_sent), args.timeout_s)

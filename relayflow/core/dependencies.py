@@ -64,10 +64,12 @@ class BreakerPolicy(BaseModel):
     window_s: float = Field(default=30.0, ge=5.0, le=3600.0)
     min_calls: int = Field(default=20, ge=1, le=100_000)
     failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
-    # Open for ``open_s``, doubling after each failed probe up to ``max_open_s``: probes are a
-    # call or three, so probing often costs little and finds the dependency back soon.
-    open_s: float = Field(default=5.0, gt=0.0, le=3600.0)
-    max_open_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    # Open for ``open_s``, doubling after each failed probe up to ``max_open_s``. A probe round
+    # is a call or three, so probing every few seconds costs the dependency almost nothing,
+    # and how soon the flows go on after it is back is bounded by how long the breaker stays
+    # open (put-off steps come back no sooner than they would have tried anyway).
+    open_s: float = Field(default=2.0, gt=0.0, le=3600.0)
+    max_open_s: float = Field(default=5.0, gt=0.0, le=3600.0)
     probes: int = Field(default=3, ge=1, le=100)
     # A probe whose outcome never came (its instance died) stops counting after this long.
     probe_lease_s: float = Field(default=30.0, gt=0.0, le=3600.0)
@@ -367,8 +369,9 @@ class Breakers:
         if state.state is Breaker.HALF_OPEN:
             if self._take_probe(known, policy, now):
                 return Verdict(dependency, probe=True, retry=retry)
-            # The probes decide within a call's time: look again soon.
-            soon = now + timedelta(seconds=min(backoff_s, policy.open_s))
+            # The probes decide within a call's time: look again in about a second.
+            soon_s = min(0.5 + unit_interval(f"{key}:{deferrals}:soon"), policy.open_s)
+            soon = now + timedelta(seconds=soon_s)
             detail = f"{dependency}'s breaker is half-open and its probes are out"
             return Verdict(dependency, False, soon, "half_open", detail, retry=retry)
         if retry and not self._within_budget(known, policy, now):

@@ -6,6 +6,7 @@ uses; they are only shorter, so a flow that polls a few times ends in seconds.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -34,6 +35,10 @@ FAST_POLICIES = {
     "RELAYFLOW_RETRY_MAX_INTERVAL_S": "1",
     "RELAYFLOW_RETRY_MAX_ATTEMPTS": "4",
     "RELAYFLOW_SWEEP_GRACE_S": "1",
+    # Tenants only the protection tests use: a quota of 2, and a high-priority one.
+    "RELAYFLOW_TENANTS": json.dumps(
+        {"tenants": {"e2e-limited": {"max_running": 2}, "e2e-high": {"priority": "high"}}}
+    ),
 }
 PROJECT = "relayflow-local"
 
