@@ -478,10 +478,11 @@ class Breakers:
                 return None
             return self._window(known, policy, now, since=None).p95_s()
 
-    def views(self) -> list[dict[str, Any]]:
-        """Every breaker known (stored, configured, or called here): state and window."""
+    def views(self, *, named: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Every breaker known (``named``, e.g. by the flows' steps; stored; configured; or
+        called here): state and window."""
         now = self._clock.now()
-        names = {s.dependency for s in self._store.breakers()}
+        names = {s.dependency for s in self._store.breakers()} | set(named)
         names |= set(self._policies.dependencies) | set(self._known)
         shown = []
         for name in sorted(names):

@@ -425,7 +425,9 @@ class Engine:
 
     def breaker_views(self) -> list[dict[str, Any]]:
         """Every dependency's breaker: state, window counts, budget, p95, transitions."""
-        return self._breakers.views() if self._breakers is not None else []
+        if self._breakers is None:
+            return []
+        return self._breakers.views(named=_dependencies_of(self._registry))
 
     def tenant_views(self) -> list[dict[str, Any]]:
         """Every tenant with a policy or a state: its limits, paused or not, flows waiting."""
@@ -1170,6 +1172,16 @@ def _trace_outcome(span: Span, outcome: Outcome) -> None:
     span.set_attribute("outcome", _outcome_name(outcome))
     if isinstance(outcome, Retry | Failed):
         telemetry.mark_error(span, outcome.error.message)
+
+
+def _dependencies_of(registry: Registry) -> set[str]:
+    """Every dependency a step of a registered flow names (a ForEach's steps too)."""
+    names: set[str] = set()
+    for flow in registry:
+        for step in flow.steps:
+            inner = step.steps if isinstance(step, ForEach) else (step,)
+            names |= {d for s in inner if (d := getattr(s, "dependency", None))}
+    return names
 
 
 def _next_try_s(step: Step, position: Position, key: str) -> float:
