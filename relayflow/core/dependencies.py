@@ -362,8 +362,12 @@ class Breakers:
             # Back when the breaker may half-open (spread over its first open time, so the
             # steps put off do not all come back in the same second), or when the step would
             # have tried again anyway, whichever is later.
-            spread = unit_interval(f"{key}:{deferrals}:spread") * policy.open_s
-            until = max(state.reopen_at + timedelta(seconds=spread), natural)
+            u = unit_interval(f"{key}:{deferrals}:spread")
+            until = max(state.reopen_at + timedelta(seconds=u * policy.open_s), natural)
+            if state.reopen_at - now <= timedelta(seconds=policy.open_s):
+                # Probing is about to start: a step put off now for its whole next try would
+                # miss the dependency's return by that much, so it comes back with the probes.
+                until = state.reopen_at + timedelta(seconds=0.5 + u)
             detail = f"{dependency}'s breaker is open until {_hms(state.reopen_at)}"
             return Verdict(dependency, False, until, "open", detail, retry=retry)
         if state.state is Breaker.HALF_OPEN:

@@ -88,6 +88,21 @@ def test_an_open_breaker_puts_calls_off_until_it_may_half_open() -> None:
     assert "client-api's breaker is open until" in verdict.detail
 
 
+def test_a_put_off_step_waits_its_own_next_try_unless_probing_is_about_to_start() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock, open_s=2, max_open_s=2)
+    for _ in range(4):
+        call(b, ok=False)
+    reopen = store.breaker(DEP)[0].reopen_at
+    assert reopen is not None
+    early = b.check(DEP, retry=False, natural_s=8.0, key="early")
+    assert early.until == clock.now() + timedelta(seconds=8)  # no more often than it would poll
+    clock.advance(1.0)  # probing starts in a second: come back with the probes
+    late = b.check(DEP, retry=False, natural_s=8.0, key="late")
+    assert late.until is not None
+    assert reopen + timedelta(seconds=0.5) <= late.until <= reopen + timedelta(seconds=1.5)
+
+
 def test_half_open_lets_probes_through_one_lease_each_and_closes_after_enough_succeed() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock)
