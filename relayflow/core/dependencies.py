@@ -364,7 +364,7 @@ class Breakers:
             # have tried again anyway, whichever is later.
             u = unit_interval(f"{key}:{deferrals}:spread")
             until = max(state.reopen_at + timedelta(seconds=u * policy.open_s), natural)
-            if state.reopen_at - now <= timedelta(seconds=policy.open_s):
+            if state.reopen_at - now <= timedelta(seconds=min(1.0, policy.open_s / 2)):
                 # Probing is about to start: a step put off now for its whole next try would
                 # miss the dependency's return by that much, so it comes back with the probes.
                 until = state.reopen_at + timedelta(seconds=0.5 + u)

@@ -97,7 +97,7 @@ def test_a_put_off_step_waits_its_own_next_try_unless_probing_is_about_to_start(
     assert reopen is not None
     early = b.check(DEP, retry=False, natural_s=8.0, key="early")
     assert early.until == clock.now() + timedelta(seconds=8)  # no more often than it would poll
-    clock.advance(1.0)  # probing starts in a second: come back with the probes
+    clock.advance(1.2)  # probing starts in under a second: come back with the probes
     late = b.check(DEP, retry=False, natural_s=8.0, key="late")
     assert late.until is not None
     assert reopen + timedelta(seconds=0.5) <= late.until <= reopen + timedelta(seconds=1.5)
