@@ -64,12 +64,13 @@ class BreakerPolicy(BaseModel):
     window_s: float = Field(default=30.0, ge=5.0, le=3600.0)
     min_calls: int = Field(default=20, ge=1, le=100_000)
     failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
-    # Open for ``open_s``, doubling after each failed probe up to ``max_open_s``. A probe round
-    # is a call or three, so probing every few seconds costs the dependency almost nothing,
+    # Open for ``open_s``, doubling after each failed probe up to ``max_open_s`` (by default
+    # not at all). A probe round is a call or three, so probing every two seconds costs the
+    # dependency almost nothing (30 calls a minute however many flows wait),
     # and how soon the flows go on after it is back is bounded by how long the breaker stays
     # open (put-off steps come back no sooner than they would have tried anyway).
     open_s: float = Field(default=2.0, gt=0.0, le=3600.0)
-    max_open_s: float = Field(default=5.0, gt=0.0, le=3600.0)
+    max_open_s: float = Field(default=2.0, gt=0.0, le=3600.0)
     probes: int = Field(default=3, ge=1, le=100)
     # A probe whose outcome never came (its instance died) stops counting after this long.
     probe_lease_s: float = Field(default=30.0, gt=0.0, le=3600.0)
