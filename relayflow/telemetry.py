@@ -15,6 +15,7 @@ None and nothing is extracted, injected or stored.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -49,6 +51,22 @@ _W3C = TraceContextTextMapPropagator()
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
 
 
+# Fields every log line of the current task carries (its flow and tenant), set by the engine.
+_LOG_FIELDS: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "relayflow_log_fields", default=MappingProxyType({})
+)
+
+
+@contextmanager
+def log_fields(**fields: str) -> Iterator[None]:
+    """Add ``fields`` to every log line written inside the block (in this thread or task)."""
+    token = _LOG_FIELDS.set({**_LOG_FIELDS.get(), **fields})
+    try:
+        yield
+    finally:
+        _LOG_FIELDS.reset(token)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON line per record; extra fields (flow_id, step, ...) are kept as keys.
 
@@ -67,6 +85,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        entry.update(_LOG_FIELDS.get())
         entry.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
         if self._project_id is not None:
             entry.update(trace_log_fields(self._project_id))

@@ -321,6 +321,10 @@ class Engine:
         if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
+        with telemetry.log_fields(flow_id=payload.flow_id, tenant=found.record.tenant):
+            return self._run_found(found, payload)
+
+    def _run_found(self, found: Snapshot, payload: TaskPayload) -> Ran:
         key = _track_of(found.record, payload.position)
         if key is None:
             self._settle(found.record)

@@ -467,3 +467,32 @@ def test_tracing_off_builds_no_tracer() -> None:
 def test_the_sample_ratio_is_a_share() -> None:
     with pytest.raises(ValueError, match="trace_sample_ratio"):
         Settings(trace_sample_ratio=1.5)
+
+
+def test_every_log_line_of_a_task_names_its_flow_and_tenant(caplog: Any) -> None:
+    from relayflow import ActionStep, Flow
+    from relayflow.core.errors import RetryableError
+    from relayflow.core.tenants import Tenants
+    from relayflow.testing import Harness, scripted
+
+    lines: list[dict[str, Any]] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(json.loads(JsonFormatter().format(record)))
+
+    handler = Capture()
+    logging.getLogger().addHandler(handler)
+    try:
+        flaky = scripted(RetryableError("busy", code="BUSY"), {"ok": True})
+        h = Harness(Flow(name="job", steps=(ActionStep("go", flaky),)), tenants=Tenants())
+        flow_id = h.start("job", tenant="acme")
+        h.run(flow_id)
+    finally:
+        logging.getLogger().removeHandler(handler)
+    retried = [line for line in lines if line["message"] == "retryable error"]
+    assert retried and all(
+        (line["flow_id"], line["tenant"]) == (flow_id, "acme") for line in retried
+    )
+    outside = log_line(JsonFormatter())
+    assert "tenant" not in outside and "flow_id" not in outside
