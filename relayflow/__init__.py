@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from relayflow.core.backoff import Jitter
+    from relayflow.core.dependencies import BreakerPolicy, Dependencies
     from relayflow.core.errors import (
         ConfigError,
         NotReady,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         StepContext,
     )
+    from relayflow.core.tenants import TenantPolicy, Tenants
     from relayflow.http import call_json, raise_for_response
     from relayflow.settings import Settings
 
@@ -55,6 +57,10 @@ _EXPORTS = {
     "RetryPolicy": "relayflow.core.flows",
     "StepContext": "relayflow.core.flows",
     "Jitter": "relayflow.core.backoff",
+    "BreakerPolicy": "relayflow.core.dependencies",
+    "Dependencies": "relayflow.core.dependencies",
+    "TenantPolicy": "relayflow.core.tenants",
+    "Tenants": "relayflow.core.tenants",
     "ConfigError": "relayflow.core.errors",
     "NotReady": "relayflow.core.errors",
     "PermanentError": "relayflow.core.errors",
@@ -68,8 +74,10 @@ _EXPORTS = {
 
 __all__ = [
     "ActionStep",
+    "BreakerPolicy",
     "CallbackStep",
     "ConfigError",
+    "Dependencies",
     "Flow",
     "ForEach",
     "Handler",
@@ -86,6 +94,8 @@ __all__ = [
     "Settings",
     "StepContext",
     "StepError",
+    "TenantPolicy",
+    "Tenants",
     "call_json",
     "raise_for_response",
 ]
