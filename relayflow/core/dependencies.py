@@ -411,9 +411,11 @@ class Breakers:
 
     # -- after a call ----------------------------------------------------------------------
 
-    def record(self, verdict: Verdict, *, ok: bool, latency_s: float) -> None:
-        """Count what the call did; open, close or re-open the breaker as that decides."""
+    def record(self, verdict: Verdict, *, ok: bool, latency_s: float) -> bool:
+        """Count what the call did; open, close or re-open the breaker as that decides.
+        Whether this call closed it (the steps put off may then be brought forward)."""
         dependency = verdict.dependency
+        closed = False
         policy = self._policies.policy(dependency)
         now = self._clock.now()
         with self._lock:
@@ -424,18 +426,20 @@ class Breakers:
             bucket.observe(latency_s)
             if policy.enabled:
                 if verdict.probe:
-                    self._probed(known, policy, now, ok)
+                    closed = self._probed(known, policy, now, ok)
                 elif not ok and known.state.state is Breaker.CLOSED:
                     self._maybe_open(known, policy, now)
             self._maybe_flush(dependency, known, policy, now)
         if self._metrics:
             self._metrics.dependency_called(dependency, ok)
+        return closed
 
-    def _probed(self, known: _Known, policy: BreakerPolicy, now: datetime, ok: bool) -> None:
+    def _probed(self, known: _Known, policy: BreakerPolicy, now: datetime, ok: bool) -> bool:
+        """Count a probe's outcome; whether it closed the breaker."""
         for _ in range(3):
             state = known.state
             if state.state is not Breaker.HALF_OPEN:
-                return  # someone else decided already
+                return False  # someone else decided already
             if not ok:
                 opened = state.opened + 1
                 reopen = now + timedelta(seconds=policy.open_for_s(opened))
@@ -450,7 +454,8 @@ class Breakers:
                 out = state.probes_out(now)
                 wanted = replace(state, probe_ok=state.probe_ok + 1, probes=out[1:])
             if self._transition(known, wanted, now):
-                return
+                return wanted.state is Breaker.CLOSED
+        return False
 
     def _maybe_open(self, known: _Known, policy: BreakerPolicy, now: datetime) -> None:
         """Open if, over the newest stretch of the window holding at least ``min_calls``

@@ -152,6 +152,10 @@ class Store(Protocol):
         """Flows waiting for room (of ``tenant``), those queued first first."""
         ...
 
+    def upcoming(self, *, after: datetime, limit: int) -> list[FlowRecord]:
+        """Pending and running flows whose next task is due after ``after``, soonest first."""
+        ...
+
     def count_waiting(self, tenant: str) -> int:
         """How many of ``tenant``'s flows wait for room (a count, not a read of each)."""
         ...
@@ -203,6 +207,10 @@ class Queue(Protocol):
 
     def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
         """Create the task for ``nxt`` unless it exists (or existed) under its name."""
+        ...
+
+    def run_now(self, nxt: NextTask) -> bool:
+        """Dispatch a scheduled task now (Cloud Tasks' RunTask); False if it is gone."""
         ...
 
     def exists(self, nxt: NextTask) -> bool:

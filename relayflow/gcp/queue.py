@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import grpc
-from google.api_core.exceptions import AlreadyExists, NotFound
+from google.api_core.exceptions import AlreadyExists, FailedPrecondition, NotFound
 from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -76,6 +76,14 @@ class TaskQueue:
             return Enqueued.ALREADY_ENQUEUED
         self._counters.add("tasks_created")
         return Enqueued.CREATED
+
+    def run_now(self, nxt: NextTask) -> bool:
+        name = self._client.task_path(self._project, self._location, nxt.queue, nxt.task_id)
+        try:
+            self._client.run_task(name=name, timeout=10.0)
+        except (NotFound, FailedPrecondition):  # dispatched meanwhile, or gone
+            return False
+        return True
 
     def exists(self, nxt: NextTask) -> bool:
         """Whether the task is still in its queue (waiting or being retried)."""

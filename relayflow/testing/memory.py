@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -198,6 +198,16 @@ class MemoryStore:
         ]
         return sorted(found, key=lambda r: (r.queued_at or EPOCH, r.flow_id))[:limit]
 
+    def upcoming(self, *, after: datetime, limit: int) -> list[FlowRecord]:
+        found = [
+            r
+            for r in self._records()
+            if r.status in (Status.PENDING, Status.RUNNING)
+            and r.next_run_at is not None
+            and r.next_run_at > after
+        ]
+        return sorted(found, key=lambda r: (r.next_run_at or EPOCH, r.flow_id))[:limit]
+
     def count_waiting(self, tenant: str) -> int:
         return len(self.waiting(tenant, limit=len(self._records()) + 1))
 
@@ -366,6 +376,16 @@ class MemoryQueue:
 
     def exists(self, nxt: NextTask) -> bool:
         return nxt.task_id in self.tasks
+
+    def run_now(self, nxt: NextTask) -> bool:
+        """Due at once (the next ``due_first``), as RunTask dispatches it."""
+        queued = self.tasks.get(nxt.task_id)
+        if queued is None:
+            return False
+        self.tasks[nxt.task_id] = replace(
+            queued, next=queued.next.model_copy(update={"run_at": EPOCH})
+        )
+        return True
 
     def lose(self, task_id: str) -> None:
         """The task vanishes (deleted by hand, purged, or never created): its name stays spent."""

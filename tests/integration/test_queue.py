@@ -109,3 +109,31 @@ def test_exists_is_false_for_a_task_never_created(
     task_queue: TaskQueue, topology: Topology, new_flow_id: Callable[[], str]
 ) -> None:
     assert not task_queue.exists(next_task(new_flow_id(), topology.queues.steps.name))
+
+
+def test_run_now_dispatches_a_task_scheduled_later(
+    task_queue: TaskQueue,
+    tasks_client: tasks_v2.CloudTasksClient,
+    settings: Settings,
+    topology: Topology,
+    new_flow_id: Callable[[], str],
+) -> None:
+    from google.api_core.exceptions import NotFound
+
+    from relayflow.local.polling import poll_until
+
+    flow_id = new_flow_id()
+    nxt = next_task(flow_id, topology.queues.polls.name)  # an hour ahead
+    task_queue.ensure(flow_id, nxt)
+    assert task_queue.run_now(nxt)
+    name = tasks_client.task_path(settings.project_id, settings.location, nxt.queue, nxt.task_id)
+
+    def dispatched() -> bool:  # no worker listens here: the attempt fails and is counted
+        try:
+            return tasks_client.get_task(name=name).dispatch_count >= 1
+        except NotFound:
+            return True
+
+    assert poll_until(dispatched, timeout_s=10)
+    gone = next_task(new_flow_id(), topology.queues.polls.name)
+    assert not task_queue.run_now(gone)

@@ -355,6 +355,39 @@ def test_a_flow_whose_dependency_stays_down_past_its_deadline_times_out_and_is_u
     ]
 
 
+def test_when_the_breaker_closes_the_steps_put_off_for_it_come_back_at_once() -> None:
+    h = Harness([], dependencies=Dependencies(dependencies={DEP: POLICY}))
+    began = h.now
+    down_until = began + timedelta(seconds=15)
+
+    def check(ctx: StepContext) -> dict[str, Any]:
+        if h.now < down_until:
+            raise RetryableError("connection refused", code="UNAVAILABLE")
+        return {"active": True}
+
+    def watcher(name: str, every_s: float) -> Flow:
+        policy = PollPolicy(initial_s=every_s, max_interval_s=every_s, jitter=0)
+        return Flow(
+            name=name, steps=(PollStep("until_active", check, policy=policy, dependency=DEP),)
+        )
+
+    h.deploy([watcher("slow", 120), watcher("quick", 1)])
+    open_from_elsewhere(h)  # open until 10 s
+    slow = [h.start("slow", {}) for _ in range(5)]
+    for _ in range(2):
+        h.start("quick", {})  # these poll every second: they probe
+    h.run()
+    # The slow ones were put off for their next poll, 120 s away; the quick ones probed, and
+    # closed the breaker once the dependency was back: the slow ones came back then.
+    closed_at = h.breaker(DEP).transitions[-1].at
+    assert h.breaker(DEP).state is Breaker.CLOSED and closed_at > down_until
+    for flow_id in slow:
+        record = h.flow(flow_id)
+        assert record.status is Status.SUCCEEDED and record.finished_at is not None
+        assert any(e.outcome == "deferred" for e in record.history)
+        assert record.finished_at - closed_at < timedelta(seconds=2)  # not 120 s later
+
+
 def test_adaptive_retries_start_from_the_dependencys_p95_latency() -> None:
     slow = BreakerPolicy(min_calls=1000)  # the breaker stays closed
     h = Harness([], dependencies=Dependencies(dependencies={DEP: slow}))
