@@ -17,6 +17,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -435,11 +436,16 @@ class Engine:
         now = self._clock.now()
         brought = 0
         try:
-            for record in self._store.upcoming(after=now, limit=BRING_FORWARD_LIMIT):
-                for track in record.tracks.values():
-                    if self._put_off_for(record, track.next, dependency):
-                        assert track.next is not None
-                        brought += self._queue.run_now(track.next)
+            due = [
+                track.next
+                for record in self._store.upcoming(after=now, limit=BRING_FORWARD_LIMIT)
+                for track in record.tracks.values()
+                if track.next is not None and self._put_off_for(record, track.next, dependency)
+            ]
+            # RunTask calls side by side: a thousand one after another would hold this
+            # request (the probe's) for seconds.
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                brought = sum(pool.map(self._queue.run_now, due))
         except Exception:  # best effort: the steps come back on their own anyway
             log.warning("could not bring put-off steps forward", exc_info=True)
         log.info("breaker closed", extra={"dependency": dependency, "brought_forward": brought})
