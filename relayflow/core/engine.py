@@ -429,16 +429,20 @@ class Engine:
         return state
 
     def _bring_forward(self, dependency: str) -> int:
-        """The breaker of ``dependency`` just closed: run now the tasks of steps put off for it,
-        the soonest ``BRING_FORWARD_LIMIT`` (the rest come back when they would have tried
-        anyway). Without this, a step put off just before the breaker closed would wait a
-        whole poll interval more. How many it brought forward."""
+        """The breaker of ``dependency`` just closed: run now the tasks of steps put off for it
+        that are due more than ``BRING_FORWARD_AFTER_S`` from now, the soonest
+        ``BRING_FORWARD_LIMIT`` (the rest come back when they would have tried anyway).
+        Without this, a step put off just before the breaker closed would wait a whole poll
+        interval more (30 s by default). How many it brought forward."""
         now = self._clock.now()
         brought = 0
         try:
+            # Only those due later than a short while: the others come back soon anyway, and
+            # all at once they would arrive as a herd (measured: it slows the recovery).
+            later = now + timedelta(seconds=BRING_FORWARD_AFTER_S)
             due = [
                 track.next
-                for record in self._store.upcoming(after=now, limit=BRING_FORWARD_LIMIT)
+                for record in self._store.upcoming(after=later, limit=BRING_FORWARD_LIMIT)
                 for track in record.tracks.values()
                 if track.next is not None and self._put_off_for(record, track.next, dependency)
             ]
@@ -1141,8 +1145,10 @@ def _applied(
 
 # The engine's own tasks of a ForEach: list and start, join, gather.
 _FOREACH = frozenset({TaskKind.FANOUT, TaskKind.JOIN, TaskKind.GATHER})
-# A breaker that closes brings forward at most this many put-off tasks (the soonest due).
-BRING_FORWARD_LIMIT = 1000
+# A breaker that closes brings forward at most this many put-off tasks (the soonest due
+# after BRING_FORWARD_AFTER_S): about a second of the queues' dispatch rate.
+BRING_FORWARD_LIMIT = 200
+BRING_FORWARD_AFTER_S = 10.0
 # Tasks that only read (a poll, a choice, a callback's wait): they claim nothing.
 _UNCLAIMED = frozenset({TaskKind.POLL, TaskKind.CHOICE, TaskKind.WAIT})
 
