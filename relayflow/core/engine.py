@@ -268,7 +268,7 @@ class Engine:
         ).model_copy(update={"trace": telemetry.current_traceparent()})
         if not self._store.create(record):
             return self._duplicate(record, data, message_id, attributes)
-        self._metrics.flow_started(flow.name, tenant)
+        self._metrics.flow_started(flow.name, self._admission.tenants.label(tenant))
         self._settle(record)
         if record.admission == "waiting" and not self._admission.seems_full(tenant):
             self._admit(tenant)  # in order with the others waiting

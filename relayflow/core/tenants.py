@@ -60,6 +60,11 @@ class Tenants(BaseModel):
             raise ValueError(f"tenant names {bad} must match {TENANT_PATTERN}")
         return tenants
 
+    def label(self, tenant: str) -> str:
+        """The tenant as a metric label: a configured one (or ``default``) by name, any other
+        as ``other``, so publishers cannot mint unbounded label values."""
+        return tenant if tenant in self.tenants or tenant == DEFAULT_TENANT else "other"
+
     def policy(self, tenant: str) -> TenantPolicy:
         return self.tenants.get(tenant, self.default)
 

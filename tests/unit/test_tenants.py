@@ -145,3 +145,12 @@ def test_a_freed_slot_is_handed_straight_to_the_oldest_waiting_flow() -> None:
     assert h.store.slots[nxt.slot]["holder"] == "a1"
     h.engine._settle(h.flow(first))  # settling the ended flow again passes nothing on
     assert h.store.slots[nxt.slot]["holder"] == "a1"
+
+
+def test_metric_labels_name_configured_tenants_only() -> None:
+    tenants = policy(max_running=1)
+    assert [tenants.label(t) for t in ("acme", "default", "made-up-7")] == [
+        "acme",
+        "default",
+        "other",
+    ]
