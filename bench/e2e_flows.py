@@ -63,7 +63,7 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import cputime  # noqa: E402
+from bench import cputime, profile  # noqa: E402
 from bench.prices import FlowUsage, Instance, cost_per_million  # noqa: E402
 from relayflow.local import statefile  # noqa: E402
 from relayflow.local.components import EMULATORS, FAKES, SERVICES  # noqa: E402
@@ -155,7 +155,9 @@ class Batch:
     cpu_s: dict[str, float]
 
 
-def run(flows: int, timeout_s: float, ports: Ports, state_dir: Path) -> Batch:
+def run(
+    flows: int, timeout_s: float, ports: Ports, state_dir: Path, profile_dir: Path | None = None
+) -> Batch:
     """Publish ``flows`` registration flows, wait for them to end, measure around them."""
     from google.cloud.pubsub_v1 import SubscriberClient
 
@@ -180,6 +182,7 @@ def run(flows: int, timeout_s: float, ports: Ports, state_dir: Path) -> Batch:
     store = FlowStore(build_client(settings))
     watcher = ResultWatcher(SubscriberClient(), settings.project_id, "flow-results")
     pids = component_pids(state_dir)
+    recordings = profile.attach(pids, profile_dir) if profile_dir else []
     before, cpu_before = _counters(ports), cputime.cpu_seconds(pids)
     try:
         report = run_batch(
@@ -193,6 +196,7 @@ def run(flows: int, timeout_s: float, ports: Ports, state_dir: Path) -> Batch:
         )
     finally:
         watcher.close()
+        profile.detach(recordings)
     time.sleep(SETTLE_S)
     cpu_s = cputime.delta(cpu_before, cputime.cpu_seconds(pids))
     after = _counters(ports)
@@ -258,9 +262,11 @@ def summary(batch: Batch, flows: int) -> dict[str, Any]:
     }
 
 
-def measure(flows: int, timeout_s: float, base_port: int, state_dir: Path) -> int:
+def measure(
+    flows: int, timeout_s: float, base_port: int, state_dir: Path, profile_dir: Path | None
+) -> int:
     """Runs inside the stack's environment (a child process), so the clients find it."""
-    batch = run(flows, timeout_s, Ports(base_port), state_dir)
+    batch = run(flows, timeout_s, Ports(base_port), state_dir, profile_dir)
     lines = summary(batch, flows)
     print(json.dumps(lines, indent=2))
     return 0 if lines["statuses"].get("SUCCEEDED", 0) == flows else 1
@@ -271,13 +277,22 @@ def main() -> int:
     parser.add_argument("--flows", type=int, default=200)
     parser.add_argument("--base-port", type=int, default=8320)
     parser.add_argument("--timeout-s", type=float, default=600.0)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="sample the start function, worker and poller with py-spy into DIR "
+        "(then: python bench/profile.py DIR); the CPU figures then include py-spy's overhead",
+    )
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not 1 <= args.flows <= 100_000:
         parser.error("--flows must be in 1..100000")
     if args.measure:
-        return measure(args.flows, args.timeout_s, args.base_port, Path(args.state_dir))
+        profile_dir = args.profile.resolve() if args.profile else None
+        state = Path(args.state_dir)
+        return measure(args.flows, args.timeout_s, args.base_port, state, profile_dir)
     with tempfile.TemporaryDirectory(prefix="relayflow-bench-") as state_dir:
         stack = Stack(ports=Ports(args.base_port), state_dir=Path(state_dir))
         print(f"starting a local stack on base port {args.base_port} …", flush=True)
@@ -285,6 +300,8 @@ def main() -> int:
         try:
             argv = [sys.executable, __file__, "--measure", "--state-dir", state_dir]
             argv += sys.argv[1:]
+            if args.profile:  # the child runs in the repo: the directory as the caller meant it
+                argv += ["--profile", str(args.profile.resolve())]
             env = {**os.environ, **stack.env()}
             return subprocess.run(argv, env=env, cwd=REPO, check=False).returncode
         finally:

@@ -9,6 +9,7 @@ then enqueues the next task and publishes the result (DESIGN invariants 4 and 5)
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -330,7 +331,7 @@ class Engine:
         if key is None:
             self._settle(found.record)
             return Ran.STALE
-        found = Snapshot(found.record.focused(key), found.version)
+        found = dataclasses.replace(found, record=found.record.focused(key))
         if payload.position.kind is TaskKind.ADMIT:
             return self._run_admit(found)
         try:

@@ -6,8 +6,8 @@ in-memory ones are another. The engine depends only on these.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
@@ -27,6 +27,9 @@ class Snapshot:
 
     record: FlowRecord
     version: datetime
+    # The document's fields as they are stored at ``version``, when the store knows them: a
+    # write from this snapshot then sends only what changed. Not for the engine to read.
+    stored: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from relayflow.core.ports import (
 )
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, Status
+from relayflow.gcp import documents
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters
 
@@ -75,6 +76,7 @@ class FlowStore:
         counters: Counters | None = None,
     ) -> None:
         self._client = client
+        self._docs = documents.Documents(client)
         self._flows = client.collection(flows)
         # ForEach lanes live apart: listings of flows never see them; the sweeper does.
         self._lanes = client.collection(lanes)
@@ -92,7 +94,7 @@ class FlowStore:
         """Create the flow document; False if one with that id exists already."""
         self._counters.add("firestore_writes")
         try:
-            self._doc(record.flow_id).create(record.to_doc(), timeout=RPC_TIMEOUT_S)
+            self._docs.create(self._path(record.flow_id), record.to_doc(), timeout=RPC_TIMEOUT_S)
         except AlreadyExists:
             return False
         return True
@@ -100,14 +102,15 @@ class FlowStore:
     def read(self, flow_id: str) -> Snapshot | None:
         """The flow and its version, or None."""
         self._counters.add("firestore_reads")
-        snap = self._doc(flow_id).get(timeout=RPC_TIMEOUT_S)
-        if not snap.exists:
+        found = self._docs.get(self._path(flow_id), timeout=RPC_TIMEOUT_S)
+        if found is None:
             return None
+        fields, version = found
         try:
-            record = FlowRecord.from_doc(snap.to_dict() or {})
+            record = FlowRecord.from_doc(fields)
         except ValidationError as exc:
             raise UnreadableFlow(f"flow {flow_id} no longer parses: {_first_error(exc)}") from exc
-        return Snapshot(record, snap.update_time)
+        return Snapshot(record, version, fields)
 
     def get(self, flow_id: str) -> FlowRecord | None:
         """The flow, or None."""
@@ -133,7 +136,7 @@ class FlowStore:
         deadlock with a 2 s lock timeout and soon gives up. A precondition never locks.)
         ``start``, a snapshot the caller has just read, saves the first read.
         """
-        ref = self._doc(flow_id)
+        path = self._path(flow_id)
         for _ in range(CHANGE_ATTEMPTS):
             current, start = start or self.read(flow_id), None
             if current is None:
@@ -141,18 +144,23 @@ class FlowStore:
             updated = change(current.record)
             if updated is None:
                 return None
+            doc = updated.to_doc()  # every field; only those that changed are sent
+            fields = documents.changed(current.stored, doc)
+            if not fields:  # nothing to write: the document already says it
+                return Snapshot(updated, current.version, current.stored)
             self._counters.add("firestore_writes")
-            unchanged = self._client.write_option(last_update_time=current.version)
             try:
-                # update() replaces each top-level field; to_doc() always has every field.
-                result = ref.update(updated.to_doc(), option=unchanged, timeout=RPC_TIMEOUT_S)
+                version, size = self._docs.update(
+                    path, fields, unchanged_since=current.version, timeout=RPC_TIMEOUT_S
+                )
             except (FailedPrecondition, NotFound):
                 # somebody changed (or removed) it since the read: read again
                 self._counters.add("firestore_conflicts")
                 continue
             except InvalidArgument as exc:  # too large, too many index entries: for good
                 raise UnstorableChange(str(exc.message)[:500]) from exc
-            return Snapshot(updated, result.update_time)
+            self._counters.add("firestore_bytes_written", size)
+            return Snapshot(updated, version, doc)
         message = f"flow {flow_id}: {CHANGE_ATTEMPTS} conflicting changes in a row"
         raise Aborted(message)  # type: ignore[no-untyped-call]
 
@@ -250,6 +258,11 @@ class FlowStore:
             found += self._parse(query.stream(timeout=RPC_TIMEOUT_S))
         self._counters.add("firestore_reads", max(1, len(found)))
         return found[:limit]
+
+    def _path(self, flow_id: str) -> str:
+        """A flow's document path, or a ForEach lane's (its id has dots)."""
+        collection = self._lanes if "." in flow_id else self._flows
+        return self._docs.path(collection.id, flow_id)
 
     def _doc(self, flow_id: str) -> Any:
         """A flow's document, or a ForEach lane's (its id has dots)."""
