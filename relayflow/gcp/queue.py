@@ -7,19 +7,21 @@ is success (DESIGN invariant 3).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from typing import Any
 
 import grpc
 from google.api_core.exceptions import AlreadyExists, FailedPrecondition, NotFound
 from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
-from google.protobuf import duration_pb2, timestamp_pb2
 
 from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import NextTask
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters, trace_headers
+
+_Task = tasks_v2.Task.pb()
+_CreateTaskRequest = tasks_v2.CreateTaskRequest.pb()
 
 
 def build_client(settings: Settings) -> tasks_v2.CloudTasksClient:
@@ -68,9 +70,12 @@ class TaskQueue:
 
     def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
         """Create the task for ``nxt`` unless it exists (or existed) under its name."""
-        task = self._task(flow_id, nxt)
+        request = _CreateTaskRequest(parent=self.queue_path(nxt.queue))
+        self._fill(request.task, flow_id, nxt)
         try:
-            self._client.create_task(parent=self.queue_path(nxt.queue), task=task, timeout=10.0)
+            # A plain protobuf request, wrapped without a copy: the client would otherwise
+            # rebuild the task through proto-plus on every call (a tenth of a poll's CPU).
+            self._client.create_task(request=tasks_v2.CreateTaskRequest.wrap(request), timeout=10.0)
         except AlreadyExists:
             self._counters.add("tasks_deduplicated")
             return Enqueued.ALREADY_ENQUEUED
@@ -94,25 +99,17 @@ class TaskQueue:
             return False
         return True
 
-    def _task(self, flow_id: str, nxt: NextTask) -> tasks_v2.Task:
+    def _fill(self, task: Any, flow_id: str, nxt: NextTask) -> None:
         target = self._targets[nxt.queue]
         body = TaskPayload(flow_id=flow_id, position=nxt.position).model_dump_json()
-        schedule = timestamp_pb2.Timestamp()
-        schedule.FromDatetime(nxt.run_at)
-        return tasks_v2.Task(
-            name=self._client.task_path(self._project, self._location, nxt.queue, nxt.task_id),
-            schedule_time=schedule,
-            dispatch_deadline=duration_pb2.Duration(
-                seconds=int(timedelta(seconds=target.dispatch_deadline_s).total_seconds())
-            ),
-            http_request=tasks_v2.HttpRequest(
-                url=target.url,
-                http_method=tasks_v2.HttpMethod.POST,
-                # traceparent (when a trace is current) makes the task's span its child.
-                headers={"Content-Type": "application/json", **trace_headers()},
-                body=body.encode("utf-8"),
-                oidc_token=tasks_v2.OidcToken(
-                    service_account_email=self._service_account, audience=target.audience
-                ),
-            ),
-        )
+        task.name = self._client.task_path(self._project, self._location, nxt.queue, nxt.task_id)
+        task.schedule_time.FromDatetime(nxt.run_at)
+        task.dispatch_deadline.seconds = int(target.dispatch_deadline_s)
+        http = task.http_request
+        http.url = target.url
+        http.http_method = tasks_v2.HttpMethod.POST
+        # traceparent (when a trace is current) makes the task's span its child.
+        http.headers.update({"Content-Type": "application/json", **trace_headers()})
+        http.body = body.encode("utf-8")
+        http.oidc_token.service_account_email = self._service_account
+        http.oidc_token.audience = target.audience

@@ -187,3 +187,114 @@ def test_an_error_response_is_not_cached() -> None:
     request(GOOGLE_CERTS_URL)
     request(GOOGLE_CERTS_URL)
     assert len(inner.calls) == 2
+
+
+# -- KeyedVerify: the real checks, with keys parsed once -------------------------------------
+
+AUDIENCE = "https://worker.example.run.app"
+NOW_S = 1_800_000_000
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Any:
+    from emulators.cloud_tasks.oidc import TokenIssuer
+
+    return TokenIssuer.generate()
+
+
+@dataclass
+class CertsTransport:
+    """Serves one certs document; a new response object only when told to (a refetch)."""
+
+    certs: dict[str, str]
+    fetches: int = 0
+    response: FakeResponse | None = None
+
+    def __call__(self, url: str, method: str = "GET", **kwargs: Any) -> FakeResponse:
+        if self.response is None:
+            self.fetches += 1
+            import json
+
+            self.response = FakeResponse(data=json.dumps(self.certs).encode())
+        return self.response
+
+
+def keyed(issuer: Any, now_s: float = NOW_S) -> tuple[TokenVerifier, CertsTransport]:
+    transport = CertsTransport(issuer.certs())
+    checked = TokenVerifier(
+        audience=AUDIENCE,
+        allowed_emails=[CALLER],
+        request=transport,  # type: ignore[arg-type]
+        verify=auth.KeyedVerify(clock=lambda: now_s),
+    )
+    return checked, transport
+
+
+def test_a_token_signed_by_the_certs_key_passes_and_the_keys_are_parsed_once(
+    issuer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[str] = []
+    real = auth._key
+    monkeypatch.setattr(auth, "_key", lambda pem: parsed.append(pem) or real(pem))
+    checked, _ = keyed(issuer)
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
+
+    for _ in range(3):
+        assert checked.verify(f"Bearer {token}") == CALLER
+    assert len(parsed) == len(issuer.certs())  # once, not once per token
+
+
+def test_a_new_certs_response_is_parsed_again(issuer: Any) -> None:
+    checked, transport = keyed(issuer)
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
+    checked.verify(f"Bearer {token}")
+    transport.response = None  # the cache expired: the next call fetches anew
+
+    assert checked.verify(f"Bearer {token}") == CALLER
+    assert transport.fetches == 2
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda t: t[:-6] + ("AAAAAA" if not t.endswith("AAAAAA") else "BBBBBB"), "signature"),
+        (lambda t: t.split(".")[0] + "." + t.split(".")[1], "three dot-separated parts"),
+        (lambda t: "x" + t, "not a JWT"),
+    ],
+    ids=["bad-signature", "two-parts", "garbled-header"],
+)
+def test_a_tampered_token_is_unauthorized(issuer: Any, mutate: Any, reason: str) -> None:
+    checked, _ = keyed(issuer)
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
+    with pytest.raises(Unauthorized, match=reason):
+        checked.verify(f"Bearer {mutate(token)}")
+
+
+def test_a_token_for_another_audience_is_unauthorized(issuer: Any) -> None:
+    checked, _ = keyed(issuer)
+    token = issuer.token(email=CALLER, audience="https://poller.example.run.app", now_s=NOW_S)
+    with pytest.raises(Unauthorized, match="wrong audience"):
+        checked.verify(f"Bearer {token}")
+
+
+@pytest.mark.parametrize(("offset_s", "reason"), [(-3700, "expired"), (+60, "too early")])
+def test_a_token_outside_its_times_is_unauthorized(offset_s: int, reason: str) -> None:
+    from emulators.cloud_tasks.oidc import TokenIssuer
+
+    issuer = TokenIssuer.generate()  # its own: an issuer reuses a recent token
+    checked, _ = keyed(issuer, now_s=NOW_S)
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S + offset_s)
+    with pytest.raises(Unauthorized, match=reason):
+        checked.verify(f"Bearer {token}")
+
+
+def test_a_token_with_another_algorithm_is_unauthorized(issuer: Any) -> None:
+    import base64
+    import json
+
+    checked, _ = keyed(issuer)
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
+    header = base64.urlsafe_b64encode(json.dumps({"alg": "none"}).encode()).rstrip(b"=")
+    forged = header.decode() + "." + token.split(".", 1)[1]
+    with pytest.raises(Unauthorized, match="not RS256"):
+        checked.verify(f"Bearer {forged}")
