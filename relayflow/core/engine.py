@@ -317,18 +317,27 @@ class Engine:
 
     # -- tasks ---------------------------------------------------------------------------
 
-    def run_task(self, payload: TaskPayload) -> Ran:
-        """Run the task at ``payload.position`` if it is the flow's current position."""
+    def run_task(self, payload: TaskPayload, *, redelivery: bool = False) -> Ran:
+        """Run the task at ``payload.position`` if it is the flow's current position.
+
+        ``redelivery``: Cloud Tasks says this delivery retries one that failed (its
+        X-CloudTasks-TaskRetryCount is above 0), not a first delivery or a duplicate of one.
+        """
         found = self._read(payload.flow_id)
         if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
         with telemetry.log_fields(flow_id=payload.flow_id, tenant=found.record.tenant):
-            return self._run_found(found, payload)
+            return self._run_found(found, payload, redelivery)
 
-    def _run_found(self, found: Snapshot, payload: TaskPayload) -> Ran:
+    def _run_found(self, found: Snapshot, payload: TaskPayload, redelivery: bool = False) -> Ran:
         key = _track_of(found.record, payload.position)
         if key is None:
+            if redelivery and _ended_by(found.record, payload.position):
+                # The delivery that ended the flow failed after its commit, which marked the
+                # result event sent: it may not have gone out. Again, then (subscribers
+                # dedupe on flow_id and generation).
+                self._publish_result(found.record, None, marked=True)
             self._settle(found.record)
             return Ran.STALE
         found = dataclasses.replace(found, record=found.record.focused(key))
@@ -650,9 +659,13 @@ class Engine:
                 return None
             if holder is not None and not planner.holds(current, holder):
                 return None  # our lease ran out and another delivery took the step over
-            return _fitting(plan, current, planner.after(plan, current, outcome))
+            planned = _fitting(plan, current, planner.after(plan, current, outcome))
+            marked = _marked(planned)
+            marks[:] = [marked is not planned]
+            return marked
 
-        return self._write(found, next_record)
+        marks: list[bool] = []
+        return self._write(found, next_record, marks=marks)
 
     def _end(self, found: Snapshot, position: Position, plan: Plan, why: str) -> Ran:
         """End a flow whose definition no longer fits it: DEFINITION_CHANGED, undone with the
@@ -691,8 +704,9 @@ class Engine:
 
         return self._write(found, ended)
 
-    def _write(self, found: Snapshot, change: Change) -> Ran:
-        """Write ``change`` starting from ``found``; settle what follows it."""
+    def _write(self, found: Snapshot, change: Change, *, marks: list[bool] | None = None) -> Ran:
+        """Write ``change`` starting from ``found``; settle what follows it. ``marks``: what
+        ``change`` says of its last call — whether it marked the result sent (``_marked``)."""
         try:
             committed = self._store.change_versioned(found.record.flow_id, change, start=found)
         except UnstorableChange as refused:
@@ -702,7 +716,7 @@ class Engine:
             if latest is not None:
                 self._settle(latest)
             return Ran.STALE
-        self._settle(committed.record, version=committed)
+        self._settle(committed.record, version=committed, marked=bool(marks and marks[-1]))
         return Ran.ADVANCED
 
     def _refused(self, found: Snapshot, refused: UnstorableChange) -> Ran:
@@ -795,13 +809,16 @@ class Engine:
         polled = kind in (TaskKind.POLL, TaskKind.WAIT)
         return limits.poll_budget_s if polled else limits.action_budget_s
 
-    def _settle(self, record: FlowRecord, *, version: Snapshot | None = None) -> None:
+    def _settle(
+        self, record: FlowRecord, *, version: Snapshot | None = None, marked: bool = False
+    ) -> None:
         """Make sure what must follow a committed record has happened (safe to repeat).
 
         An active flow needs its next task to exist; a terminal one needs its result event.
         Both are idempotent: the task name dedups, and ``result_published`` is remembered.
         Both happen in the flow's trace, whoever settles it (a task, the sweeper, an operator).
-        ``version``, the snapshot just written, spares the publish mark a read.
+        ``version``, the snapshot just written, spares the publish mark a read; ``marked``:
+        that write ended the flow and marked its result sent, so it is published here.
         """
         if record.is_lane and foreach.news(record) is not None:
             self._report_lane(record)
@@ -815,18 +832,44 @@ class Engine:
                         self._queue.ensure(record.flow_id, track.next)
             elif record.is_lane:
                 return  # a lane's end is news for its flow, not a result event
-            elif record.status in TERMINAL and not record.result_published and record.result:
-                self._publish_result(record, version)
+            elif record.status in TERMINAL and record.result:
+                if not record.result_published:
+                    self._publish_result(record, version)
+                elif marked:
+                    self._publish_result(record, version, marked=True)
 
-    def _publish_result(self, record: FlowRecord, version: Snapshot | None) -> None:
+    def _publish_result(
+        self, record: FlowRecord, version: Snapshot | None, *, marked: bool = False
+    ) -> None:
+        """Publish the flow's result event, then mark it sent — unless the commit that ended
+        the flow ``marked`` it already (see ``_marked``): then a failed publish unmarks it, so
+        the sweeper sends it, before the error makes Cloud Tasks deliver the task again."""
         attributes = {"flow_id": record.flow_id, "status": str(record.status)}
-        with telemetry.span(
-            self._tracer, "publish result", kind=SpanKind.PRODUCER, attributes=attributes
-        ):
-            self._events.publish_result(record)
+        try:
+            with telemetry.span(
+                self._tracer, "publish result", kind=SpanKind.PRODUCER, attributes=attributes
+            ):
+                self._events.publish_result(record)
+        except Exception:
+            if marked:
+                self._unmark(record)
+            raise
+        if marked:
+            if version is not None:  # the commit just made: counted once, here
+                self._metrics.flow_ended(record)
+            return
         # Counted by whoever marks it: once per generation, however often it was settled.
         if self._store.mark_published(record.flow_id, record.position.generation, start=version):
             self._metrics.flow_ended(record)
+
+    def _unmark(self, record: FlowRecord) -> None:
+        generation = record.position.generation
+        try:
+            self._store.change(
+                record.flow_id, functools.partial(planner.unpublished, generation=generation)
+            )
+        except Exception:  # the store is down too: the task's redelivery publishes it
+            log.warning("could not unmark a result", extra={"flow_id": record.flow_id})
 
     # -- callbacks -----------------------------------------------------------------------
 
@@ -1157,6 +1200,30 @@ _UNCLAIMED = frozenset({TaskKind.POLL, TaskKind.CHOICE, TaskKind.WAIT})
 def _track_of(record: FlowRecord, position: Position) -> str | None:
     """The key of the active flow's track at ``position`` (None: a stale or duplicate task)."""
     return record.track_at(position) if record.status in ACTIVE else None
+
+
+def _marked(record: FlowRecord) -> FlowRecord:
+    """A flow's result event marked sent in the commit that ends it, when a task's delivery
+    makes that commit: the delivery publishes the event before it answers, and if it cannot
+    it unmarks the result (the sweeper then sends it) or, if it dies first, Cloud Tasks
+    delivers the task again and that delivery sends it (``_ended_by``). One write fewer per
+    flow than committing, publishing, then marking."""
+    if record.status not in TERMINAL or record.result is None or record.is_lane:
+        return record
+    if record.result_published:
+        return record
+    return record.model_copy(update={"result_published": True})
+
+
+def _ended_by(record: FlowRecord, position: Position) -> bool:
+    """Whether ``record`` ended at ``position`` with a result its commit marked sent."""
+    return (
+        record.status in TERMINAL
+        and record.result is not None
+        and record.result_published
+        and not record.is_lane
+        and record.position == position
+    )
 
 
 def _focused_at(record: FlowRecord, position: Position) -> FlowRecord | None:

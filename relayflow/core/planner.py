@@ -927,6 +927,15 @@ def published(record: FlowRecord, *, generation: int) -> FlowRecord | None:
     return record.model_copy(update={"result_published": True})
 
 
+def unpublished(record: FlowRecord, *, generation: int) -> FlowRecord | None:
+    """The record with generation ``generation``'s result event marked not sent (its publish
+    failed after the commit that ended the flow marked it); None if that is moot."""
+    ended = record.status in TERMINAL and record.position.generation == generation
+    if not ended or not record.result_published:
+        return None
+    return record.model_copy(update={"result_published": False})
+
+
 def claim(plan: Plan, record: FlowRecord, *, lease_s: float, holder: str) -> FlowRecord:
     """The record with the current position claimed by ``holder`` (one delivery) for
     ``lease_s``; an action's effect is noted as begun in the same write.

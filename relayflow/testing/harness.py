@@ -48,6 +48,7 @@ from relayflow.testing.memory import MemoryBreakers, MemoryEvents, MemoryQueue, 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 # How long Cloud Tasks waits before delivering again a task that answered 409 or 5xx.
 REDELIVERY_S = 10.0
+REDELIVERY_QUEUE = "redelivery"
 
 Entry = dict[str, Any] | None | BaseException | Callable[[StepContext], dict[str, Any] | None]
 
@@ -196,17 +197,18 @@ class Harness:
             return None
         self.advance_to(task.next.run_at)
         payload = self.queue.take(task.next.task_id)
-        ran = self.deliver(payload)
+        ran = self.deliver(payload, redelivery=task.next.queue == REDELIVERY_QUEUE)
         if self.duplicate_deliveries:
             self.deliver(payload)  # the copy Cloud Tasks sometimes sends: must be a no-op
         return ran
 
-    def deliver(self, payload: TaskPayload) -> Ran | None:
+    def deliver(self, payload: TaskPayload, *, redelivery: bool = False) -> Ran | None:
         """Deliver one task payload (again, if you like), as Cloud Tasks would: a 409, a 5xx
         (a relayflow error escaping the engine, e.g. an unknown flow type within its grace) or
-        a crash is delivered again later; None when the delivery failed so."""
+        a crash is delivered again later; None when the delivery failed so. ``redelivery``:
+        this delivery retries a failed one (Cloud Tasks' retry count above 0)."""
         try:
-            ran = self.engine.run_task(payload)
+            ran = self.engine.run_task(payload, redelivery=redelivery)
         except (Crash, RelayflowError, ConnectionError) as failed:
             self.failed_deliveries.append((payload, failed))
             self._redeliver(payload)
@@ -319,7 +321,7 @@ class Harness:
 
     def _redeliver(self, payload: TaskPayload) -> None:
         again = NextTask(
-            queue="redelivery",
+            queue=REDELIVERY_QUEUE,
             task_id=f"{payload.flow_id}-again-{len(self.queue.spent)}",
             run_at=self.now + timedelta(seconds=REDELIVERY_S),
             position=payload.position,

@@ -157,7 +157,7 @@ def task_app(
         except ValidationError as exc:
             runtime.metrics.message_rejected("", "INVALID_TASK")
             return _reject_task(store, describe(exc), runtime.settings.retention_days)
-        ran = engine.run_task(payload)
+        ran = engine.run_task(payload, redelivery=_retried(request.headers))
         body = {"outcome": ran.value, "flow_id": payload.flow_id}
         if ran is Ran.BUSY:
             # Not 2xx, so Cloud Tasks delivers it again later, by when the delivery holding
@@ -173,6 +173,13 @@ def task_app(
         return report.__dict__
 
     return app
+
+
+def _retried(headers: Any) -> bool:
+    """Whether Cloud Tasks says this delivery retries a failed one (not a first delivery or a
+    duplicate of one, which carry the count of the delivery they copy)."""
+    count = headers.get("X-CloudTasks-TaskRetryCount", "0")
+    return count.isdigit() and int(count) > 0
 
 
 def _reject_task(store: FlowStore, reason: str, retention_days: float) -> Any:

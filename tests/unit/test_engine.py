@@ -359,6 +359,59 @@ def test_a_result_that_failed_to_publish_goes_out_when_the_task_is_redelivered(h
     assert [e["status"] for e in h.events.published] == ["SUCCEEDED"]
 
 
+def test_the_commit_that_ends_a_flow_marks_its_result_sent_in_the_same_write(h: Harness) -> None:
+    h.start()
+    h.deliver()
+    h.deliver()
+    writes = h.store.writes
+    assert h.deliver() is Ran.ADVANCED  # the final action: claim, commit, publish
+    assert h.store.writes - writes == 2  # claim and commit; no third write to mark
+    assert h.record().result_published is True
+    assert [e["status"] for e in h.events.published] == ["SUCCEEDED"]
+
+
+def test_a_result_lost_with_its_process_goes_out_when_cloud_tasks_retries_the_task(
+    h: Harness,
+) -> None:
+    # given the final commit lands (marking the result sent) but neither the event nor the
+    # unmark gets out, as when the process dies right after the commit
+    h.start()
+    h.deliver()
+    h.deliver()
+    final = h.next_payload()
+    h.events.failures_left = 1
+    real_change = h.store.change
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("firestore unavailable")
+
+    h.store.change = down  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        h.engine.run_task(final)
+    h.store.change = real_change  # type: ignore[method-assign]
+    assert h.record().result_published is True and h.events.published == []
+    # when a duplicate of the first delivery arrives, it publishes nothing (not a retry) ...
+    assert h.engine.run_task(final) is Ran.STALE
+    assert h.events.published == []
+    # ... and when Cloud Tasks retries the failed delivery, the event goes out
+    assert h.engine.run_task(final, redelivery=True) is Ran.STALE
+    assert len(h.finish.calls) == 1
+    assert [e["status"] for e in h.events.published] == ["SUCCEEDED"]
+
+
+def test_a_retried_delivery_of_a_task_that_did_not_end_the_flow_publishes_nothing(
+    h: Harness,
+) -> None:
+    h.start()
+    first = h.next_payload()
+    assert h.engine.run_task(first) is Ran.ADVANCED
+    h.deliver()
+    h.deliver()
+    published = list(h.events.published)
+    assert h.engine.run_task(first, redelivery=True) is Ran.STALE
+    assert h.events.published == published
+
+
 def test_a_cancel_while_an_action_runs_is_refused_until_it_commits(h: Harness) -> None:
     # given an operator tries to cancel while the first handler (a side effect) is running
     refused: list[str] = []

@@ -220,9 +220,9 @@ class RecordingTasksClient:
     def task_path(self, project: str, location: str, queue: str, task: str) -> str:
         return f"{self.queue_path(project, location, queue)}/tasks/{task}"
 
-    def create_task(self, *, parent: str, task: Any, timeout: float) -> Any:
-        self.created.append(task)
-        return task
+    def create_task(self, *, request: Any, timeout: float) -> Any:
+        self.created.append(request.task)
+        return request.task
 
 
 def task_queue(client: RecordingTasksClient) -> TaskQueue:
