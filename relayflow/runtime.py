@@ -153,6 +153,7 @@ def limits(settings: Settings, topology: Topology) -> Limits:
         action_budget_s=budget or steps.dispatch_deadline_s - COMMIT_MARGIN_S,
         poll_budget_s=budget or polls.dispatch_deadline_s - COMMIT_MARGIN_S,
         unknown_flow_grace_s=settings.unknown_flow_grace_s,
+        continue_inline=settings.continue_inline,
     )
 
 

@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     # on a stack whose handlers are known to be quick (the chaos bench does).
     claim_lease_s: float | None = Field(default=None, gt=0)
     handler_budget_s: float | None = Field(default=None, gt=0)
+    # A claimed step due the moment the step before it commits (an action after a poll that
+    # found its operation ready, say) runs in the same request, its claim taken in that
+    # commit: one write, one task and one request fewer. False: every step is its own task.
+    continue_inline: bool = True
 
     # The operator api: its own URL is the audience of the ID tokens its callers send
     # (``api_audiences`` adds others, e.g. the OAuth client of a proxy that mints them).

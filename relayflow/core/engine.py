@@ -9,6 +9,7 @@ then enqueues the next task and publishes the result (DESIGN invariants 4 and 5)
 from __future__ import annotations
 
 import base64
+import contextvars
 import dataclasses
 import functools
 import hashlib
@@ -189,6 +190,9 @@ class Limits:
     # A flow the sweeper could not settle is not looked at again for this long, so a few bad
     # flows never keep it from the rest.
     sweep_backoff_s: float = 600.0
+    # Run a claimed step due the moment its predecessor commits in the same request (see
+    # ``Engine._onward``); off, every step is delivered as its own task.
+    continue_inline: bool = False
 
 
 class Engine:
@@ -327,8 +331,13 @@ class Engine:
         if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
-        with telemetry.log_fields(flow_id=payload.flow_id, tenant=found.record.tenant):
-            return self._run_found(found, payload, redelivery)
+        request = _Request(self._clock.now(), self._budget_s(payload.position.kind))
+        token = _REQUEST.set(request)
+        try:
+            with telemetry.log_fields(flow_id=payload.flow_id, tenant=found.record.tenant):
+                return self._run_found(found, payload, redelivery)
+        finally:
+            _REQUEST.reset(token)
 
     def _run_found(self, found: Snapshot, payload: TaskPayload, redelivery: bool = False) -> Ran:
         key = _track_of(found.record, payload.position)
@@ -652,6 +661,8 @@ class Engine:
         step, the claim is still ``holder``'s); then settle. The plan is made after the handler
         ran, so the history and the next deadline count from when it finished."""
         plan = self._plan(flow)
+        onward = self._onward(found.record, flow, plan, outcome)
+        lease_s = self._limits.claim_lease_s
 
         def next_record(latest: FlowRecord) -> FlowRecord | None:
             current = _focused_at(latest, position)
@@ -660,12 +671,62 @@ class Engine:
             if holder is not None and not planner.holds(current, holder):
                 return None  # our lease ran out and another delivery took the step over
             planned = _fitting(plan, current, planner.after(plan, current, outcome))
+            if onward is not None:
+                planned = onward.apply(plan, planned, lease_s=lease_s)
             marked = _marked(planned)
             marks[:] = [marked is not planned]
             return marked
 
         marks: list[bool] = []
-        return self._write(found, next_record, marks=marks)
+        then = None if onward is None else functools.partial(self._go_on, flow, onward)
+        return self._write(found, next_record, marks=marks, then=then)
+
+    def _onward(
+        self, record: FlowRecord, flow: Flow, plan: Plan, outcome: Outcome
+    ) -> _Onward | None:
+        """Whether the claimed step that ``outcome`` leads to, if it is due at once, runs in
+        this request (its claim taken in this commit) rather than as a task of its own.
+
+        Only in a task's request that has used under a quarter of its budget, for a flow of
+        one track (not a lane), admitted, its tenant not paused; the step's breaker is asked
+        first, and if it says not now, the step is put off in this same commit. Invariant 4
+        holds: the claim is taken by a conditional write, as a delivery's claim is. Invariant
+        5: if this request dies, the task it came from is delivered again and finds the
+        flow moved on, and settling it makes the step's task (the sweeper would too); that
+        task waits out the claim's lease, as it would for a dead delivery of its own.
+        """
+        request = _REQUEST.get()
+        if not self._limits.continue_inline or request is None:
+            return None
+        left_s = request.budget_s - (self._clock.now() - request.began).total_seconds()
+        if left_s < request.budget_s * (1 - CONTINUE_WITHIN):
+            return None
+        if record.is_lane or len(record.tracks) != 1 or self._admission.paused(record.tenant):
+            return None
+        preview = planner.after(plan, record, outcome)
+        if not _runs_now(preview, plan.now):
+            return None
+        verdict = self._ask_dependency(preview, flow)
+        if verdict is not None and not verdict.run:
+            return _Onward(holder=None, verdict=verdict, budget_s=0.0)
+        budget_s = min(self._budget_s(preview.position.kind), left_s)
+        return _Onward(holder=uuid.uuid4().hex, verdict=verdict, budget_s=budget_s)
+
+    def _go_on(self, flow: Flow, onward: _Onward, committed: Snapshot) -> Ran | None:
+        """Run the step this commit claimed for ``onward`` (None: it claimed none). Its task
+        is not made: this request is its delivery."""
+        holder = onward.holder
+        if holder is None or not planner.holds(committed.record, holder):
+            return None
+        record = committed.record
+        if not planner.is_claimed(self._plan(flow), record):
+            return None
+        outcome = self._execute(flow, record, onward.verdict, budget_s=onward.budget_s)
+        try:
+            return self._commit(committed, record.position, flow, outcome, holder=holder)
+        except Exception:
+            self._release(record.flow_id, holder)
+            raise
 
     def _end(self, found: Snapshot, position: Position, plan: Plan, why: str) -> Ran:
         """End a flow whose definition no longer fits it: DEFINITION_CHANGED, undone with the
@@ -704,9 +765,17 @@ class Engine:
 
         return self._write(found, ended)
 
-    def _write(self, found: Snapshot, change: Change, *, marks: list[bool] | None = None) -> Ran:
+    def _write(
+        self,
+        found: Snapshot,
+        change: Change,
+        *,
+        marks: list[bool] | None = None,
+        then: Callable[[Snapshot], Ran | None] | None = None,
+    ) -> Ran:
         """Write ``change`` starting from ``found``; settle what follows it. ``marks``: what
-        ``change`` says of its last call — whether it marked the result sent (``_marked``)."""
+        ``change`` says of its last call — whether it marked the result sent (``_marked``);
+        ``then``: what runs next in this request instead of settling, if it says so."""
         try:
             committed = self._store.change_versioned(found.record.flow_id, change, start=found)
         except UnstorableChange as refused:
@@ -716,6 +785,10 @@ class Engine:
             if latest is not None:
                 self._settle(latest)
             return Ran.STALE
+        if then is not None:
+            went = then(committed)
+            if went is not None:
+                return went
         self._settle(committed.record, version=committed, marked=bool(marks and marks[-1]))
         return Ran.ADVANCED
 
@@ -749,7 +822,9 @@ class Engine:
             self._store.fail_unreadable(flow_id, reason=str(unreadable), now=self._clock.now())
             return None
 
-    def _context(self, flow: Flow, record: FlowRecord) -> StepContext:
+    def _context(
+        self, flow: Flow, record: FlowRecord, budget_s: float | None = None
+    ) -> StepContext:
         """What a handler is told: the focused track's step, its try, its budget."""
         pos = record.position
         track = record.tracks.get(record.focus or "")
@@ -775,17 +850,24 @@ class Engine:
             version=record.version,
             generation=pos.generation,
             action_key=idempotency_key(record, pos.model_copy(update={"kind": TaskKind.ACTION})),
-            deadline=self._clock.now() + timedelta(seconds=self._budget_s(pos.kind)),
+            deadline=self._clock.now() + timedelta(seconds=budget_s or self._budget_s(pos.kind)),
             clock=self._clock.now,
             callback_token=(track.token or "") if track is not None else "",
             item=item,
             item_index=index,
         )
 
-    def _execute(self, flow: Flow, record: FlowRecord, verdict: Verdict | None = None) -> Outcome:
+    def _execute(
+        self,
+        flow: Flow,
+        record: FlowRecord,
+        verdict: Verdict | None = None,
+        *,
+        budget_s: float | None = None,
+    ) -> Outcome:
         pos = record.position
         handler = _handler_for(planner.step_at(flow, pos), pos.kind)
-        context = self._context(flow, record)
+        context = self._context(flow, record, budget_s)
         name = f"{pos.kind.value} {pos.step}"
         with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:
             called_at = self._clock.now()  # the breaker's latency: on the injectable clock
@@ -1200,6 +1282,59 @@ _UNCLAIMED = frozenset({TaskKind.POLL, TaskKind.CHOICE, TaskKind.WAIT})
 def _track_of(record: FlowRecord, position: Position) -> str | None:
     """The key of the active flow's track at ``position`` (None: a stale or duplicate task)."""
     return record.track_at(position) if record.status in ACTIVE else None
+
+
+# A step due at once after the one a request ran is run in that request while the request
+# has used less than this share of its time budget.
+CONTINUE_WITHIN = 0.25
+_CONTINUED = frozenset({TaskKind.ACTION, TaskKind.COMPENSATE})
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The task request being served: when it began and the budget of its queue."""
+
+    began: datetime
+    budget_s: float
+
+
+_REQUEST: contextvars.ContextVar[_Request | None] = contextvars.ContextVar(
+    "relayflow_request", default=None
+)
+
+
+@dataclass(frozen=True)
+class _Onward:
+    """A step to run in this request after the commit: claimed for ``holder``, or (holder
+    None) put off as its breaker's ``verdict`` says, in the same commit."""
+
+    holder: str | None
+    verdict: Verdict | None
+    budget_s: float
+
+    def apply(self, plan: Plan, planned: FlowRecord, *, lease_s: float) -> FlowRecord:
+        if not _runs_now(planned, plan.now):
+            return planned
+        if self.holder is None:
+            assert self.verdict is not None and self.verdict.until is not None
+            return planner.defer(plan, planned, until=self.verdict.until, why=self.verdict.detail)
+        claimed = planner.claim(plan, planned, lease_s=lease_s, holder=self.holder)
+        return planned if planner.exhausted(plan, claimed) else claimed
+
+
+def _runs_now(record: FlowRecord, now: datetime) -> bool:
+    """Whether ``record``, one admitted track, is at a claimed step whose task is due now."""
+    nxt = record.next
+    return (
+        record.status in ACTIVE
+        and not record.is_lane
+        and len(record.tracks) == 1
+        and record.admission == "admitted"
+        and record.position.kind in _CONTINUED
+        and nxt is not None
+        and nxt.position == record.position
+        and nxt.run_at <= now
+    )
 
 
 def _marked(record: FlowRecord) -> FlowRecord:

@@ -127,7 +127,7 @@ class Harness:
         # Deliveries that crashed or were answered 5xx, with why; each is delivered again.
         self.failed_deliveries: list[tuple[TaskPayload, BaseException]] = []
         self.duplicate_deliveries = duplicate_deliveries
-        self.limits = limits or Limits()
+        self.limits = limits or Limits(continue_inline=True)  # as a deployment runs
         self.tenants = tenants
         self.metrics = metrics  # e.g. relayflow.metrics.OtelMetrics, to read what was counted
         self._registry = _as_registry(registry)
