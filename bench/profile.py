@@ -95,9 +95,31 @@ def tally(lines: list[str]) -> tuple[int, Counter[str], Counter[str]]:
     return total, inclusive, exclusive
 
 
+# What a request spends outside relayflow's own work: the handler's call (the external API,
+# which the issue's CPU targets exclude), and in the poller an action run inline after a poll.
+HANDLER = "_call (relayflow/core/engine.py)"
+INLINE = "Engine._go_on (relayflow/core/engine.py)"
+
+
+def share(path: Path, functions: tuple[str, ...]) -> float:
+    """The fraction of ``path``'s samples with any of ``functions`` on the stack."""
+    total = hit = 0
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        stack, count = frames(line)
+        total += count
+        if any(_function(frame) in functions for frame in stack):
+            hit += count
+    return hit / total if total else 0.0
+
+
 def report(path: Path, top: int) -> str:
     total, inclusive, exclusive = tally(path.read_text(errors="replace").splitlines())
     lines = [f"## {path.stem}: {total} samples at {RATE_HZ} Hz"]
+    lines.append(
+        f"handler calls: {share(path, (HANDLER,)):.1%}; inline steps: {share(path, (INLINE,)):.1%}"
+    )
     if not total:
         return "\n".join(lines)
     lines.append("inclusive:")
