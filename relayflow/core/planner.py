@@ -775,7 +775,11 @@ def _with_next(record: FlowRecord, nxt: NextTask) -> FlowRecord:
 def _log(plan: Plan, record: FlowRecord, entry: HistoryEntry, *, a_try: bool = True) -> FlowRecord:
     """Append ``entry`` to the bounded history; ``a_try`` counts it as a poll or an attempt."""
     history = [*record.history, entry]
-    dropped = max(0, len(history) - plan.history_limit)
+    # Past the limit the oldest quarter goes at once, not one entry per write: between trims
+    # a write appends to the stored list (a transform of a few hundred bytes) instead of
+    # rewriting all of it (``relayflow.gcp.documents``).
+    over = len(history) > plan.history_limit
+    dropped = len(history) - (plan.history_limit - plan.history_limit // 4) if over else 0
     is_poll = entry.kind is TaskKind.POLL
     counts = {
         "polls": record.polls + (1 if a_try and is_poll else 0),

@@ -98,7 +98,10 @@ def decode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def same(a: Any, b: Any) -> bool:
     """Equal and of the same types all the way down: ``1 == True == 1.0`` in Python, but a
-    field that changed from one to another has changed in Firestore."""
+    field that changed from one to another has changed in Firestore. An enum is stored as
+    its value, so it is the same as its value."""
+    a = a.value if isinstance(a, Enum) else a
+    b = b.value if isinstance(b, Enum) else b
     if type(a) is not type(b):
         return isinstance(a, datetime) and isinstance(b, datetime) and a == b
     if isinstance(a, dict):
@@ -114,6 +117,39 @@ def changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, 
         return dict(new)
     missing = object()
     return {key: value for key, value in new.items() if not same(old.get(key, missing), value)}
+
+
+def appended(old: Mapping[str, Any] | None, fields: dict[str, Any], name: str) -> list[Any]:
+    """If ``fields[name]`` is the stored list with entries appended, none equal to another or
+    to a stored one, take it out of ``fields`` and return the new entries: they can be sent
+    as an append (which skips an entry already present) instead of the whole list."""
+    new, stored = fields.get(name), (old or {}).get(name)
+    if not isinstance(new, list) or not isinstance(stored, list) or len(new) <= len(stored):
+        return []
+    head, tail = new[: len(stored)], new[len(stored) :]
+    if not all(same(a, b) for a, b in zip(head, stored, strict=True)):
+        return []
+    for i, entry in enumerate(tail):
+        if any(same(entry, other) for other in stored) or any(
+            same(entry, other) for other in tail[:i]
+        ):
+            return []
+    del fields[name]
+    return tail
+
+
+# Lists that only grow between trims, so a write appends to them (``appended``).
+APPENDED = ("history",)
+
+
+def write_of(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """What a write from stored ``old`` to ``new`` sends: the changed fields to replace, and
+    the entries to append to lists that only grew."""
+    fields = changed(old, new)
+    appends = {name: tail for name in APPENDED if (tail := appended(old, fields, name))}
+    return fields, appends
 
 
 def field_path(name: str) -> str:
@@ -181,11 +217,19 @@ class Documents:
         *,
         unchanged_since: datetime,
         timeout: float,
+        append: Mapping[str, list[Any]] | None = None,
     ) -> Written:
-        """Replace the top-level ``fields`` of the document if it has not changed since
-        ``unchanged_since`` (FailedPrecondition if it has)."""
+        """Replace the top-level ``fields`` of the document, and append ``append``'s entries
+        to its lists, if it has not changed since ``unchanged_since`` (FailedPrecondition if
+        it has)."""
         change = _Write()
         change.current_document.update_time.CopyFrom(_timestamp(unchanged_since))
+        for name, entries in (append or {}).items():
+            transform = change.update_transforms.add()
+            transform.field_path = field_path(name)
+            transform.append_missing_elements.SetInParent()
+            for entry in entries:
+                encode(entry, transform.append_missing_elements.values.add())
         return self._commit(change, path, fields, mask=fields.keys(), timeout=timeout)
 
     def _commit(
@@ -212,4 +256,5 @@ class Documents:
         if stamp is None:  # Firestore leaves it out when nothing changed; the commit time is it
             stamp = api.CommitResponse.pb(response).commit_time
         version = _version(stamp)
-        return Written(version, change.update.ByteSize())
+        appended = sum(t.ByteSize() for t in change.update_transforms)
+        return Written(version, change.update.ByteSize() + appended)

@@ -145,13 +145,17 @@ class FlowStore:
             if updated is None:
                 return None
             doc = updated.to_doc()  # every field; only those that changed are sent
-            fields = documents.changed(current.stored, doc)
-            if not fields:  # nothing to write: the document already says it
+            fields, appends = documents.write_of(current.stored, doc)
+            if not fields and not appends:  # nothing to write: the document already says it
                 return Snapshot(updated, current.version, current.stored)
             self._counters.add("firestore_writes")
             try:
                 version, size = self._docs.update(
-                    path, fields, unchanged_since=current.version, timeout=RPC_TIMEOUT_S
+                    path,
+                    fields,
+                    unchanged_since=current.version,
+                    timeout=RPC_TIMEOUT_S,
+                    append=appends,
                 )
             except (FailedPrecondition, NotFound):
                 # somebody changed (or removed) it since the read: read again

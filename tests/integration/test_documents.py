@@ -9,6 +9,8 @@ import pytest
 from google.api_core.exceptions import AlreadyExists, FailedPrecondition
 from google.cloud import firestore
 
+from relayflow.core.position import TaskKind
+from relayflow.core.records import HistoryEntry
 from relayflow.core.state import Status
 from relayflow.gcp.documents import Documents
 from relayflow.gcp.store import FlowStore
@@ -109,3 +111,44 @@ def test_a_change_to_an_equal_but_differently_typed_value_is_written(
     assert stored is not None
     assert stored.outputs == {"step": {"flag": True}}
     assert type(stored.outputs["step"]["flag"]) is bool
+
+
+def entry(n: int) -> HistoryEntry:
+    return HistoryEntry(
+        at=T0,
+        step="await_active",
+        kind=TaskKind.POLL,
+        poll=n,
+        outcome="not ready",
+        detail="x" * 100,
+    )
+
+
+def test_a_history_entry_is_appended_not_the_history_rewritten(
+    firestore_client: firestore.Client,
+) -> None:
+    counters = Counters()
+    flow_store = FlowStore(firestore_client, counters=counters)
+    flow_store.create(make_record("flow-log", history=[entry(n) for n in range(50)]))
+
+    written = flow_store.change_versioned(
+        "flow-log", lambda r: r.model_copy(update={"history": [*r.history, entry(50)]})
+    )
+
+    stored = flow_store.get("flow-log")
+    assert written is not None and stored is not None
+    assert [e.poll for e in stored.history] == list(range(51))
+    assert stored == written.record
+    assert counters.snapshot()["firestore_bytes_written"] < 1000  # 51 entries are ~8 kB
+
+
+def test_a_trimmed_history_is_written_whole(flow_store: FlowStore) -> None:
+    flow_store.create(make_record("flow-trim", history=[entry(n) for n in range(20)]))
+
+    flow_store.change(
+        "flow-trim", lambda r: r.model_copy(update={"history": [*r.history[5:], entry(20)]})
+    )
+
+    stored = flow_store.get("flow-trim")
+    assert stored is not None
+    assert [e.poll for e in stored.history] == list(range(5, 21))
