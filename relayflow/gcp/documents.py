@@ -28,15 +28,15 @@ from typing import Any, NamedTuple
 from google.api_core.datetime_helpers import DatetimeWithNanoseconds
 from google.api_core.exceptions import NotFound
 from google.cloud import firestore
-from google.cloud.firestore_v1.types import document, write
+from google.cloud.firestore_v1.types import document
 from google.cloud.firestore_v1.types import firestore as api
 from google.protobuf.timestamp_pb2 import Timestamp
 
 _Value = document.Value.pb()
 _Document = document.Document.pb()
-_Write = write.Write.pb()
 _GetRequest = api.GetDocumentRequest.pb()
 _CommitRequest = api.CommitRequest.pb()
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SIMPLE_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -68,8 +68,14 @@ def _encode_scalar(value: Any, into: Any) -> None:
         into.double_value = value
     elif isinstance(value, str):
         into.string_value = value.value if isinstance(value, Enum) else value
-    elif isinstance(value, datetime):
+    elif isinstance(value, DatetimeWithNanoseconds):
         into.timestamp_value.CopyFrom(_timestamp(value))
+    elif isinstance(value, datetime):
+        # Timestamp.FromDatetime, without its generality: a tenth of a start's CPU.
+        since = (value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH
+        stamp = into.timestamp_value
+        stamp.seconds = since.days * 86400 + since.seconds
+        stamp.nanos = since.microseconds * 1000
     elif isinstance(value, bytes):
         into.bytes_value = value
     else:
@@ -206,9 +212,10 @@ class Documents:
 
     def create(self, path: str, fields: Mapping[str, Any], *, timeout: float) -> Written:
         """Create the document (AlreadyExists if it exists)."""
-        change = _Write()
+        request = _CommitRequest(database=self._database)
+        change = request.writes.add()  # built in place: appending would copy it
         change.current_document.exists = False
-        return self._commit(change, path, fields, mask=None, timeout=timeout)
+        return self._commit(request, path, fields, mask=None, timeout=timeout)
 
     def update(
         self,
@@ -222,7 +229,8 @@ class Documents:
         """Replace the top-level ``fields`` of the document, and append ``append``'s entries
         to its lists, if it has not changed since ``unchanged_since`` (FailedPrecondition if
         it has)."""
-        change = _Write()
+        request = _CommitRequest(database=self._database)
+        change = request.writes.add()
         change.current_document.update_time.CopyFrom(_timestamp(unchanged_since))
         for name, entries in (append or {}).items():
             transform = change.update_transforms.add()
@@ -230,24 +238,23 @@ class Documents:
             transform.append_missing_elements.SetInParent()
             for entry in entries:
                 encode(entry, transform.append_missing_elements.values.add())
-        return self._commit(change, path, fields, mask=fields.keys(), timeout=timeout)
+        return self._commit(request, path, fields, mask=fields.keys(), timeout=timeout)
 
     def _commit(
         self,
-        change: Any,
+        request: Any,
         path: str,
         fields: Mapping[str, Any],
         *,
         mask: Iterable[str] | None,
         timeout: float,
     ) -> Written:
+        change = request.writes[0]
         change.update.name = path
         for key, value in fields.items():
             encode(value, change.update.fields[key])
         if mask is not None:
             change.update_mask.field_paths.extend(field_path(name) for name in mask)
-        request = _CommitRequest(database=self._database)
-        request.writes.append(change)
         response = self._api.commit(
             request=api.CommitRequest.wrap(request), metadata=self._metadata, timeout=timeout
         )
