@@ -68,9 +68,11 @@ def test_every_task_delivered_twice_still_gives_one_effect_per_step(
         positions = Counter((h.step, h.kind, h.attempt, h.poll) for h in record.history)
         assert max(positions.values()) == 1, positions
     tasks_after = _tasks_stats(ports)
-    # (each history entry is one task that ran; each such task was delivered a second time)
+    # (every task created for these flows was delivered a second time; at least two per flow,
+    # the registration and a poll: the step after the last poll may run in the poll's request)
+    created = tasks_after["created"] - tasks_before["created"]
     duplicated = tasks_after["duplicated"] - tasks_before["duplicated"]
-    assert duplicated >= sum(len(r.history) for r in records)
+    assert duplicated >= created >= 2 * FLOWS
 
 
 def test_every_task_delivered_twice_in_a_flow_of_every_shape_changes_nothing(
