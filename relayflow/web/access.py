@@ -1,11 +1,13 @@
 """Who is calling the api (and its console), and what they may do.
 
-Two roles: a viewer reads flows, rejected messages and dead letters; an operator may also
-cancel, retry and replay. In the cloud the caller is the email in a verified Google ID token
-(audience: the api's URL) and the role comes from the allowlists ``RELAYFLOW_API_VIEWERS`` and
-``RELAYFLOW_API_OPERATORS`` (operators may view too). With verification off — the local
-stack, on 127.0.0.1 — the api admits only requests from this machine, as ``local``, an
-operator.
+Two roles for people: a viewer reads flows, rejected messages and dead letters; an operator
+may also cancel, retry and replay. A third, a completer, may only complete callback tokens: the
+external systems callback steps wait on, and the Pub/Sub account that pushes ``flow-signals``.
+In the cloud the caller is the email in a verified Google ID token (audience: the api's URL)
+and the role comes from the allowlists ``RELAYFLOW_API_VIEWERS``, ``RELAYFLOW_API_OPERATORS``
+(operators may view and complete too) and ``RELAYFLOW_API_COMPLETERS``. With verification
+off — the local stack, on 127.0.0.1 — the api admits only requests from this machine, as
+``local``, an operator.
 
 A caller may also be scoped to tenants (``RELAYFLOW_API_SCOPES``: email → tenants): it then
 sees and acts on those tenants' flows only. Another tenant's flow answers 404, exactly as a
@@ -31,14 +33,21 @@ LOCAL_CALLER = "local"
 
 
 class Role(IntEnum):
-    """What a caller may do; a higher role may do everything a lower one may."""
+    """What a caller may do: a viewer reads, an operator also acts; a completer only completes
+    callback tokens, which operators may do too and viewers may not (it is a write)."""
 
+    COMPLETER = 0
     VIEWER = 1
     OPERATOR = 2
 
     @property
     def label(self) -> str:
         return self.name.lower()
+
+    @property
+    def setting(self) -> str:
+        """The allowlist that grants this role."""
+        return f"RELAYFLOW_API_{self.name}S"
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,8 @@ class Caller:
     tenants: frozenset[str] | None = None
 
     def may(self, role: Role) -> bool:
+        if role is Role.COMPLETER:
+            return self.role in (Role.COMPLETER, Role.OPERATOR)
         return self.role >= role
 
     @property
@@ -101,11 +112,13 @@ class Access:
         verifier: TokenVerifier | None,
         viewers: frozenset[str] = frozenset(),
         operators: frozenset[str] = frozenset(),
+        completers: frozenset[str] = frozenset(),
         scopes: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self._verifier = verifier
         self._viewers = viewers
         self._operators = operators
+        self._completers = completers
         self._scopes = dict(scopes or {})
 
     @property
@@ -120,19 +133,33 @@ class Access:
             email = self._verifier.verify(authorization)
         except NotAllowed as exc:
             raise Forbidden(
-                f"{exc}: add the email to RELAYFLOW_API_VIEWERS (read) or "
-                "RELAYFLOW_API_OPERATORS (read, cancel, retry, replay)"
+                f"{exc}: add the email to RELAYFLOW_API_VIEWERS (read), "
+                "RELAYFLOW_API_OPERATORS (read, cancel, retry, replay) or "
+                "RELAYFLOW_API_COMPLETERS (complete callback tokens only)"
             ) from None
-        role = Role.OPERATOR if email in self._operators else Role.VIEWER
-        return Caller(email, role, self._scopes.get(email))
+        return Caller(email, self._role(email), self._scopes.get(email))
+
+    def _role(self, email: str) -> Role:
+        if email in self._operators:
+            return Role.OPERATOR
+        return Role.VIEWER if email in self._viewers else Role.COMPLETER
 
     def require(self, caller: Caller, role: Role, action: str) -> None:
         """Forbidden, saying what is missing, unless ``caller`` may ``action``."""
         if not caller.may(role):
             raise Forbidden(
                 f"{caller.identity} is a {caller.role.label} and may not {action}: that needs "
-                f"the {role.label} role (RELAYFLOW_API_OPERATORS)"
+                f"the {role.label} role ({_granting(role)})"
             )
+
+
+def _granting(role: Role) -> str:
+    """The allowlists that give a caller ``role``."""
+    if role is Role.VIEWER:
+        return f"{Role.VIEWER.setting} or {Role.OPERATOR.setting}"
+    if role is Role.COMPLETER:
+        return f"{Role.COMPLETER.setting} or {Role.OPERATOR.setting}"
+    return role.setting
 
 
 def _local(remote_addr: str | None) -> Caller:
@@ -153,14 +180,21 @@ def access_from_settings(settings: Settings) -> Access:
     if not settings.api_verify_tokens:
         return Access(verifier=None)
     viewers, operators = frozenset(settings.api_viewers), frozenset(settings.api_operators)
+    completers = frozenset(settings.api_completers)
     scopes = {email: frozenset(tenants) for email, tenants in settings.api_scopes.items()}
     audience = str(settings.api_url).rstrip("/")
     verifier = TokenVerifier(
         audience=[audience, *settings.api_audiences],
-        allowed_emails=viewers | operators,
+        allowed_emails=viewers | operators | completers,
         certs_url=str(settings.oidc_certs_url) if settings.oidc_certs_url else None,
     )
-    return Access(verifier=verifier, viewers=viewers, operators=operators, scopes=scopes)
+    return Access(
+        verifier=verifier,
+        viewers=viewers,
+        operators=operators,
+        completers=completers,
+        scopes=scopes,
+    )
 
 
 __all__ = ["Access", "Caller", "Forbidden", "Role", "Unauthorized", "access_from_settings"]

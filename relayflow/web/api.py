@@ -13,6 +13,7 @@
 | ``POST /tenants/{t}:pause``, ``:resume`` | operator | ``{"reason"}``: stop or go on dispatching |
 | ``GET /breakers`` | viewer | each dependency's breaker: state, window, budget, transitions |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
+| ``POST /callbacks/{token}``, ``/signals`` | completer | complete a callback token |
 
 A caller scoped to tenants (``RELAYFLOW_API_SCOPES``) sees and acts on those tenants only.
 
@@ -112,7 +113,9 @@ def build_api(ops: Operations) -> Flask:
     _register_flows(app, ops)
     _register_messages(app, ops)
     _register_tenants(app, ops)
-    add_callback_routes(app, ops.engine, guarded(ops.access, Role.OPERATOR, "complete callbacks"))
+    add_callback_routes(
+        app, ops.engine, guarded(ops.access, Role.COMPLETER, "complete callback tokens")
+    )
     add_item_routes(app, ops.engine, guarded(ops.access, Role.VIEWER, "read flows"))
     app.register_blueprint(console.blueprint(ops))
 

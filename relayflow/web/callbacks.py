@@ -31,11 +31,12 @@ def completion_of(body: dict[str, Any]) -> dict[str, Any]:
 Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def add_callback_routes(app: Flask, engine: Engine, operator: Guard) -> None:
-    """The routes that complete callback tokens (an operator's right, as in the cloud)."""
+def add_callback_routes(app: Flask, engine: Engine, completer: Guard) -> None:
+    """The routes that complete callback tokens: for completers (the external systems, the
+    signals push account) and operators, not viewers."""
 
     @app.post("/callbacks/<token>")
-    @operator
+    @completer
     def complete(token: str) -> Any:
         data = request.get_data()
         if len(data) > MAX_BODY_BYTES:
@@ -48,7 +49,7 @@ def add_callback_routes(app: Flask, engine: Engine, operator: Guard) -> None:
         return _answer(answer)
 
     @app.post("/signals")
-    @operator
+    @completer
     def signal() -> Any:
         """A Pub/Sub push of ``{"token", "output" | "error"}``: acked unless it may succeed
         later (a 5xx makes Pub/Sub deliver it again)."""

@@ -69,6 +69,6 @@ def test_the_callback_section_matches_the_routes_the_topic_and_the_variables() -
     assert '{"token": "...", "error": {"code": "...", "message": "..."}}' in section
     for path in env_dirs():
         variables = set(load(path).variables)
-        named = set(re.findall(r"`(\w+_(?:members|publishers|ingress))\b", section))
-        assert named == {"api_invoker_members", "signal_publishers", "api_ingress"}
+        named = set(re.findall(r"`(\w+_(?:completers|publishers|ingress))\b", section))
+        assert named == {"api_completers", "signal_publishers", "api_ingress"}
         assert named <= variables, named - variables

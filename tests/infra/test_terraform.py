@@ -439,7 +439,10 @@ def test_the_signals_subscription_pushes_to_the_api_signals_route_with_the_push_
     )
     call = load(RELAYFLOW).modules["messaging"].body
     assert call["signals_push_endpoint"] == "${module.api.uri}/signals"
-    assert call["signals_push_audience"] == "${module.api.uri}"
+    # The audience the api verifies (RELAYFLOW_API_URL), and one Cloud Run admits.
+    assert call["signals_push_audience"] == '${local.url["api"]}'
+    assert load(RELAYFLOW).locals["common_env"]["RELAYFLOW_API_URL"] == '${local.url["api"]}'
+    assert load(RELAYFLOW).modules["api"].body["custom_audiences"] == ['${local.url["api"]}']
     # The same push account as the start subscription, which therefore invokes the api too.
     assert call["push_service_account_email"] == "${google_service_account.pubsub_push.email}"
     api = load(RELAYFLOW).modules["api"].body
@@ -804,10 +807,42 @@ def test_service_invokers_are_validated_never_public() -> None:
                 assert any("allUsers" in c for c in conditions), variable.name
 
 
-def test_operators_cannot_take_the_push_accounts_key_on_the_api() -> None:
-    variable = load(RELAYFLOW).variables["api_invoker_members"].body
-    conditions = [v["condition"] for v in variable["validation"]]
-    assert '${!contains(keys(var.api_invoker_members), "pubsub_push")}' in conditions
+@pytest.mark.parametrize("role", ["api_viewers", "api_operators", "api_completers"])
+def test_the_apis_callers_are_accounts_never_groups_or_the_public(role: str) -> None:
+    variable = load(RELAYFLOW).variables[role].body
+    (condition,) = [v["condition"] for v in variable["validation"]]
+    pattern = re.search(r'regex\("(.+?)", m\)', condition)
+    assert pattern, condition
+    regex = pattern.group(1).replace("\\\\", "\\")
+    for member in ("user:alice@acme.com", "serviceAccount:hook@p.iam.gserviceaccount.com"):
+        assert re.fullmatch(regex, member), member
+    # A group's members call with their own email, which the api would not find listed.
+    for other in ("allUsers", "allAuthenticatedUsers", "group:oncall@acme.com", "alice@acme.com"):
+        assert not re.fullmatch(regex, other), other
+
+
+def test_the_api_reads_the_same_callers_iam_lets_in_each_by_its_role() -> None:
+    relayflow = load(RELAYFLOW)
+    env = relayflow.modules["api"].body["env"]
+    emails = 'jsonencode([for m in var.{} : split(":", m)[1]])'
+    assert f"RELAYFLOW_API_VIEWERS = {emails.format('api_viewers')}" in env
+    assert f"RELAYFLOW_API_OPERATORS = {emails.format('api_operators')}" in env
+    # The push account completes the tokens of signals it pushes to /signals, nothing more.
+    assert (
+        'RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", '
+        "m)[1]], [google_service_account.pubsub_push.email]))"
+    ) in env
+    assert "RELAYFLOW_API_AUDIENCES = jsonencode(var.api_token_audiences)" in env
+    assert relayflow.locals["api_people_members"] == (
+        "${{for m in distinct(concat(var.api_viewers, var.api_operators)) : m => m}}"
+    )
+    assert relayflow.locals["api_completer_members"] == "${{for m in var.api_completers : m => m}}"
+
+
+def test_the_api_admits_the_tokens_gcloud_run_services_proxy_sends() -> None:
+    default = load(RELAYFLOW).variables["api_token_audiences"].body["default"]
+    # googlecloudsdk.core.config.CLOUDSDK_CLIENT_ID: a person's gcloud ID token is issued to it.
+    assert default == ["32555940559.apps.googleusercontent.com"]
 
 
 IDENTITY_PATTERNS = {
@@ -817,7 +852,8 @@ IDENTITY_PATTERNS = {
     r"google_service_account\.scheduler\b": "scheduler",
     r"google_project_service_identity\.pubsub\b": "pubsub-service-agent",
     r"var\.pubsub_service_agent\b": "pubsub-service-agent",
-    r"var\.api_invoker_members": "api-operators",
+    r"var\.api_(?:viewers|operators)\b": "api-people",
+    r"var\.api_completers\b": "api-completers",
     r"var\.request_publishers": "producers",
     r"var\.signal_publishers": "signal-producers",
     r"var\.result_subscribers": "consumers",
@@ -922,9 +958,11 @@ EXPECTED_IAM = {
     ("tasks-invoker", "roles/run.invoker", "cloud_run:worker"),
     ("tasks-invoker", "roles/run.invoker", "cloud_run:poller"),
     ("scheduler", "roles/run.invoker", "cloud_run:worker"),
-    ("api-operators", "roles/run.invoker", "cloud_run:api"),
+    ("api-people", "roles/run.invoker", "cloud_run:api"),
     # gcloud run services proxy reads the service before it forwards.
-    ("api-operators", "roles/run.viewer", "cloud_run:api"),
+    ("api-people", "roles/run.viewer", "cloud_run:api"),
+    # Systems that complete callback tokens over HTTP only invoke.
+    ("api-completers", "roles/run.invoker", "cloud_run:api"),
 }
 
 
@@ -1036,7 +1074,8 @@ def test_the_service_module_grants_invoker_and_viewer_only_from_its_inputs() -> 
 
 def test_env_roots_grant_nobody_the_api_by_default() -> None:
     for path in env_dirs():
-        assert load(path).variables["api_invoker_members"].body["default"] == {}
+        for role in ("api_viewers", "api_operators", "api_completers"):
+            assert load(path).variables[role].body["default"] == [], role
 
 
 # --- Environment roots expose the module ----------------------------------------------------------
@@ -1076,9 +1115,10 @@ def test_operators_reach_the_api_through_the_proxy_and_nothing_else_is_reachable
     api = relayflow.modules["api"].body
     assert api["ingress"] == "${var.api_ingress}"
     assert relayflow.variables["api_ingress"].body["default"] == "INGRESS_TRAFFIC_ALL"
-    assert api["viewer_members"] == "${var.api_invoker_members}"
+    assert api["viewer_members"] == "${local.api_people_members}"
     assert api["invoker_members"] == (
-        "${merge(var.api_invoker_members, {pubsub_push = local.pubsub_push_member})}"
+        "${merge(local.api_people_members, local.api_completer_members, "
+        "{pubsub_push = local.pubsub_push_member})}"
     )
     command = relayflow.outputs["api_proxy_command"].body["value"]
     assert command.startswith("gcloud run services proxy ${module.api.name} --project")

@@ -7,6 +7,7 @@ Cloud Tasks emulator's issuer and verified by google-auth against its certs.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -19,7 +20,15 @@ from flask.testing import FlaskClient
 
 from emulators.cloud_tasks.oidc import TokenIssuer
 from relayflow.core.errors import NotReady, PermanentError
-from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, Registry, StepContext
+from relayflow.core.flows import (
+    ActionStep,
+    CallbackStep,
+    Flow,
+    PollPolicy,
+    PollStep,
+    Registry,
+    StepContext,
+)
 from relayflow.core.state import Status
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.dead_letters import DeadLetter, DeadLetterNotFound
@@ -32,6 +41,8 @@ from relayflow.web.api import Operations, build_api
 API_URL = "https://api-abc-uc.a.run.app"
 CERTS_URL = "https://certs.test/oauth2/v1/certs"
 VIEWER, OPERATOR, STRANGER = "vi@example.com", "op@example.com", "eve@example.com"
+# A system a callback step waits on, or the account that pushes flow-signals.
+COMPLETER = "hook@partner.example"
 ISSUER = TokenIssuer.generate()
 
 
@@ -51,6 +62,11 @@ FLOW = Flow(
         ActionStep("reserve", refuse_bad, compensate=lambda ctx: {}),
         PollStep("await_ready", never_ready, policy=PollPolicy(initial_s=1, max_polls=50)),
     ),
+)
+# A flow that waits for an external system to complete its token.
+WAIT = Flow(
+    name="wait",
+    steps=(CallbackStep("await_hook", lambda ctx: {"sent": True}, timeout_s=600),),
 )
 
 
@@ -93,7 +109,7 @@ class Api:
 
 
 def build(access: Access) -> Api:
-    h = Harness(FLOW)
+    h = Harness((FLOW, WAIT))
     letters = FakeDeadLetters()
     ops = Operations(
         engine=h.engine,
@@ -102,7 +118,7 @@ def build(access: Access) -> Api:
         dead_letters=letters,
         counters=Counters(),
         metrics=Metrics(),
-        registry=Registry((FLOW,)),
+        registry=Registry((FLOW, WAIT)),
     )
     return Api(h, build_api(ops).test_client(), letters)
 
@@ -111,12 +127,17 @@ def build(access: Access) -> Api:
 def api() -> Iterator[Api]:
     verifier = TokenVerifier(
         audience=API_URL,
-        allowed_emails={VIEWER, OPERATOR},
+        allowed_emails={VIEWER, OPERATOR, COMPLETER},
         certs_url=CERTS_URL,
         request=certs_transport,
     )
     yield build(
-        Access(verifier=verifier, viewers=frozenset({VIEWER}), operators=frozenset({OPERATOR}))
+        Access(
+            verifier=verifier,
+            viewers=frozenset({VIEWER}),
+            operators=frozenset({OPERATOR}),
+            completers=frozenset({COMPLETER}),
+        )
     )
 
 
@@ -190,6 +211,69 @@ def test_callers_without_a_valid_token_on_the_allowlists_are_refused(
     response = api.client.get("/flows", headers=headers)
     assert response.status_code == status
     assert says in message(response)
+
+
+def waiting_flow(api: Api, flow_id: str) -> str:
+    """A ``wait`` flow whose callback step has handed out its token; the token."""
+    api.harness.start("wait", {}, flow_id=flow_id)
+    api.harness.deliver_next(flow_id)
+    return api.harness.token(flow_id, "await_hook")
+
+
+def pushed(data: dict[str, Any]) -> dict[str, Any]:
+    """A Pub/Sub push body carrying ``data``, as the flow-signals subscription sends it."""
+    encoded = base64.b64encode(json.dumps(data).encode()).decode()
+    return {"message": {"data": encoded, "messageId": "m-1"}, "subscription": "s"}
+
+
+def test_a_completer_completes_a_callback_token_over_http(api: Api) -> None:
+    hook = waiting_flow(api, "f-wait")
+    response = api.client.post(
+        f"/callbacks/{hook}", headers=token(COMPLETER), json={"output": {"id": "r-1"}}
+    )
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["outcome"] == "completed"
+    api.harness.run("f-wait")
+    assert api.harness.flow("f-wait").status is Status.SUCCEEDED
+    assert api.harness.flow("f-wait").outputs["await_hook"] == {"id": "r-1"}
+
+
+def test_a_signal_pushed_by_a_completer_completes_its_token(api: Api) -> None:
+    hook = waiting_flow(api, "f-wait")
+    body = pushed({"token": hook, "output": {"id": "r-2"}})
+    response = api.client.post("/signals", headers=token(COMPLETER), json=body)
+    assert response.get_json()["outcome"] == "completed"
+    api.harness.run("f-wait")
+    assert api.harness.flow("f-wait").outputs["await_hook"] == {"id": "r-2"}
+
+
+@pytest.mark.parametrize(
+    ("route", "method"),
+    [("/flows", "get"), ("/whoami", "get"), ("/flows/f-wait:cancel", "post")],
+)
+def test_a_completer_may_not_read_or_operate_flows(api: Api, route: str, method: str) -> None:
+    waiting_flow(api, "f-wait")
+    response = getattr(api.client, method)(route, headers=token(COMPLETER), json={})
+    assert response.status_code == 403
+    assert f"{COMPLETER} is a completer and may not" in message(response)
+    assert api.harness.flow("f-wait").status is Status.RUNNING
+
+
+def test_a_viewer_may_not_complete_a_callback_token(api: Api) -> None:
+    hook = waiting_flow(api, "f-wait")
+    response = api.client.post(f"/callbacks/{hook}", headers=token(VIEWER), json={})
+    assert response.status_code == 403
+    assert message(response) == (
+        "vi@example.com is a viewer and may not complete callback tokens: that needs the "
+        "completer role (RELAYFLOW_API_COMPLETERS or RELAYFLOW_API_OPERATORS)"
+    )
+    assert api.harness.flow("f-wait").tracks["await_hook"].token == hook
+
+
+def test_an_operator_may_complete_a_callback_token(api: Api) -> None:
+    hook = waiting_flow(api, "f-wait")
+    response = api.client.post(f"/callbacks/{hook}", headers=token(OPERATOR), json={})
+    assert response.get_json()["outcome"] == "completed"
 
 
 def test_locally_the_api_is_open_to_this_machine_as_local(local_api: Api) -> None:

@@ -36,7 +36,10 @@ module "relayflow" {
   metrics_exporter                 = var.metrics_exporter
   labels                           = var.labels
   api_ingress                      = var.api_ingress
-  api_invoker_members              = var.api_invoker_members
+  api_viewers                      = var.api_viewers
+  api_operators                    = var.api_operators
+  api_completers                   = var.api_completers
+  api_token_audiences              = var.api_token_audiences
   request_publishers               = var.request_publishers
   signal_publishers                = var.signal_publishers
   result_subscribers               = var.result_subscribers

@@ -60,12 +60,12 @@ output "pubsub_service_agent" {
 }
 
 output "callback_url_prefix" {
-  description = "What callback steps hand external systems, followed by the token: POST it with an identity token for the api (audience: the URL without /callbacks/) as a principal in api_invoker_members."
+  description = "What callback steps hand external systems, followed by the token: POST it with an identity token for the api (audience: the URL without /callbacks/) as an account in api_completers (or api_operators)."
   value       = module.relayflow.callback_url_prefix
 }
 
 output "api_proxy_command" {
-  description = "What an operator in api_invoker_members runs to reach the api and its console on http://localhost:8080."
+  description = "What a person in api_viewers or api_operators runs to reach the api and its console on http://localhost:8080."
   value       = module.relayflow.api_proxy_command
 }
 

@@ -111,10 +111,28 @@ variable "api_ingress" {
   default     = "INGRESS_TRAFFIC_ALL"
 }
 
-variable "api_invoker_members" {
-  description = "Operators, and external systems completing callback tokens over HTTP, allowed to call the api and its console (run.invoker and run.viewer), keyed by a static label."
-  type        = map(string)
-  default     = {}
+variable "api_viewers" {
+  description = "Who may read flows in the api and its console: user:EMAIL or serviceAccount:EMAIL (not groups); each may reach it with `gcloud run services proxy`."
+  type        = list(string)
+  default     = []
+}
+
+variable "api_operators" {
+  description = "Who may also cancel, retry, replay, pause tenants and complete callback tokens: user:EMAIL or serviceAccount:EMAIL (not groups)."
+  type        = list(string)
+  default     = []
+}
+
+variable "api_token_audiences" {
+  description = "Audiences the api accepts besides its URL; the default, gcloud's OAuth client, admits operators who reach it with `gcloud run services proxy`."
+  type        = list(string)
+  default     = ["32555940559.apps.googleusercontent.com"]
+}
+
+variable "api_completers" {
+  description = "External systems that complete callback tokens over HTTP (POST /callbacks/{token}) and may do nothing else: serviceAccount:EMAIL."
+  type        = list(string)
+  default     = []
 }
 
 variable "request_publishers" {

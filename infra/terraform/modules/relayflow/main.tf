@@ -92,6 +92,14 @@ locals {
   scheduler_member     = "serviceAccount:${google_service_account.scheduler.email}"
   pubsub_push_member   = "serviceAccount:${google_service_account.pubsub_push.email}"
 
+  # The api's callers by role, as IAM members (user:EMAIL or serviceAccount:EMAIL). IAM lets
+  # them reach the service at all; the api gives each the role its email is listed under
+  # (RELAYFLOW_API_VIEWERS, _OPERATORS, _COMPLETERS: the email in the caller's verified ID
+  # token). People (viewers, operators) also get run.viewer, which `gcloud run services proxy`
+  # needs; completers only invoke. Keys are the members themselves (static).
+  api_people_members    = { for m in distinct(concat(var.api_viewers, var.api_operators)) : m => m }
+  api_completer_members = { for m in var.api_completers : m => m }
+
   # APIs this module enables. serviceusage and cloudresourcemanager must be on before Terraform
   # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
   # reading the project number the second.
@@ -380,7 +388,9 @@ module "messaging" {
   # writes the flow or lane, enqueues the next task, may publish a result), signed as the same
   # push account, which is why it may invoke the api too.
   signals_push_endpoint = "${module.api.uri}/signals"
-  signals_push_audience = module.api.uri
+  # The audience the api checks in every token it is sent (RELAYFLOW_API_URL): its
+  # deterministic URL, one of the service's custom audiences so Cloud Run admits it as well.
+  signals_push_audience = local.url["api"]
   signals_push_after    = concat(module.api.access_grant_ids, local.push_prerequisites)
 
   request_publishers    = var.request_publishers
@@ -471,6 +481,12 @@ module "api" {
   image              = var.image
   env = merge(local.common_env, {
     COMPONENT = "api"
+    # Tokens for the api's URL, and those `gcloud run services proxy` sends (gcloud's client).
+    RELAYFLOW_API_AUDIENCES = jsonencode(var.api_token_audiences)
+    RELAYFLOW_API_VIEWERS   = jsonencode([for m in var.api_viewers : split(":", m)[1]])
+    RELAYFLOW_API_OPERATORS = jsonencode([for m in var.api_operators : split(":", m)[1]])
+    # The push account delivers flow-signals to /signals: it may complete tokens, nothing else.
+    RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", m)[1]], [google_service_account.pubsub_push.email]))
     # Which tenants each caller may see and operate; callers not listed see all.
     RELAYFLOW_API_SCOPES = jsonencode(var.api_scopes)
   })
@@ -479,8 +495,8 @@ module "api" {
   # External systems that complete callback tokens over HTTP are invokers in the same way.
   # Pub/Sub pushes signals to /signals as the push account (invoker only).
   ingress             = var.api_ingress
-  invoker_members     = merge(var.api_invoker_members, { pubsub_push = local.pubsub_push_member })
-  viewer_members      = var.api_invoker_members
+  invoker_members     = merge(local.api_people_members, local.api_completer_members, { pubsub_push = local.pubsub_push_member })
+  viewer_members      = local.api_people_members
   custom_audiences    = [local.url["api"]]
   max_instances       = var.max_instances["api"]
   min_instances       = var.min_instances["api"]

@@ -78,12 +78,12 @@ output "pubsub_service_agent" {
 }
 
 output "callback_url_prefix" {
-  description = "What callback steps hand external systems, followed by the token: POST it with an identity token for the api (audience: the URL without /callbacks/) as a principal in api_invoker_members."
+  description = "What callback steps hand external systems, followed by the token: POST it with an identity token for the api (audience: the URL without /callbacks/) as an account in api_completers (or api_operators)."
   value       = "${local.url["api"]}/callbacks/"
 }
 
 output "api_proxy_command" {
-  description = "What an operator in api_invoker_members runs to reach the api and its console on http://localhost:8080."
+  description = "What a person in api_viewers or api_operators runs to reach the api and its console on http://localhost:8080."
   value       = "gcloud run services proxy ${module.api.name} --project ${var.project_id} --region ${var.region} --port 8080"
 }
 

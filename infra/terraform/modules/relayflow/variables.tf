@@ -39,19 +39,46 @@ variable "firestore_point_in_time_recovery" {
   default     = false
 }
 
-variable "api_invoker_members" {
-  description = "Principals (people, groups, tools, external systems that complete callback tokens at POST /callbacks/{token}) allowed to call the api service, keyed by a static label, e.g. { oncall = \"group:relayflow-oncall@example.com\" }."
-  type        = map(string)
-  default     = {}
+variable "api_viewers" {
+  description = "Who may read flows, tenants, breakers, rejected messages and dead letters in the api and its console, as IAM members: user:EMAIL or serviceAccount:EMAIL, not groups (the api gives a caller the role its token's email is listed under). Each gets run.invoker and run.viewer on the api, so it reaches it with `gcloud run services proxy`."
+  type        = list(string)
+  default     = []
+  nullable    = false
 
   validation {
-    condition     = alltrue([for m in values(var.api_invoker_members) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
-    error_message = "The api is never public: no allUsers or allAuthenticatedUsers."
+    condition     = alltrue([for m in var.api_viewers : can(regex("^(user|serviceAccount):[^@\\s:]+@[^@\\s]+\\.[^@\\s]+$", m))])
+    error_message = "api_viewers holds user:EMAIL or serviceAccount:EMAIL members; not group:, domain:, allUsers or allAuthenticatedUsers."
   }
+}
+
+variable "api_operators" {
+  description = "Who may also cancel, retry, replay dead letters, pause and resume tenants and complete callback tokens: user:EMAIL or serviceAccount:EMAIL, granted as api_viewers are."
+  type        = list(string)
+  default     = []
+  nullable    = false
 
   validation {
-    condition     = !contains(keys(var.api_invoker_members), "pubsub_push")
-    error_message = "The key pubsub_push is taken by the Pub/Sub push account's grant on the api (signals)."
+    condition     = alltrue([for m in var.api_operators : can(regex("^(user|serviceAccount):[^@\\s:]+@[^@\\s]+\\.[^@\\s]+$", m))])
+    error_message = "api_operators holds user:EMAIL or serviceAccount:EMAIL members; not group:, domain:, allUsers or allAuthenticatedUsers."
+  }
+}
+
+variable "api_token_audiences" {
+  description = "Audiences the api accepts in callers' ID tokens besides its own URL (RELAYFLOW_API_AUDIENCES). The default is gcloud's OAuth client: `gcloud run services proxy` sends a person's token issued to it, so without it the api refuses the operators who reach it that way."
+  type        = list(string)
+  default     = ["32555940559.apps.googleusercontent.com"]
+  nullable    = false
+}
+
+variable "api_completers" {
+  description = "External systems that complete callback tokens at POST /callbacks/{token} and may do nothing else: serviceAccount:EMAIL (or user:EMAIL), granted run.invoker on the api. The Pub/Sub push account that delivers the signals topic to /signals is added by the module."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for m in var.api_completers : can(regex("^(user|serviceAccount):[^@\\s:]+@[^@\\s]+\\.[^@\\s]+$", m))])
+    error_message = "api_completers holds serviceAccount:EMAIL or user:EMAIL members; not group:, domain:, allUsers or allAuthenticatedUsers."
   }
 }
 
@@ -145,7 +172,7 @@ variable "min_instances" {
 }
 
 variable "api_ingress" {
-  description = "Network ingress of the api: INGRESS_TRAFFIC_ALL lets operators in api_invoker_members reach it with `gcloud run services proxy` (IAM still refuses everyone else); INGRESS_TRAFFIC_INTERNAL_ONLY keeps it inside the VPC."
+  description = "Network ingress of the api: INGRESS_TRAFFIC_ALL lets the people in api_viewers and api_operators reach it with `gcloud run services proxy` (IAM still refuses everyone else); INGRESS_TRAFFIC_INTERNAL_ONLY keeps it inside the VPC."
   type        = string
   default     = "INGRESS_TRAFFIC_ALL"
 
@@ -333,7 +360,7 @@ variable "dependencies" {
 }
 
 variable "api_scopes" {
-  description = "Which tenants each api caller may see and operate, the RELAYFLOW_API_SCOPES the api reads: the caller's verified email => tenant names, e.g. { \"alice@acme.com\" = [\"acme\"] }. A caller not listed sees every tenant its role (viewer, operator) allows."
+  description = "Which tenants each api caller may see and operate, the RELAYFLOW_API_SCOPES the api reads: the caller's email (without user: or serviceAccount:) => tenant names, e.g. { \"alice@acme.com\" = [\"acme\"] }. A caller not listed sees every tenant its role (api_viewers, api_operators) allows."
   type        = map(list(string))
   default     = {}
   nullable    = false
