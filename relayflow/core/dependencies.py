@@ -19,8 +19,9 @@ runs, the engine asks ``Breakers.check``:
 The breaker's state is one Firestore document per dependency, written only on transitions and
 probes (compare-and-set, so two instances never both make one transition). Outcomes are
 counted in memory per process and added about once a second to one of ``shards`` window
-documents per dependency (increments, in five-second buckets), so however many calls a second
-the dependency takes, each document takes about one write a second per instance sharing it.
+documents per dependency (increments, in buckets of ``window_s / 30``, at least a second), so
+however many calls a second the dependency takes, each document takes about one write a second
+per instance sharing it.
 Each instance reads the state and the shards at most once a second, and only while it calls.
 """
 
