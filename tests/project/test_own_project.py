@@ -1,7 +1,9 @@
 """A team's own project, outside this repository, run by relayflow as a user would run it.
 
 In a temporary directory: a package ``myflows`` with a Registry of one flow, nothing
-installed. ``relayflow local up --app myflows.flows:registry`` starts the local stack with it;
+installed, and its tests — both files exactly as the README's "Write your own flows" gives
+them. The tests run with pytest in milliseconds, on relayflow.testing alone.
+``relayflow local up --app myflows.flows:registry`` starts the local stack with the package;
 the flow is published with ``relayflow publish``, followed with ``relayflow watch`` to
 SUCCEEDED through Pub/Sub, Cloud Tasks and Firestore (the emulators), and the stack stopped.
 """
@@ -12,7 +14,6 @@ import os
 import shlex
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,37 +24,17 @@ pytestmark = pytest.mark.e2e
 RELAYFLOW = str(Path(sys.executable).parent / "relayflow")
 BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 500
 
-FLOWS = '''
-"""A team's flows: greet, wait until warmed up (polled), finish."""
-
-from relayflow import ActionStep, Flow, NotReady, PollPolicy, PollStep, Registry, StepContext
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def greet(ctx: StepContext) -> dict[str, str]:
-    return {"greeting": f"hello {ctx.input['name']}"}
-
-
-def warmed_up(ctx: StepContext) -> dict[str, int]:
-    if ctx.poll < 2:
-        raise NotReady(f"warming up ({ctx.poll})")
-    return {"polls": ctx.poll + 1}
-
-
-def finish(ctx: StepContext) -> dict[str, str]:
-    return {"message": ctx.outputs["greet"]["greeting"] + "!"}
-
-
-registry = Registry([
-    Flow(
-        name="hello",
-        steps=(
-            ActionStep("greet", greet),
-            PollStep("warm_up", warmed_up, policy=PollPolicy(initial_s=0.2, max_interval_s=0.5)),
-            ActionStep("finish", finish),
-        ),
-    )
-])
-'''
+def readme_file(name: str) -> str:
+    """The code block the README's "Write your own flows" gives for the file ``name``: the
+    walk-through is what this test runs, so the two cannot drift apart."""
+    section = README.read_text(encoding="utf-8").split("## Write your own flows", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    after = section.split(f"`{name}`", 1)[1]
+    block = after.split("```python\n", 1)[1].split("```", 1)[0]
+    return block
 
 
 def relayflow(project: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -83,13 +64,22 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[Path]:
+def files(tmp_path: Path) -> Path:
+    """The team's project as the README's walk-through makes it."""
     root = tmp_path / "my-team-project"
     (root / "myflows").mkdir(parents=True)
     (root / "myflows" / "__init__.py").write_text("")
-    (root / "myflows" / "flows.py").write_text(textwrap.dedent(FLOWS))
-    yield root
-    relayflow(root, "local", "down", "--state-dir", str(root / ".relayflow"))
+    (root / "myflows" / "flows.py").write_text(readme_file("myflows/flows.py"))
+    (root / "tests").mkdir()
+    (root / "tests" / "test_flows.py").write_text(readme_file("tests/test_flows.py"))
+    return root
+
+
+@pytest.fixture
+def project(files: Path) -> Iterator[Path]:
+    """The project, with its local stack stopped at the end."""
+    yield files
+    relayflow(files, "local", "down", "--state-dir", str(files / ".relayflow"))
 
 
 def test_a_team_project_runs_its_flow_through_the_local_stack(project: Path) -> None:
@@ -113,3 +103,18 @@ def test_a_team_project_runs_its_flow_through_the_local_stack(project: Path) -> 
     assert "warm_up" in watched and "poll 2" in watched
     status = relayflow(project, "status", "hello-1", "--json", env=env)
     assert '"message": "hello team!"' in status
+
+
+def test_the_readme_tests_of_a_team_project_pass_on_the_harness_alone(files: Path) -> None:
+    environ = {k: v for k, v in os.environ.items() if not k.endswith("_EMULATOR_HOST")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_flows.py"],
+        cwd=files,
+        env={**environ, "PYTHONPATH": str(files)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
