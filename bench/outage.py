@@ -11,8 +11,14 @@ polling for activation), then every business route of the client API answers 503
 
     dead calls      requests the client API received while it was down
     failed          flows that did not succeed
-    recovery s      from the API's return to the last flow's end
+    recovery s      from the API's return to the last flow's end (its ``finished_at``)
+    p50 / p90 s     from the API's return to the end of half, and nine in ten, of the flows
+                    that were still running then
     peak queued     the most Cloud Tasks tasks queued at once (sampled twice a second)
+    closed s        from the API's return to the breaker's closing (breakers on)
+    requests        task requests the worker and poller served while the API was down
+                    (Cloud Tasks dispatches), and the Firestore writes they made: what the
+                    outage cost, whether the steps called the API or were put off
 
 and the ratio of dead calls (off ÷ on). Targets: at least 10x fewer calls to the dead API with
 breakers on, no flow failed with them on that succeeded with them off, recovery no slower.
@@ -31,7 +37,9 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -71,8 +79,13 @@ class Outcome:
     statuses: dict[str, int]
     dead_calls: int
     recovery_s: float
+    p50_s: float
+    p90_s: float
     peak_queued: int
     breaker: str
+    closed_s: float | None
+    requests: int
+    writes: int
 
     @property
     def failed(self) -> int:
@@ -153,34 +166,87 @@ def run_mode(stack: Stack, mode: str, args: argparse.Namespace) -> Outcome:
             list(pool.map(lambda f: f.result(timeout=60), futures))
         wait_registered(stack, args.flows, args.timeout_s)
         before = int(client_api(stack, "GET", "/stats")["faults_injected"])
+        spent = counters(stack.ports)
         client_api(stack, "POST", "/admin/faults", json=DOWN)
         print(f"    the client API is down for {args.outage_s:.0f}s", flush=True)
         threading.Event().wait(args.outage_s)  # the outage lasts this long: wall time is the point
         client_api(stack, "DELETE", "/admin/faults")
+        back = datetime.now(UTC)
         dead_calls = int(client_api(stack, "GET", "/stats")["faults_injected"]) - before
-        back = time.monotonic()
+        spent = {k: v - spent.get(k, 0) for k, v in counters(stack.ports).items()}
         print("    the client API is back", flush=True)
         db = firestore.Client(project="relayflow-local")
-        statuses = wait_terminal(db, [b["flow_id"] for b in bodies], args.timeout_s)
-        recovery_s = time.monotonic() - back
+        ids = [str(b["flow_id"]) for b in bodies]
+        due = sorted((at - back).total_seconds() for at in field_of(db, ids, "next_run_at"))
+        last = due[-1] if due else 0.0
+        print(f"    next tries due after it: p50 {quantile(due, 0.5):.1f}s, p90 "
+              f"{quantile(due, 0.9):.1f}s, max {last:.1f}s", flush=True)  # fmt: skip
+        statuses = wait_terminal(db, ids, args.timeout_s)
     counted: dict[str, int] = {}
     for status in statuses.values():
         counted[status] = counted.get(status, 0) + 1
+    ends = sorted(
+        max(0.0, (end - back).total_seconds())
+        for end in field_of(db, ids, "finished_at")
+        if end > back
+    ) or [0.0]
     return Outcome(
-        mode, len(bodies), counted, dead_calls, recovery_s, peak.peak, breaker_line(stack)
-    )
+        mode, len(bodies), counted, dead_calls, ends[-1], quantile(ends, 0.5),
+        quantile(ends, 0.9), peak.peak, breaker_line(stack), closed_after(stack, back),
+        spent.get("dispatched", 0), spent.get("firestore_writes", 0),
+    )  # fmt: skip
+
+
+def counters(ports: Ports) -> dict[str, int]:
+    """The worker's and poller's counters, summed, and the Cloud Tasks dispatches."""
+    total: dict[str, int] = {}
+    for port in (ports.worker, ports.poller):
+        found = requests.get(f"http://{HOST}:{port}/stats", timeout=10).json()["counters"]
+        for name, value in found.items():
+            total[name] = total.get(name, 0) + int(value)
+    tasks = requests.get(f"http://{HOST}:{ports.cloud_tasks_rest}/stats", timeout=10).json()
+    total["dispatched"] = int(tasks["dispatched"])
+    return total
+
+
+def field_of(db: Any, flow_ids: list[str], name: str) -> list[datetime]:
+    """A time field of each flow's document (the emulator and this bench share a clock)."""
+    refs = [db.collection("flows").document(flow_id) for flow_id in flow_ids]
+    found = [(snap.to_dict() or {}).get(name) for snap in db.get_all(refs)]
+    return [at for at in found if isinstance(at, datetime)]
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def closed_after(stack: Stack, back: datetime) -> float | None:
+    """Seconds from the API's return to its breaker's last closing, if it closed after it."""
+    url = f"http://{HOST}:{stack.ports.api}/breakers"
+    closings = [
+        datetime.fromisoformat(t["at"])
+        for b in requests.get(url, timeout=10).json()["breakers"]
+        for t in b["transitions"]
+        if t["to"] == "closed" and t["at"]
+    ]
+    after = [(at - back).total_seconds() for at in closings if at >= back]
+    return max(after) if after else None
 
 
 def table(outcomes: list[Outcome]) -> str:
     head = (
         f"{'breakers':<9} {'flows':>5} {'failed':>6} {'dead calls':>10} {'recovery s':>10} "
-        f"{'peak queued':>11}  statuses"
+        f"{'p50 s':>6} {'p90 s':>6} {'peak queued':>11} {'closed s':>8} {'requests':>8} "
+        f"{'writes':>6}  statuses"
     )
     rows = [head, "-" * len(head)]
     for o in outcomes:
+        closed = "-" if o.closed_s is None else f"{o.closed_s:.1f}"
         rows.append(
             f"{o.mode:<9} {o.flows:>5} {o.failed:>6} {o.dead_calls:>10} {o.recovery_s:>10.1f} "
-            f"{o.peak_queued:>11}  {json.dumps(o.statuses, sort_keys=True)}"
+            f"{o.p50_s:>6.1f} {o.p90_s:>6.1f} {o.peak_queued:>11} {closed:>8} {o.requests:>8} "
+            f"{o.writes:>6}  "
+            f"{json.dumps(o.statuses, sort_keys=True)}"
         )
     for o in outcomes:
         rows.append(f"breaker transitions ({o.mode}): {o.breaker or '-'}")

@@ -359,27 +359,28 @@ class Breakers:
         state = known.state
         if state.state is Breaker.OPEN and state.reopen_at is not None and now >= state.reopen_at:
             state = self._half_open(known, now)  # or what a rival made it meanwhile
+        # A step put off comes back when it would have tried again anyway (its poll or retry
+        # curve), never sooner: coming back sooner to catch the probes would make an outage
+        # cost more requests and writes than it costs with no breaker at all. Steps put off
+        # since the breaker last opened are brought forward when it closes (the engine's
+        # bring-forward), so none waits out a whole try after the dependency is back.
         if state.state is Breaker.OPEN:
             assert state.reopen_at is not None
-            # Back when the breaker may half-open (spread over its first open time, so the
-            # steps put off do not all come back in the same second), or when the step would
-            # have tried again anyway, whichever is later.
+            # Not before the breaker may half-open (spread over its open time, so the steps
+            # put off do not all come back in the same second).
             u = unit_interval(f"{key}:{deferrals}:spread")
             until = max(state.reopen_at + timedelta(seconds=u * policy.open_s), natural)
-            if state.reopen_at - now <= timedelta(seconds=min(1.0, policy.open_s / 2)):
-                # Probing is about to start: a step put off now for its whole next try would
-                # miss the dependency's return by that much, so it comes back with the probes.
-                until = state.reopen_at + timedelta(seconds=0.5 + u)
             detail = f"{dependency}'s breaker is open until {_hms(state.reopen_at)}"
             return Verdict(dependency, False, until, "open", detail, retry=retry)
         if state.state is Breaker.HALF_OPEN:
             if self._take_probe(known, policy, now):
                 return Verdict(dependency, probe=True, retry=retry)
-            # The probes decide within a call's time: look again in about a second.
+            # The probes decide within a call's time; at least a second, so a step with no
+            # curve of its own does not spin.
             soon_s = min(0.5 + unit_interval(f"{key}:{deferrals}:soon"), policy.open_s)
-            soon = now + timedelta(seconds=soon_s)
+            until = max(now + timedelta(seconds=soon_s), natural)
             detail = f"{dependency}'s breaker is half-open and its probes are out"
-            return Verdict(dependency, False, soon, "half_open", detail, retry=retry)
+            return Verdict(dependency, False, until, "half_open", detail, retry=retry)
         if retry and not self._within_budget(known, policy, now):
             later = max(now + timedelta(seconds=backoff_s), natural)
             detail = f"{dependency}'s retry budget is spent"
@@ -488,6 +489,16 @@ class Breakers:
             if known is None:
                 return None
             return self._window(known, policy, now, since=None).p95_s()
+
+    def last_opened(self, dependency: str) -> datetime | None:
+        """When the breaker of ``dependency`` last opened, as this process knows it (None if
+        its transitions do not say): once it has closed, steps put off since then were put off
+        while the dependency may already have been back."""
+        with self._lock:
+            known = self._known.get(dependency)
+            transitions = known.state.transitions if known is not None else ()
+        opened = [t.at for t in transitions if t.to is Breaker.OPEN]
+        return opened[-1] if opened else None
 
     def views(self, *, named: Iterable[str] = ()) -> list[dict[str, Any]]:
         """Every breaker known (``named``, e.g. by the flows' steps; stored; configured; or

@@ -447,28 +447,45 @@ class Engine:
         self._admit(tenant)
         return state
 
-    def _bring_forward(self, dependency: str) -> int:
-        """The breaker of ``dependency`` just closed: run now the tasks of steps put off for it
-        that are due more than ``BRING_FORWARD_AFTER_S`` from now, the soonest
-        ``BRING_FORWARD_LIMIT`` (the rest come back when they would have tried anyway).
-        Without this, a step put off just before the breaker closed would wait a whole poll
-        interval more (30 s by default). How many it brought forward."""
+    def _bring_forward(self, dependency: str, *, since: datetime | None = None) -> int:
+        """The breaker of ``dependency`` just closed: run now (Cloud Tasks RunTask) the tasks of
+        steps put off for it that would otherwise come back later than they need to. How many.
+
+        - Those put off since the breaker last opened (``since``), newest first: the probe
+          that opened it was the last sign of the outage, so each of them may have found the
+          dependency back and, without the breaker, would have gone on then. Left alone, they
+          would wait their whole next try (a poll interval) after the others.
+        - The soonest due more than ``BRING_FORWARD_AFTER_S`` from now (slow pollers): the
+          breaker closing says the dependency is back, so they need not wait for it.
+
+        At most ``BRING_FORWARD_LIMIT`` of each; due within a second, a task comes anyway.
+        Those put off earlier and due sooner come back when they would have tried without a
+        breaker: all of them at once would arrive as a herd (measured: it slows recovery)."""
         now = self._clock.now()
         brought = 0
         try:
-            # Only those due later than a short while: the others come back soon anyway, and
-            # all at once they would arrive as a herd (measured: it slows the recovery).
+            soon = now + timedelta(seconds=1)
             later = now + timedelta(seconds=BRING_FORWARD_AFTER_S)
-            due = [
-                track.next
-                for record in self._store.upcoming(after=later, limit=BRING_FORWARD_LIMIT)
+            records = self._store.upcoming(after=later, limit=BRING_FORWARD_LIMIT)
+            if since is not None:
+                records += [
+                    record
+                    for status in (Status.RUNNING, Status.PENDING)
+                    for record in self._store.recent(status=status, limit=BRING_FORWARD_LIMIT)
+                    if record.updated_at >= since
+                ]
+            due = {
+                track.next.task_id: track.next
+                for record in records
                 for track in record.tracks.values()
-                if track.next is not None and self._put_off_for(record, track.next, dependency)
-            ]
+                if track.next is not None
+                and track.next.run_at > soon
+                and self._put_off_for(record, track.next, dependency)
+            }
             # RunTask calls side by side: a thousand one after another would hold this
             # request (the probe's) for seconds.
             with ThreadPoolExecutor(max_workers=8) as pool:
-                brought = sum(pool.map(self._queue.run_now, due))
+                brought = sum(pool.map(self._queue.run_now, due.values()))
         except Exception:  # best effort: the steps come back on their own anyway
             log.warning("could not bring put-off steps forward", exc_info=True)
         log.info("breaker closed", extra={"dependency": dependency, "brought_forward": brought})
@@ -881,7 +898,8 @@ class Engine:
             latency_s = (self._clock.now() - called_at).total_seconds()
             ok = not isinstance(outcome, Retry)
             if self._breakers.record(verdict, ok=ok, latency_s=latency_s):
-                self._bring_forward(verdict.dependency)
+                since = self._breakers.last_opened(verdict.dependency)
+                self._bring_forward(verdict.dependency, since=since)
         if isinstance(outcome, Retry):
             self._metrics.step_retried(record.flow, pos.step, outcome.error.code)
         return outcome
@@ -1271,8 +1289,9 @@ def _applied(
 
 # The engine's own tasks of a ForEach: list and start, join, gather.
 _FOREACH = frozenset({TaskKind.FANOUT, TaskKind.JOIN, TaskKind.GATHER})
-# A breaker that closes brings forward at most this many put-off tasks (the soonest due
-# after BRING_FORWARD_AFTER_S): about a second of the queues' dispatch rate.
+# A breaker that closes brings forward at most this many put-off tasks of each kind (those
+# put off since it last opened, newest first; the soonest due after BRING_FORWARD_AFTER_S):
+# about a second of the queues' dispatch rate.
 BRING_FORWARD_LIMIT = 200
 BRING_FORWARD_AFTER_S = 10.0
 # Tasks that only read (a poll, a choice, a callback's wait): they claim nothing.
@@ -1438,11 +1457,14 @@ def _dependencies_of(registry: Registry) -> set[str]:
 
 def _next_try_s(step: Step, position: Position, key: str) -> float:
     """How long the step would wait before its next try anyway: its poll curve, or its retry
-    curve (what a put-off step waits at least, so it calls no more often than it would)."""
+    curve (what a put-off step waits at least, so it calls no more often than it would).
+    Each time it was put off counts as a try on the curve: with no breaker, each of those
+    would have been a call that failed, and the curve would have moved on."""
     if isinstance(step, PollStep):
-        return step.policy.delay_s(n=position.poll, key=key)
+        return step.policy.delay_s(n=position.poll + position.deferral, key=key)
     if isinstance(step, ActionStep):
-        delay: float = step.retry.delay_s(retry=max(0, position.attempt - 1), key=key)
+        tried = max(0, position.attempt - 1 + position.deferral)
+        delay: float = step.retry.delay_s(retry=tried, key=key)
         return delay
     return 0.0
 

@@ -88,7 +88,7 @@ def test_an_open_breaker_puts_calls_off_until_it_may_half_open() -> None:
     assert "client-api's breaker is open until" in verdict.detail
 
 
-def test_a_put_off_step_waits_its_own_next_try_unless_probing_is_about_to_start() -> None:
+def test_a_put_off_step_waits_its_own_next_try_however_soon_probing_starts() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock, open_s=2, max_open_s=2)
     for _ in range(4):
@@ -97,10 +97,14 @@ def test_a_put_off_step_waits_its_own_next_try_unless_probing_is_about_to_start(
     assert reopen is not None
     early = b.check(DEP, retry=False, natural_s=8.0, key="early")
     assert early.until == clock.now() + timedelta(seconds=8)  # no more often than it would poll
-    clock.advance(1.2)  # probing starts in under a second: come back with the probes
+    clock.advance(1.2)  # probing starts in under a second: still not sooner than its next poll
     late = b.check(DEP, retry=False, natural_s=8.0, key="late")
-    assert late.until is not None
-    assert reopen + timedelta(seconds=0.5) <= late.until <= reopen + timedelta(seconds=1.5)
+    assert late.until == clock.now() + timedelta(seconds=8)
+    clock.advance(1.0)  # half-open: the first caller probes, the next is put off as well
+    assert b.check(DEP, retry=False, key="prober").probe
+    b.check(DEP, retry=False, key="prober-2")
+    after = b.check(DEP, retry=False, natural_s=8.0, key="after")
+    assert (after.reason, after.until) == ("half_open", clock.now() + timedelta(seconds=8))
 
 
 def test_half_open_lets_probes_through_one_lease_each_and_closes_after_enough_succeed() -> None:
@@ -387,6 +391,49 @@ def test_when_the_breaker_closes_the_steps_put_off_for_it_come_back_at_once() ->
         assert record.status is Status.SUCCEEDED and record.finished_at is not None
         assert any(e.outcome == "deferred" for e in record.history)
         assert record.finished_at - closed_at < timedelta(seconds=2)  # not 120 s later
+
+
+def test_steps_put_off_since_the_breaker_last_opened_come_back_when_it_closes() -> None:
+    # Open for 2 s, doubling: probes fail at 2 and 6 s (the dependency is down until 10 s),
+    # so the breaker last opens at 6 s and probes again at 14 s. A step put off in between
+    # may have found the dependency back; it must not wait out its next poll as well.
+    policy = BreakerPolicy(**{**POLICY.model_dump(), "open_s": 2, "max_open_s": 20})
+    h = Harness([], dependencies=Dependencies(dependencies={DEP: policy}))
+    began = h.now
+    down_until = began + timedelta(seconds=10)
+
+    def check(ctx: StepContext) -> dict[str, Any]:
+        if h.now < down_until:
+            raise RetryableError("connection refused", code="UNAVAILABLE")
+        return {"active": True}
+
+    def watcher(name: str, every_s: float) -> Flow:
+        poll = PollPolicy(initial_s=every_s, max_interval_s=every_s, jitter=0)
+        return Flow(
+            name=name, steps=(PollStep("until_active", check, policy=poll, dependency=DEP),)
+        )
+
+    h.deploy([watcher("medium", 8), watcher("quick", 1)])
+    open_from_elsewhere(h)
+    for _ in range(2):
+        h.start("quick", {})  # these poll every second: they probe
+    h.run_until(began + timedelta(seconds=12))
+    assert h.breaker(DEP).state is Breaker.OPEN  # the dependency is back; the breaker not yet
+    medium = [h.start("medium", {}) for _ in range(3)]
+    due = {}
+    for flow_id in medium:
+        h.deliver_next(flow_id)  # its first poll, put off
+        nxt = h.flow(flow_id).next
+        assert nxt is not None and nxt.position.deferral == 1
+        due[flow_id] = nxt.run_at
+    h.run()
+    closed_at = h.breaker(DEP).transitions[-1].at
+    assert h.breaker(DEP).state is Breaker.CLOSED
+    for flow_id in medium:
+        record = h.flow(flow_id)
+        assert record.status is Status.SUCCEEDED and record.finished_at is not None
+        assert due[flow_id] - closed_at > timedelta(seconds=2)  # left alone, it would wait
+        assert record.finished_at - closed_at < timedelta(seconds=1)
 
 
 def test_adaptive_retries_start_from_the_dependencys_p95_latency() -> None:
