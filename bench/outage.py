@@ -190,11 +190,33 @@ def run_mode(stack: Stack, mode: str, args: argparse.Namespace) -> Outcome:
         for end in field_of(db, ids, "finished_at")
         if end > back
     ) or [0.0]
+    for line in brought_forward(stack):
+        print(f"    {line}", flush=True)
     return Outcome(
         mode, len(bodies), counted, dead_calls, ends[-1], quantile(ends, 0.5),
         quantile(ends, 0.9), peak.peak, breaker_line(stack), closed_after(stack, back),
         spent.get("dispatched", 0), spent.get("firestore_writes", 0),
     )  # fmt: skip
+
+
+def brought_forward(stack: Stack) -> list[str]:
+    """What the worker's and poller's logs say each breaker closing brought forward."""
+    found = []
+    for name in ("worker", "poller"):
+        path = stack.log_path(name)
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        for line in lines:
+            if '"breaker closed"' in line and "brought_forward" in line:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                found.append(
+                    f"{name}: breaker closed at {entry.get('time', '?')}, "
+                    f"brought forward {entry.get('brought_forward', '?')} "
+                    f"in {entry.get('took_s', '?')}s"
+                )
+    return found
 
 
 def counters(ports: Ports) -> dict[str, int]:

@@ -462,34 +462,43 @@ class Engine:
         Those put off earlier and due sooner come back when they would have tried without a
         breaker: all of them at once would arrive as a herd (measured: it slows recovery)."""
         now = self._clock.now()
+        began = time.perf_counter()
         brought = 0
         try:
             soon = now + timedelta(seconds=1)
+            # Those put off since it opened first: the query names them alone (updated since,
+            # newest first), and they are the ones the dependency's return found waiting.
+            # (A flow whose first step is put off is still PENDING.)
+            for status in (Status.RUNNING, Status.PENDING) if since is not None else ():
+                recent = FlowFilter(status=status, updated_from=since)
+                records = self._store.flows(recent, limit=BRING_FORWARD_LIMIT).items
+                brought += self._run_put_off(records, dependency, soon)
             later = now + timedelta(seconds=BRING_FORWARD_AFTER_S)
             records = self._store.upcoming(after=later, limit=BRING_FORWARD_LIMIT)
-            if since is not None:
-                records += [
-                    record
-                    for status in (Status.RUNNING, Status.PENDING)
-                    for record in self._store.recent(status=status, limit=BRING_FORWARD_LIMIT)
-                    if record.updated_at >= since
-                ]
-            due = {
-                track.next.task_id: track.next
-                for record in records
-                for track in record.tracks.values()
-                if track.next is not None
-                and track.next.run_at > soon
-                and self._put_off_for(record, track.next, dependency)
-            }
-            # RunTask calls side by side: a thousand one after another would hold this
-            # request (the probe's) for seconds.
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                brought = sum(pool.map(self._queue.run_now, due.values()))
+            brought += self._run_put_off(records, dependency, soon)
         except Exception:  # best effort: the steps come back on their own anyway
             log.warning("could not bring put-off steps forward", exc_info=True)
-        log.info("breaker closed", extra={"dependency": dependency, "brought_forward": brought})
+        took_s = round(time.perf_counter() - began, 3)
+        extra = {"dependency": dependency, "brought_forward": brought, "took_s": took_s}
+        log.info("breaker closed", extra=extra)
         return brought
+
+    def _run_put_off(self, records: list[FlowRecord], dependency: str, soon: datetime) -> int:
+        """RunTask the tasks of ``records``' steps put off for ``dependency`` and due after
+        ``soon``; how many ran. Side by side: one after another, a few hundred would hold
+        this request (the probe's) for seconds."""
+        due = [
+            track.next
+            for record in records
+            for track in record.tracks.values()
+            if track.next is not None
+            and track.next.run_at > soon
+            and self._put_off_for(record, track.next, dependency)
+        ]
+        if not due:
+            return 0
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            return sum(pool.map(self._queue.run_now, due))
 
     def _put_off_for(self, record: FlowRecord, nxt: NextTask | None, dependency: str) -> bool:
         """Whether ``nxt`` is a try put off (deferred) of a step that calls ``dependency``."""
