@@ -360,23 +360,29 @@ def test_a_flow_whose_dependency_stays_down_past_its_deadline_times_out_and_is_u
     ]
 
 
-def test_when_the_breaker_closes_the_steps_put_off_for_it_come_back_at_once() -> None:
-    h = Harness([], dependencies=Dependencies(dependencies={DEP: POLICY}))
-    began = h.now
-    down_until = began + timedelta(seconds=15)
+def watchers(h: Harness, down_s: float, **every_s: float) -> None:
+    """Deploy one flow per name, each polling the dependency every so many seconds (no
+    jitter) until it answers: it is down for ``down_s`` from now."""
+    down_until = h.now + timedelta(seconds=down_s)
 
     def check(ctx: StepContext) -> dict[str, Any]:
         if h.now < down_until:
             raise RetryableError("connection refused", code="UNAVAILABLE")
         return {"active": True}
 
-    def watcher(name: str, every_s: float) -> Flow:
-        policy = PollPolicy(initial_s=every_s, max_interval_s=every_s, jitter=0)
+    def watcher(name: str, every: float) -> Flow:
+        poll = PollPolicy(initial_s=every, max_interval_s=every, jitter=0)
         return Flow(
-            name=name, steps=(PollStep("until_active", check, policy=policy, dependency=DEP),)
+            name=name, steps=(PollStep("until_active", check, policy=poll, dependency=DEP),)
         )
 
-    h.deploy([watcher("slow", 120), watcher("quick", 1)])
+    h.deploy([watcher(name, every) for name, every in every_s.items()])
+
+
+def test_when_the_breaker_closes_the_steps_put_off_for_it_come_back_at_once() -> None:
+    h = Harness([], dependencies=Dependencies(dependencies={DEP: POLICY}))
+    down_until = h.now + timedelta(seconds=15)
+    watchers(h, 15, slow=120, quick=1)
     open_from_elsewhere(h)  # open until 10 s
     slow = [h.start("slow", {}) for _ in range(5)]
     for _ in range(2):
@@ -400,20 +406,7 @@ def test_steps_put_off_since_the_breaker_last_opened_come_back_when_it_closes() 
     policy = BreakerPolicy(**{**POLICY.model_dump(), "open_s": 2, "max_open_s": 20})
     h = Harness([], dependencies=Dependencies(dependencies={DEP: policy}))
     began = h.now
-    down_until = began + timedelta(seconds=10)
-
-    def check(ctx: StepContext) -> dict[str, Any]:
-        if h.now < down_until:
-            raise RetryableError("connection refused", code="UNAVAILABLE")
-        return {"active": True}
-
-    def watcher(name: str, every_s: float) -> Flow:
-        poll = PollPolicy(initial_s=every_s, max_interval_s=every_s, jitter=0)
-        return Flow(
-            name=name, steps=(PollStep("until_active", check, policy=poll, dependency=DEP),)
-        )
-
-    h.deploy([watcher("medium", 8), watcher("quick", 1)])
+    watchers(h, 10, medium=8, quick=1)
     open_from_elsewhere(h)
     for _ in range(2):
         h.start("quick", {})  # these poll every second: they probe
