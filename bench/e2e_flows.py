@@ -87,7 +87,9 @@ def _get(url: str) -> dict[str, Any]:
     return dict(response.json())
 
 
-def _counters(ports: Ports) -> dict[str, int]:
+def service_counters(ports: Ports) -> dict[str, int]:
+    """The worker's and poller's counters (GET /stats), summed, and the Cloud Tasks
+    emulator's tasks created and dispatched (``ct_created``, ``ct_dispatched``)."""
     total: dict[str, int] = {}
     for port in (ports.worker, ports.poller):
         for name, value in _get(f"http://{HOST}:{port}/stats")["counters"].items():
@@ -183,7 +185,7 @@ def run(
     watcher = ResultWatcher(SubscriberClient(), settings.project_id, "flow-results")
     pids = component_pids(state_dir)
     recordings = profile.attach(pids, profile_dir) if profile_dir else []
-    before, cpu_before = _counters(ports), cputime.cpu_seconds(pids)
+    before, cpu_before = service_counters(ports), cputime.cpu_seconds(pids)
     try:
         report = run_batch(
             planned,
@@ -199,7 +201,7 @@ def run(
         profile.detach(recordings)
     time.sleep(SETTLE_S)
     cpu_s = cputime.delta(cpu_before, cputime.cpu_seconds(pids))
-    after = _counters(ports)
+    after = service_counters(ports)
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     return Batch(report=report, delta=delta, cpu_s=cpu_s)
 

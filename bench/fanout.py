@@ -21,28 +21,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
 from relayflow.local.environment import relayflow_env  # noqa: E402
-from relayflow.local.ports import HOST, Ports  # noqa: E402
+from relayflow.local.ports import Ports  # noqa: E402
 from relayflow.local.stack import Stack  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from e2e_flows import service_counters  # noqa: E402
+
 APP = "fanout_app:registry"
-
-
-def counters(ports: Ports) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for port in (ports.worker, ports.poller):
-        got = requests.get(f"http://{HOST}:{port}/stats", timeout=10).json()["counters"]
-        for name, value in got.items():
-            total[name] = total.get(name, 0) + int(value)
-    tasks = requests.get(f"http://{HOST}:{ports.cloud_tasks_rest}/stats", timeout=10).json()
-    total["tasks_created"] = int(tasks["created"])
-    return total
 
 
 def run_one(items: int, base_port: int) -> dict[str, Any]:
@@ -62,7 +52,7 @@ def run_one(items: int, base_port: int) -> dict[str, Any]:
         )
         stack.up()
         try:
-            before = counters(stack.ports)
+            before = service_counters(stack.ports)
             flow_id = f"fanout-{items}"
             body = {"flow": "fanout", "flow_id": flow_id, "input": {"items": items}}
             started = time.monotonic()
@@ -70,7 +60,7 @@ def run_one(items: int, base_port: int) -> dict[str, Any]:
             db = firestore.Client(project="relayflow-local")
             status = wait(db, flow_id, items)
             wall_s = time.monotonic() - started
-            delta = {k: v - before.get(k, 0) for k, v in counters(stack.ports).items()}
+            delta = {k: v - before.get(k, 0) for k, v in service_counters(stack.ports).items()}
         finally:
             stack.down()
     return {
@@ -80,7 +70,7 @@ def run_one(items: int, base_port: int) -> dict[str, Any]:
         "items_per_s": round(items / wall_s, 1),
         "writes_per_item": round(delta.get("firestore_writes", 0) / items, 2),
         "conflicts_per_item": round(delta.get("firestore_conflicts", 0) / items, 3),
-        "tasks_per_item": round(delta.get("tasks_created", 0) / items, 2),
+        "tasks_per_item": round(delta.get("ct_created", 0) / items, 2),
     }
 
 

@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 
 from chaos import client_api, wait_terminal  # noqa: E402
+from e2e_flows import service_counters  # noqa: E402
 
 from relayflow.local.environment import relayflow_env  # noqa: E402
 from relayflow.local.ports import HOST, Ports  # noqa: E402
@@ -166,14 +167,14 @@ def run_mode(stack: Stack, mode: str, args: argparse.Namespace) -> Outcome:
             list(pool.map(lambda f: f.result(timeout=60), futures))
         wait_registered(stack, args.flows, args.timeout_s)
         before = int(client_api(stack, "GET", "/stats")["faults_injected"])
-        spent = counters(stack.ports)
+        spent = service_counters(stack.ports)
         client_api(stack, "POST", "/admin/faults", json=DOWN)
         print(f"    the client API is down for {args.outage_s:.0f}s", flush=True)
         threading.Event().wait(args.outage_s)  # the outage lasts this long: wall time is the point
         client_api(stack, "DELETE", "/admin/faults")
         back = datetime.now(UTC)
         dead_calls = int(client_api(stack, "GET", "/stats")["faults_injected"]) - before
-        spent = {k: v - spent.get(k, 0) for k, v in counters(stack.ports).items()}
+        spent = {k: v - spent.get(k, 0) for k, v in service_counters(stack.ports).items()}
         print("    the client API is back", flush=True)
         db = firestore.Client(project="relayflow-local")
         ids = [str(b["flow_id"]) for b in bodies]
@@ -195,7 +196,7 @@ def run_mode(stack: Stack, mode: str, args: argparse.Namespace) -> Outcome:
     return Outcome(
         mode, len(bodies), counted, dead_calls, ends[-1], quantile(ends, 0.5),
         quantile(ends, 0.9), peak.peak, breaker_line(stack), closed_after(stack, back),
-        spent.get("dispatched", 0), spent.get("firestore_writes", 0),
+        spent.get("ct_dispatched", 0), spent.get("firestore_writes", 0),
     )  # fmt: skip
 
 
@@ -217,18 +218,6 @@ def brought_forward(stack: Stack) -> list[str]:
                     f"in {entry.get('took_s', '?')}s"
                 )
     return found
-
-
-def counters(ports: Ports) -> dict[str, int]:
-    """The worker's and poller's counters, summed, and the Cloud Tasks dispatches."""
-    total: dict[str, int] = {}
-    for port in (ports.worker, ports.poller):
-        found = requests.get(f"http://{HOST}:{port}/stats", timeout=10).json()["counters"]
-        for name, value in found.items():
-            total[name] = total.get(name, 0) + int(value)
-    tasks = requests.get(f"http://{HOST}:{ports.cloud_tasks_rest}/stats", timeout=10).json()
-    total["dispatched"] = int(tasks["dispatched"])
-    return total
 
 
 def field_of(db: Any, flow_ids: list[str], name: str) -> list[datetime]:
