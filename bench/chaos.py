@@ -233,7 +233,7 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
         ]
         list(pool.map(lambda f: f.result(timeout=60), futures))
     db = firestore.Client(project="relayflow-local")
-    flow_ids = [b["flow_id"] for b in bodies]
+    flow_ids = [str(b["flow_id"]) for b in bodies]
     threading.Thread(target=wait_created, args=(db, flow_ids, started), daemon=True).start()
     injector.join()  # the fault is over (or, for faults, armed for the whole run)
     recovered = time.monotonic()
@@ -255,22 +255,24 @@ def wait_created(db: Any, flow_ids: list[str], created: threading.Event) -> None
 
 
 def wait_terminal(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, str]:
-    """Each flow's status once all have ended, or when ``timeout_s`` runs out."""
+    """Each flow's status once all have ended, or when ``timeout_s`` runs out. Only the flows
+    not yet ended are read again: reading them all each second would load the emulator the
+    stack under test shares."""
     deadline = time.monotonic() + timeout_s
-    refs = [db.collection("flows").document(flow_id) for flow_id in flow_ids]
     statuses: dict[str, str] = {}
+    left = list(flow_ids)
     shown = -1
     while True:
-        statuses = {
-            snap.id: (snap.to_dict() or {}).get("status", "")
-            for snap in db.get_all(refs)
-            if snap.exists
-        }
-        ended = sum(1 for s in statuses.values() if s in TERMINAL)
+        refs = [db.collection("flows").document(flow_id) for flow_id in left]
+        for snap in db.get_all(refs):
+            if snap.exists:
+                statuses[snap.id] = (snap.to_dict() or {}).get("status", "")
+        left = [flow_id for flow_id in left if statuses.get(flow_id) not in TERMINAL]
+        ended = len(flow_ids) - len(left)
         if ended != shown:  # progress, a line each time it moves
             print(f"    {ended}/{len(flow_ids)} ended", flush=True)
             shown = ended
-        if ended == len(flow_ids) or time.monotonic() > deadline:
+        if not left or time.monotonic() > deadline:
             return statuses
         threading.Event().wait(1.0)  # a bench polling Firestore, not a handler
 

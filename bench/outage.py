@@ -1,7 +1,7 @@
 """The client API goes down for a minute under 500 flows in flight: with dependency breakers
 and retry budgets, and with them off, side by side in one run.
 
-    python bench/outage.py [--flows 500] [--outage-s 60] [--activation-s 45]
+    python bench/outage.py [--flows 500] [--outage-s 60] [--activation-s 45] [--runs 1]
                            [--base-port 8460] [--timeout-s 900]
 
 Each mode runs on a fresh local stack (the same settings but ``RELAYFLOW_DEPENDENCIES``):
@@ -19,9 +19,15 @@ polling for activation), then every business route of the client API answers 503
     requests        task requests the worker and poller served while the API was down
                     (Cloud Tasks dispatches), and the Firestore writes they made: what the
                     outage cost, whether the steps called the API or were put off
+    after           the same from the API's return to the last flow's end: what recovery
+                    cost (on this 2-core machine recovery is bound by how fast it is done)
 
 and the ratio of dead calls (off ÷ on). Targets: at least 10x fewer calls to the dead API with
 breakers on, no flow failed with them on that succeeded with them off, recovery no slower.
+
+--runs N repeats the pair N times (off then on, each on a fresh stack) and ends with each
+pair's ratios and their medians: the same code's recovery varies by ±20 % from run to run here,
+so one pair says little about "no slower".
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,6 +94,8 @@ class Outcome:
     closed_s: float | None
     requests: int
     writes: int
+    requests_after: int
+    writes_after: int
 
     @property
     def failed(self) -> int:
@@ -174,7 +183,8 @@ def run_mode(stack: Stack, mode: str, args: argparse.Namespace) -> Outcome:
         client_api(stack, "DELETE", "/admin/faults")
         back = datetime.now(UTC)
         dead_calls = int(client_api(stack, "GET", "/stats")["faults_injected"]) - before
-        spent = {k: v - spent.get(k, 0) for k, v in service_counters(stack.ports).items()}
+        at_back = service_counters(stack.ports)
+        spent = {k: v - spent.get(k, 0) for k, v in at_back.items()}
         print("    the client API is back", flush=True)
         db = firestore.Client(project="relayflow-local")
         ids = [str(b["flow_id"]) for b in bodies]
@@ -183,6 +193,7 @@ def run_mode(stack: Stack, mode: str, args: argparse.Namespace) -> Outcome:
         print(f"    next tries due after it: p50 {quantile(due, 0.5):.1f}s, p90 "
               f"{quantile(due, 0.9):.1f}s, max {last:.1f}s", flush=True)  # fmt: skip
         statuses = wait_terminal(db, ids, args.timeout_s)
+        after = {k: v - at_back.get(k, 0) for k, v in service_counters(stack.ports).items()}
     counted: dict[str, int] = {}
     for status in statuses.values():
         counted[status] = counted.get(status, 0) + 1
@@ -197,6 +208,7 @@ def run_mode(stack: Stack, mode: str, args: argparse.Namespace) -> Outcome:
         mode, len(bodies), counted, dead_calls, ends[-1], quantile(ends, 0.5),
         quantile(ends, 0.9), peak.peak, breaker_line(stack), closed_after(stack, back),
         spent.get("ct_dispatched", 0), spent.get("firestore_writes", 0),
+        after.get("ct_dispatched", 0), after.get("firestore_writes", 0),
     )  # fmt: skip
 
 
@@ -215,7 +227,7 @@ def brought_forward(stack: Stack) -> list[str]:
                 found.append(
                     f"{name}: breaker closed at {entry.get('time', '?')}, "
                     f"brought forward {entry.get('brought_forward', '?')} "
-                    f"in {entry.get('took_s', '?')}s"
+                    f"in {entry.get('took_s', '?')}s (queries {entry.get('queried_s', '?')}s)"
                 )
     return found
 
@@ -248,7 +260,7 @@ def table(outcomes: list[Outcome]) -> str:
     head = (
         f"{'breakers':<9} {'flows':>5} {'failed':>6} {'dead calls':>10} {'recovery s':>10} "
         f"{'p50 s':>6} {'p90 s':>6} {'peak queued':>11} {'closed s':>8} {'requests':>8} "
-        f"{'writes':>6}  statuses"
+        f"{'writes':>6} {'after':>11}  statuses"
     )
     rows = [head, "-" * len(head)]
     for o in outcomes:
@@ -256,7 +268,7 @@ def table(outcomes: list[Outcome]) -> str:
         rows.append(
             f"{o.mode:<9} {o.flows:>5} {o.failed:>6} {o.dead_calls:>10} {o.recovery_s:>10.1f} "
             f"{o.p50_s:>6.1f} {o.p90_s:>6.1f} {o.peak_queued:>11} {closed:>8} {o.requests:>8} "
-            f"{o.writes:>6}  "
+            f"{o.writes:>6} {f'{o.requests_after}/{o.writes_after}':>11}  "
             f"{json.dumps(o.statuses, sort_keys=True)}"
         )
     for o in outcomes:
@@ -273,26 +285,60 @@ def table(outcomes: list[Outcome]) -> str:
 
 
 def inner(args: argparse.Namespace) -> int:
-    outcomes = []
+    pairs: list[list[Outcome]] = []
     with tempfile.TemporaryDirectory(prefix="relayflow-outage-") as tmp:
-        for mode in args.modes:
-            env = {**os.environ, **ENV}
-            if MODES[mode]:
-                env["RELAYFLOW_DEPENDENCIES"] = MODES[mode]
-            stack = Stack(
-                ports=Ports(args.base_port),
-                state_dir=Path(tmp) / mode,
-                base_env=env,
-                sweep_interval_s=5.0,
-            )
-            print(f"breakers {mode}: starting a local stack …", flush=True)
-            stack.up()
-            try:
-                outcomes.append(run_mode(stack, mode, args))
-            finally:
-                stack.down()
-    print(table(outcomes))
+        for run in range(1, args.runs + 1):
+            outcomes = []
+            for mode in args.modes:
+                outcomes.append(one_mode(mode, Path(tmp) / f"{mode}-{run}", args))
+            if args.runs > 1:
+                print(f"run {run} of {args.runs}:")
+            print(table(outcomes), flush=True)
+            pairs.append(outcomes)
+    if args.runs > 1:
+        print(summary(pairs))
     return 0
+
+
+def one_mode(mode: str, state_dir: Path, args: argparse.Namespace) -> Outcome:
+    env = {**os.environ, **ENV}
+    if MODES[mode]:
+        env["RELAYFLOW_DEPENDENCIES"] = MODES[mode]
+    stack = Stack(
+        ports=Ports(args.base_port), state_dir=state_dir, base_env=env, sweep_interval_s=5.0
+    )
+    print(f"breakers {mode}: starting a local stack …", flush=True)
+    stack.up()
+    try:
+        return run_mode(stack, mode, args)
+    finally:
+        stack.down()
+
+
+def summary(pairs: list[list[Outcome]]) -> str:
+    """Each pair's ratios (on ÷ off, dead calls off ÷ on) and their medians."""
+    rows = ["pair  dead calls off/on  recovery on/off  p50 on/off  failed on/off"]
+    columns: list[list[float]] = [[], [], []]
+    for i, outcomes in enumerate(pairs, 1):
+        by_mode = {o.mode: o for o in outcomes}
+        if not {"off", "on"} <= set(by_mode):
+            continue
+        off, on = by_mode["off"], by_mode["on"]
+        ratios = (
+            off.dead_calls / max(1, on.dead_calls),
+            on.recovery_s / max(off.recovery_s, 0.1),
+            on.p50_s / max(off.p50_s, 0.1),
+        )
+        for column, value in zip(columns, ratios, strict=True):
+            column.append(value)
+        rows.append(
+            f"{i:>4}  {ratios[0]:>17.1f}x  {ratios[1]:>15.2f}  {ratios[2]:>10.2f}  "
+            f"{on.failed:>6}/{off.failed}"
+        )
+    if columns[0]:
+        m = [statistics.median(c) for c in columns]
+        rows.append(f"median {m[0]:>15.1f}x  {m[1]:>15.2f}  {m[2]:>10.2f}")
+    return "\n".join(rows)
 
 
 def main() -> int:
@@ -301,6 +347,7 @@ def main() -> int:
     parser.add_argument("--outage-s", type=float, default=60.0)
     parser.add_argument("--activation-s", type=float, default=45.0)
     parser.add_argument("--modes", default="off,on")
+    parser.add_argument("--runs", type=int, default=1, help="pairs to run (medians of them)")
     parser.add_argument("--base-port", type=int, default=8460)
     parser.add_argument("--timeout-s", type=float, default=900.0)
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
@@ -310,6 +357,8 @@ def main() -> int:
         parser.error(f"modes from {', '.join(MODES)}; 1 <= flows <= 10000")
     if args.outage_s <= 0 or args.activation_s < 0:
         parser.error("--outage-s > 0 and --activation-s >= 0")
+    if not 1 <= args.runs <= 20:
+        parser.error("1 <= --runs <= 20")
     if args.inner:
         return inner(args)
     env = {**os.environ, **relayflow_env(Ports(args.base_port)), **ENV}
