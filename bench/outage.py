@@ -227,7 +227,7 @@ def brought_forward(stack: Stack) -> list[str]:
                 found.append(
                     f"{name}: breaker closed at {entry.get('time', '?')}, "
                     f"brought forward {entry.get('brought_forward', '?')} "
-                    f"in {entry.get('took_s', '?')}s (queries {entry.get('queried_s', '?')}s)"
+                    f"in {entry.get('took_s', '?')}s"
                 )
     return found
 

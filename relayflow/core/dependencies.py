@@ -66,12 +66,14 @@ class BreakerPolicy(BaseModel):
     min_calls: int = Field(default=20, ge=1, le=100_000)
     failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
     # Open for ``open_s``, doubling after each failed probe up to ``max_open_s`` (by default
-    # not at all). A probe round is a call or three, so probing every two seconds costs the
-    # dependency almost nothing (30 calls a minute however many flows wait),
-    # and how soon the flows go on after it is back is bounded by how long the breaker stays
-    # open (put-off steps come back no sooner than they would have tried anyway).
-    open_s: float = Field(default=2.0, gt=0.0, le=3600.0)
-    max_open_s: float = Field(default=2.0, gt=0.0, le=3600.0)
+    # not at all). A round of probes while the dependency is still down is one call (the
+    # first probe goes alone) and two writes of the breaker's document, so probing every
+    # second costs the dependency 60 calls a minute however many flows wait. How long the
+    # breaker stays open bounds how soon after the dependency's return the flows go on: half
+    # of ``open_s`` on average (measured by bench/outage.py: the flows due meanwhile are put
+    # off and brought forward, and on a busy stack that time is lost to recovery).
+    open_s: float = Field(default=1.0, gt=0.0, le=3600.0)
+    max_open_s: float = Field(default=1.0, gt=0.0, le=3600.0)
     probes: int = Field(default=3, ge=1, le=100)
     # A probe whose outcome never came (its instance died) stops counting after this long.
     probe_lease_s: float = Field(default=30.0, gt=0.0, le=3600.0)
@@ -301,6 +303,8 @@ class Breakers:
         self._flush_s = flush_s
         self._metrics = metrics
         self._known: dict[str, _Known] = {}
+        # Breakers another instance closed, seen here since closed_elsewhere() last asked.
+        self._closings: set[str] = set()
         self._lock = threading.Lock()
 
     @property
@@ -358,7 +362,9 @@ class Breakers:
         natural = now + timedelta(seconds=min(natural_s, policy.max_defer_s))
         state = known.state
         if state.state is Breaker.OPEN and state.reopen_at is not None and now >= state.reopen_at:
-            state = self._half_open(known, now)  # or what a rival made it meanwhile
+            if self._half_open(known, policy, now):
+                return Verdict(dependency, probe=True, retry=retry)  # the first probe: ours
+            state = known.state  # what a rival made it meanwhile
         # A step put off comes back when it would have tried again anyway (its poll or retry
         # curve), never sooner: coming back sooner to catch the probes would make an outage
         # cost more requests and writes than it costs with no breaker at all. Steps put off
@@ -391,11 +397,13 @@ class Breakers:
         window = self._window(known, policy, now, since=None)
         return window.retries < policy.retry_budget * window.first + policy.min_retries
 
-    def _half_open(self, known: _Known, now: datetime) -> BreakerState:
-        """The open breaker's time is up: half-open it (or see whoever did)."""
+    def _half_open(self, known: _Known, policy: BreakerPolicy, now: datetime) -> bool:
+        """The open breaker's time is up: half-open it with this caller's call as the first
+        probe, in one write (a round of an outage costs the document two writes: this one and
+        the probe's failure). Whether it did; if a rival did, ``known`` holds what it wrote."""
+        lease = now + timedelta(seconds=policy.probe_lease_s)
         wanted = known.state.to(Breaker.HALF_OPEN, now, "open time over: probing")
-        self._transition(known, wanted, now)
-        return known.state
+        return self._transition(known, replace(wanted, probes=(lease,)), now)
 
     def _take_probe(self, known: _Known, policy: BreakerPolicy, now: datetime) -> bool:
         for _ in range(3):  # a rival's probe or transition: look again, a few times
@@ -403,7 +411,10 @@ class Breakers:
             if state.state is not Breaker.HALF_OPEN:
                 return state.state is Breaker.CLOSED
             out = state.probes_out(now)
-            if len(out) >= policy.probes - state.probe_ok:
+            # The first probe alone: a dependency still down costs one call a round. Once
+            # one succeeded, the rest go together.
+            room = policy.probes - state.probe_ok if state.probe_ok else 1
+            if len(out) >= room:
                 return False
             lease = now + timedelta(seconds=policy.probe_lease_s)
             if self._put(known, replace(state, probes=(*out, lease)), now):
@@ -490,6 +501,13 @@ class Breakers:
                 return None
             return self._window(known, policy, now, since=None).p95_s()
 
+    def closed_elsewhere(self) -> list[str]:
+        """The dependencies whose breaker this process saw another instance close since it
+        last asked (each once): what it put off for them may come forward."""
+        with self._lock:
+            found, self._closings = sorted(self._closings), set()
+        return found
+
     def last_opened(self, dependency: str) -> datetime | None:
         """When the breaker of ``dependency`` last opened, as this process knows it (None if
         its transitions do not say): once it has closed, steps put off since then were put off
@@ -572,7 +590,12 @@ class Breakers:
         known.state, known.version = _default(state, known.state.dependency), version
 
     def _seen(self, known: _Known, state: BreakerState) -> None:
-        if self._metrics and state.state is not known.state.state:
+        """What the store holds, read over what this process knew (which it replaces)."""
+        if state.state is known.state.state:
+            return
+        if state.state is Breaker.CLOSED:
+            self._closings.add(state.dependency)
+        if self._metrics:
             self._metrics.breaker_state(state.dependency, state.state.value)
 
     def _transition(self, known: _Known, wanted: BreakerState, now: datetime) -> bool:

@@ -76,6 +76,7 @@ from relayflow.core.position import (
     TaskPayload,
     is_document_id,
 )
+from relayflow.core.putoffs import PutOffs
 from relayflow.core.records import Effect, FlowRecord, NextTask
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
@@ -223,6 +224,8 @@ class Engine:
         self._admission = Admission(store, tenants or Tenants())
         # Dependencies' breakers and retry budgets (None: steps call what they call, unguarded).
         self._breakers = breakers
+        # What this process put off for each dependency: brought forward when its breaker closes.
+        self._put_offs = PutOffs()
         self._tracer = tracer  # None: tracing is off
         self._metrics = metrics or Metrics()  # the base class records nothing
 
@@ -383,7 +386,8 @@ class Engine:
         verdict = self._ask_dependency(found.record, flow)
         if verdict is not None and not verdict.run:
             assert verdict.until is not None
-            return self._put_off(found, verdict.detail, verdict.until)
+            remember = functools.partial(self._remember_put_off, verdict.dependency)
+            return self._put_off(found, verdict.detail, verdict.until, then=remember)
         if found.record.position.kind in _UNCLAIMED:  # read only: no claim
             position = found.record.position
             outcome = self._execute(flow, found.record, verdict)
@@ -404,13 +408,22 @@ class Engine:
         # A poll after a failed poll is the poll the schedule makes anyway, not extra traffic:
         # only an action's (or an undo's) second and later tries spend the retry budget.
         retry = pos.attempt > 0 and pos.kind is not TaskKind.POLL
-        return self._breakers.check(
+        verdict = self._breakers.check(
             dependency,
             retry=retry,
             deferrals=pos.deferral,
             key=key,
             natural_s=_next_try_s(step, pos, key),
         )
+        self._bring_forward_closed_elsewhere()
+        return verdict
+
+    def _bring_forward_closed_elsewhere(self) -> None:
+        """Another instance closed a breaker since we last looked: what we put off for it
+        comes forward too (each instance remembers only its own)."""
+        assert self._breakers is not None
+        for closed in self._breakers.closed_elsewhere():
+            self._bring_forward(closed)
 
     # -- tenants -------------------------------------------------------------------------
 
@@ -426,8 +439,16 @@ class Engine:
         self._admit(record.tenant)
         return Ran.ADVANCED
 
-    def _put_off(self, found: Snapshot, why: str, until: datetime) -> Ran:
-        """Put the focused task off until ``until`` (a new task then, no attempt spent)."""
+    def _put_off(
+        self,
+        found: Snapshot,
+        why: str,
+        until: datetime,
+        *,
+        then: Callable[[Snapshot], Ran | None] | None = None,
+    ) -> Ran:
+        """Put the focused task off until ``until`` (a new task then, no attempt spent).
+        ``then``: what runs once that is committed, before it is settled."""
         position = found.record.position
         plan = self._plan(self._planning_flow(found.record))
 
@@ -435,7 +456,14 @@ class Engine:
             current = _focused_at(latest, position)
             return None if current is None else planner.defer(plan, current, until=until, why=why)
 
-        return self._write(found, deferred)
+        return self._write(found, deferred, then=then)
+
+    def _remember_put_off(self, dependency: str, committed: Snapshot) -> None:
+        """Remember the task of a step just put off for ``dependency``'s breaker, to bring it
+        forward when the breaker closes (returns None: the commit is settled as usual)."""
+        nxt = committed.record.next
+        if nxt is not None and nxt.position.deferral > 0:
+            self._put_offs.add(dependency, nxt, self._clock.now())
 
     def pause_tenant(self, tenant: str, *, by: str = "", reason: str = "") -> TenantState:
         """Stop dispatching ``tenant``'s flows (their tasks are put off) and admitting new ones."""
@@ -447,69 +475,35 @@ class Engine:
         self._admit(tenant)
         return state
 
-    def _bring_forward(self, dependency: str, *, since: datetime | None = None) -> int:
-        """The breaker of ``dependency`` just closed: run now (Cloud Tasks RunTask) the tasks of
-        steps put off for it that would otherwise come back later than they need to. How many.
-
-        - Those put off since the breaker last opened (``since``), newest first: the probe
-          that opened it was the last sign of the outage, so each of them may have found the
-          dependency back and, without the breaker, would have gone on then. Left alone, they
-          would wait their whole next try (a poll interval) after the others.
-        - The soonest due more than ``BRING_FORWARD_AFTER_S`` from now (slow pollers): the
-          breaker closing says the dependency is back, so they need not wait for it.
-
-        At most ``BRING_FORWARD_LIMIT`` of each; due within a second, a task comes anyway.
-        Those put off earlier and due sooner come back when they would have tried without a
-        breaker: all of them at once would arrive as a herd (measured: it slows recovery)."""
-        now = self._clock.now()
+    def _bring_forward(self, dependency: str) -> int:
+        """The breaker of ``dependency`` closed: run now (Cloud Tasks RunTask) the tasks this
+        process put off for it that would otherwise come back later than they need to (see
+        ``PutOffs.take``: those put off since the breaker last opened, and those due more
+        than ten seconds from now). How many ran. Side by side: one after another, a few
+        hundred would hold this request for seconds. Best effort: each comes back on its
+        own anyway."""
         began = time.perf_counter()
+        assert self._breakers is not None
+        since = self._breakers.last_opened(dependency)
+        tasks = self._put_offs.take(dependency, since=since, now=self._clock.now())
         brought = 0
-        try:
-            soon = now + timedelta(seconds=1)
-            # Those put off since it opened first: the query names them alone (updated since,
-            # newest first), and they are the ones the dependency's return found waiting.
-            # (A flow whose first step is put off is still PENDING.)
-            for status in (Status.RUNNING, Status.PENDING) if since is not None else ():
-                recent = FlowFilter(status=status, updated_from=since)
-                records = self._store.flows(recent, limit=BRING_FORWARD_LIMIT).items
-                brought += self._run_put_off(records, dependency, soon)
-            later = now + timedelta(seconds=BRING_FORWARD_AFTER_S)
-            records = self._store.upcoming(after=later, limit=BRING_FORWARD_LIMIT)
-            brought += self._run_put_off(records, dependency, soon)
-        except Exception:  # best effort: the steps come back on their own anyway
-            log.warning("could not bring put-off steps forward", exc_info=True)
-        took_s = round(time.perf_counter() - began, 3)
-        extra = {"dependency": dependency, "brought_forward": brought, "took_s": took_s}
+        if tasks:
+            with ThreadPoolExecutor(max_workers=16) as pool:
+                brought = sum(pool.map(self._run_now, tasks))
+        extra = {
+            "dependency": dependency,
+            "brought_forward": brought,
+            "took_s": round(time.perf_counter() - began, 3),
+        }
         log.info("breaker closed", extra=extra)
         return brought
 
-    def _run_put_off(self, records: list[FlowRecord], dependency: str, soon: datetime) -> int:
-        """RunTask the tasks of ``records``' steps put off for ``dependency`` and due after
-        ``soon``; how many ran. Side by side: one after another, a few hundred would hold
-        this request (the probe's) for seconds."""
-        due = [
-            track.next
-            for record in records
-            for track in record.tracks.values()
-            if track.next is not None
-            and track.next.run_at > soon
-            and self._put_off_for(record, track.next, dependency)
-        ]
-        if not due:
-            return 0
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            return sum(pool.map(self._queue.run_now, due))
-
-    def _put_off_for(self, record: FlowRecord, nxt: NextTask | None, dependency: str) -> bool:
-        """Whether ``nxt`` is a try put off (deferred) of a step that calls ``dependency``."""
-        if nxt is None or nxt.position.deferral == 0:
-            return False
+    def _run_now(self, task: NextTask) -> bool:
         try:
-            flow = self._registry.get(record.flow, record.version)
-            step = planner.step_at(flow, nxt.position)
-        except (UnknownFlow, UnknownVersion, LookupError, AssertionError):
+            return self._queue.run_now(task)
+        except Exception:  # this one comes back on its own at its time
+            log.warning("could not bring a put-off task forward", exc_info=True)
             return False
-        return getattr(step, "dependency", None) == dependency
 
     def breaker_views(self) -> list[dict[str, Any]]:
         """Every dependency's breaker: state, window counts, budget, p95, transitions."""
@@ -742,7 +736,11 @@ class Engine:
         """Run the step this commit claimed for ``onward`` (None: it claimed none). Its task
         is not made: this request is its delivery."""
         holder = onward.holder
-        if holder is None or not planner.holds(committed.record, holder):
+        if holder is None:
+            if onward.verdict is not None and not onward.verdict.run:
+                self._remember_put_off(onward.verdict.dependency, committed)
+            return None
+        if not planner.holds(committed.record, holder):
             return None
         record = committed.record
         if not planner.is_claimed(self._plan(flow), record):
@@ -907,8 +905,8 @@ class Engine:
             latency_s = (self._clock.now() - called_at).total_seconds()
             ok = not isinstance(outcome, Retry)
             if self._breakers.record(verdict, ok=ok, latency_s=latency_s):
-                since = self._breakers.last_opened(verdict.dependency)
-                self._bring_forward(verdict.dependency, since=since)
+                self._bring_forward(verdict.dependency)
+            self._bring_forward_closed_elsewhere()
         if isinstance(outcome, Retry):
             self._metrics.step_retried(record.flow, pos.step, outcome.error.code)
         return outcome
@@ -1298,11 +1296,6 @@ def _applied(
 
 # The engine's own tasks of a ForEach: list and start, join, gather.
 _FOREACH = frozenset({TaskKind.FANOUT, TaskKind.JOIN, TaskKind.GATHER})
-# A breaker that closes brings forward at most this many put-off tasks of each kind (those
-# put off since it last opened, newest first; the soonest due after BRING_FORWARD_AFTER_S):
-# about a second of the queues' dispatch rate.
-BRING_FORWARD_LIMIT = 200
-BRING_FORWARD_AFTER_S = 10.0
 # Tasks that only read (a poll, a choice, a callback's wait): they claim nothing.
 _UNCLAIMED = frozenset({TaskKind.POLL, TaskKind.CHOICE, TaskKind.WAIT})
 

@@ -155,10 +155,6 @@ class Store(Protocol):
         """Flows waiting for room (of ``tenant``), those queued first first."""
         ...
 
-    def upcoming(self, *, after: datetime, limit: int) -> list[FlowRecord]:
-        """Pending and running flows whose next task is due after ``after``, soonest first."""
-        ...
-
     def count_waiting(self, tenant: str) -> int:
         """How many of ``tenant``'s flows wait for room (a count, not a read of each)."""
         ...

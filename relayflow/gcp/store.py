@@ -217,20 +217,6 @@ class FlowStore:
         found.sort(key=lambda pair: pair[0])
         return [flow for _, flow in found[:limit]]
 
-    def upcoming(self, *, after: datetime, limit: int) -> list[FlowRecord]:
-        found: list[FlowRecord] = []
-        for status in (Status.PENDING, Status.RUNNING):
-            query = (
-                self._flows.where(filter=firestore.FieldFilter("status", "==", status.value))
-                .where(filter=firestore.FieldFilter("next_run_at", ">", after))
-                .order_by("next_run_at")
-                .limit(limit)
-            )
-            found += self._parse(query.stream(timeout=RPC_TIMEOUT_S))
-        self._counters.add("firestore_reads", max(1, len(found)))
-        found.sort(key=lambda r: (r.next_run_at or after, r.flow_id))
-        return found[:limit]
-
     def fail_unreadable(self, flow_id: str, *, reason: str, now: datetime) -> None:
         """End a document that no longer parses FAILED (UNREADABLE) with field updates that
         need no parsing: no task can run it, and left active it would be swept for ever."""

@@ -198,16 +198,6 @@ class MemoryStore:
         ]
         return sorted(found, key=lambda r: (r.queued_at or EPOCH, r.flow_id))[:limit]
 
-    def upcoming(self, *, after: datetime, limit: int) -> list[FlowRecord]:
-        found = [
-            r
-            for r in self._records()
-            if r.status in (Status.PENDING, Status.RUNNING)
-            and r.next_run_at is not None
-            and r.next_run_at > after
-        ]
-        return sorted(found, key=lambda r: (r.next_run_at or EPOCH, r.flow_id))[:limit]
-
     def count_waiting(self, tenant: str) -> int:
         return len(self.waiting(tenant, limit=len(self._records()) + 1))
 

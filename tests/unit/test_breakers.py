@@ -107,19 +107,26 @@ def test_a_put_off_step_waits_its_own_next_try_however_soon_probing_starts() -> 
     assert (after.reason, after.until) == ("half_open", clock.now() + timedelta(seconds=8))
 
 
-def test_half_open_lets_probes_through_one_lease_each_and_closes_after_enough_succeed() -> None:
+def test_half_open_sends_one_probe_then_the_rest_together_and_closes_after_enough_succeed() -> None:
     store, clock = MemoryBreakers(), FakeClock()
-    b = breakers(store, clock)
+    b = breakers(store, clock, probes=3)
     for _ in range(4):
         call(b, ok=False)
     clock.advance(10)
-    first, second, third = (b.check(DEP, retry=False) for _ in range(3))
+    writes = store.writes
+    first, waiting = (b.check(DEP, retry=False) for _ in range(2))
     assert state(store) is Breaker.HALF_OPEN
-    assert first.probe and second.probe  # two probes out (probes=2)
-    assert not third.run and third.reason == "half_open"
+    assert store.writes == writes + 1  # half-opened with the first probe's lease, one write
+    assert first.probe  # alone: were the dependency still down, the round costs one call
+    assert not waiting.run and waiting.reason == "half_open"
     b.record(first, ok=True, latency_s=0.05)
     assert state(store) is Breaker.HALF_OPEN
+    second, third, fourth = (b.check(DEP, retry=False) for _ in range(3))
+    assert second.probe and third.probe  # once one succeeded, the rest (probes=3) together
+    assert not fourth.run and fourth.reason == "half_open"
     b.record(second, ok=True, latency_s=0.05)
+    assert state(store) is Breaker.HALF_OPEN
+    b.record(third, ok=True, latency_s=0.05)
     closed = store.breaker(DEP)[0]
     assert closed.state is Breaker.CLOSED and closed.opened == 0
     assert [t.to for t in closed.transitions] == [Breaker.OPEN, Breaker.HALF_OPEN, Breaker.CLOSED]
@@ -213,7 +220,9 @@ def test_a_closed_breaker_starts_its_window_clean() -> None:
     for _ in range(4):
         call(b, ok=False)
     clock.advance(10)
-    for probe in [b.check(DEP, retry=False), b.check(DEP, retry=False)]:
+    for _ in range(2):  # probes=2, one after the other
+        probe = b.check(DEP, retry=False)
+        assert probe.probe
         b.record(probe, ok=True, latency_s=0.05)
     assert state(store) is Breaker.CLOSED
     clock.advance(5)
@@ -427,6 +436,31 @@ def test_steps_put_off_since_the_breaker_last_opened_come_back_when_it_closes() 
         assert record.status is Status.SUCCEEDED and record.finished_at is not None
         assert due[flow_id] - closed_at > timedelta(seconds=2)  # left alone, it would wait
         assert record.finished_at - closed_at < timedelta(seconds=1)
+
+
+def test_a_breaker_another_instance_closes_brings_this_instances_put_off_steps_forward() -> None:
+    h = Harness([], dependencies=Dependencies(dependencies={DEP: POLICY}))
+    watchers(h, 5, slow=120, quick=1)
+    open_from_elsewhere(h)  # open until 10 s
+    slow = [h.start("slow", {}) for _ in range(3)]
+    for flow_id in slow:
+        h.deliver_next(flow_id)  # put off by this instance, until its next try (30 s at most)
+        nxt = h.flow(flow_id).next
+        assert nxt is not None and nxt.position.deferral == 1
+        assert nxt.run_at - h.now > timedelta(seconds=20)
+    other = Breakers(h.breakers, h.dependencies, h.clock, shards=1)
+    h.advance(10.5)
+    for _ in range(POLICY.probes):  # the other instance probes, one after the other, and closes
+        call(other, ok=True)
+    assert h.breaker(DEP).state is Breaker.CLOSED
+    closed_at = h.now
+    h.advance(1.0)  # this instance looks at the breaker again on its next call to it
+    h.run(h.start("quick", {}))
+    h.run()
+    for flow_id in slow:
+        record = h.flow(flow_id)
+        assert record.status is Status.SUCCEEDED and record.finished_at is not None
+        assert record.finished_at - closed_at < timedelta(seconds=2)  # not at 30 s
 
 
 def test_adaptive_retries_start_from_the_dependencys_p95_latency() -> None:
