@@ -78,3 +78,19 @@ def test_two_instances_share_the_breaker_through_firestore(
     assert FirestoreBreakers(firestore_client).breaker(DEP)[0].state is Breaker.OPEN
     clock.advance(1.0)
     assert not a.check(DEP, retry=False).run and not b.check(DEP, retry=False).run
+    # a probes (one, then the other two together) and closes it; b learns it on its next read,
+    # once: what b put off meanwhile may come forward (a brings its own forward as it closes)
+    clock.advance(10.0)
+    first = a.check(DEP, retry=False)
+    assert first.probe and not b.check(DEP, retry=False).run  # the first probe goes alone
+    a.record(first, ok=True, latency_s=0.1)
+    for _ in range(2):
+        probe = a.check(DEP, retry=False)
+        assert probe.probe
+        a.record(probe, ok=True, latency_s=0.1)
+    assert FirestoreBreakers(firestore_client).breaker(DEP)[0].state is Breaker.CLOSED
+    assert a.closed_elsewhere() == []
+    clock.advance(1.0)
+    assert b.check(DEP, retry=False).run
+    assert b.closed_elsewhere() == [DEP]
+    assert b.closed_elsewhere() == []

@@ -463,6 +463,32 @@ def test_a_breaker_another_instance_closes_brings_this_instances_put_off_steps_f
         assert record.finished_at - closed_at < timedelta(seconds=2)  # not at 30 s
 
 
+def test_a_step_put_off_in_the_previous_steps_commit_is_brought_forward_too() -> None:
+    h, _ = harness_with(api_down_s=0)
+    open_from_elsewhere(h)  # open until 10 s; put-off steps spread over the next 10
+    flows = [h.start("sync", {}, flow_id=f"inline-{i}") for i in range(6)]
+    due = {}
+    for flow_id in flows:
+        h.deliver_next(flow_id)  # reserve; push, due at once, put off in reserve's commit
+        nxt = h.flow(flow_id).next
+        assert nxt is not None and nxt.position.step == "push" and nxt.position.deferral == 1
+        due[flow_id] = nxt.run_at
+    other = Breakers(h.breakers, h.dependencies, h.clock, shards=1)
+    h.advance(10.5)
+    for _ in range(POLICY.probes):
+        call(other, ok=True)  # another instance closes it
+    closed_at = h.now
+    h.advance(1.0)
+    h.run(h.start("sync", {}, flow_id="after"))  # its push reads the breaker: closed
+    later = [f for f in flows if due[f] - closed_at > timedelta(seconds=3)]
+    assert later, "every push was due soon anyway: the test shows nothing"
+    for flow_id in later:
+        pushed = [
+            e for e in h.flow(flow_id).history if e.step == "push" and e.outcome != "deferred"
+        ]
+        assert pushed and pushed[0].at - closed_at < timedelta(seconds=2)
+
+
 def test_adaptive_retries_start_from_the_dependencys_p95_latency() -> None:
     slow = BreakerPolicy(min_calls=1000)  # the breaker stays closed
     h = Harness([], dependencies=Dependencies(dependencies={DEP: slow}))

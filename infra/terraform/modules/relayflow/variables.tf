@@ -299,7 +299,7 @@ variable "tenants" {
 }
 
 variable "dependencies" {
-  description = "Circuit breakers and retry budgets of the dependencies flows call, the RELAYFLOW_DEPENDENCIES every service reads: { default = BREAKER, dependencies = { NAME = BREAKER } } with BREAKER = { enabled, window_s (seconds of calls the failure rate is taken over), min_calls (calls in the window before it may open), failure_rate (0-1: the share of failed calls that opens it), open_s (how long it stays open before it probes; longer after failed probes, up to max_open_s), probes (calls let through half-open), retry_budget (0-1: retries as a share of calls), min_retries (retries allowed whatever the budget) }. A dependency not named gets default; unset fields take relayflow's defaults (infra/terraform/README.md, \"Tenants and dependencies\")."
+  description = "Circuit breakers and retry budgets of the dependencies flows call, the RELAYFLOW_DEPENDENCIES every service reads: { default = BREAKER, dependencies = { NAME = BREAKER } } with BREAKER = { enabled, window_s (seconds of calls the failure rate is taken over), min_calls (calls in the window before it may open), failure_rate (0-1: the share of failed calls that opens it), open_s (how long it stays open before it probes, 1 s by default; longer after failed probes, up to max_open_s), probes (successful probe calls that close it; the first goes alone), retry_budget (0-1: retries as a share of calls), min_retries (retries allowed whatever the budget) }. A dependency not named gets default; unset fields take relayflow's defaults (infra/terraform/README.md, \"Tenants and dependencies\")."
   type = object({
     default = optional(object({
       enabled      = optional(bool)
