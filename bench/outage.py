@@ -15,7 +15,8 @@ polling for activation), then every business route of the client API answers 503
     p50 / p90 s     from the API's return to the end of half, and nine in ten, of the flows
                     that were still running then
     peak queued     the most Cloud Tasks tasks queued at once (sampled twice a second)
-    closed s        from the API's return to the breaker's closing (breakers on)
+    probe/closed s  from the API's return to the probe that found it back (the breaker's last
+                    half-opening), and to the breaker's closing (breakers on)
     requests        task requests the worker and poller served while the API was down
                     (Cloud Tasks dispatches), and the Firestore writes they made: what the
                     outage cost, whether the steps called the API or were put off
@@ -91,7 +92,7 @@ class Outcome:
     p90_s: float
     peak_queued: int
     breaker: str
-    closed_s: float | None
+    closed_s: tuple[float, float] | None  # (probing began, closed)
     requests: int
     writes: int
     requests_after: int
@@ -204,6 +205,7 @@ def run_mode(stack: Stack, mode: str, args: argparse.Namespace) -> Outcome:
     ) or [0.0]
     for line in brought_forward(stack):
         print(f"    {line}", flush=True)
+    print(f"    ended each second after the return: {per_second(ends)}", flush=True)
     return Outcome(
         mode, len(bodies), counted, dead_calls, ends[-1], quantile(ends, 0.5),
         quantile(ends, 0.9), peak.peak, breaker_line(stack), closed_after(stack, back),
@@ -239,35 +241,47 @@ def field_of(db: Any, flow_ids: list[str], name: str) -> list[datetime]:
     return [at for at in found if isinstance(at, datetime)]
 
 
+def per_second(ends: list[float]) -> str:
+    """How many flows ended in each second after the API's return: where recovery went."""
+    counts = [0] * (int(max(ends, default=0.0)) + 1)
+    for end in ends:
+        counts[int(end)] += 1
+    return " ".join(str(n) for n in counts)
+
+
 def quantile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-def closed_after(stack: Stack, back: datetime) -> float | None:
-    """Seconds from the API's return to its breaker's last closing, if it closed after it."""
+def closed_after(stack: Stack, back: datetime) -> tuple[float, float] | None:
+    """Seconds from the API's return to its breaker's last half-opening (the probe that found
+    it back) and to its closing, if it closed after the return."""
     url = f"http://{HOST}:{stack.ports.api}/breakers"
-    closings = [
-        datetime.fromisoformat(t["at"])
-        for b in requests.get(url, timeout=10).json()["breakers"]
-        for t in b["transitions"]
-        if t["to"] == "closed" and t["at"]
-    ]
-    after = [(at - back).total_seconds() for at in closings if at >= back]
-    return max(after) if after else None
+    for breaker in requests.get(url, timeout=10).json()["breakers"]:
+        seen = [(t["to"], datetime.fromisoformat(t["at"])) for t in breaker["transitions"]]
+        closings = [i for i, (to, at) in enumerate(seen) if to == "closed" and at >= back]
+        if not closings:
+            continue
+        last = closings[-1]
+        probed = [at for to, at in seen[:last] if to == "half_open"]
+        closed_s = (seen[last][1] - back).total_seconds()
+        probed_s = (probed[-1] - back).total_seconds() if probed else closed_s
+        return probed_s, closed_s
+    return None
 
 
 def table(outcomes: list[Outcome]) -> str:
     head = (
         f"{'breakers':<9} {'flows':>5} {'failed':>6} {'dead calls':>10} {'recovery s':>10} "
-        f"{'p50 s':>6} {'p90 s':>6} {'peak queued':>11} {'closed s':>8} {'requests':>8} "
+        f"{'p50 s':>6} {'p90 s':>6} {'peak queued':>11} {'probe/closed s':>14} {'requests':>8} "
         f"{'writes':>6} {'after':>11}  statuses"
     )
     rows = [head, "-" * len(head)]
     for o in outcomes:
-        closed = "-" if o.closed_s is None else f"{o.closed_s:.1f}"
+        closed = "-" if o.closed_s is None else f"{o.closed_s[0]:.1f}/{o.closed_s[1]:.1f}"
         rows.append(
             f"{o.mode:<9} {o.flows:>5} {o.failed:>6} {o.dead_calls:>10} {o.recovery_s:>10.1f} "
-            f"{o.p50_s:>6.1f} {o.p90_s:>6.1f} {o.peak_queued:>11} {closed:>8} {o.requests:>8} "
+            f"{o.p50_s:>6.1f} {o.p90_s:>6.1f} {o.peak_queued:>11} {closed:>14} {o.requests:>8} "
             f"{o.writes:>6} {f'{o.requests_after}/{o.writes_after}':>11}  "
             f"{json.dumps(o.statuses, sort_keys=True)}"
         )

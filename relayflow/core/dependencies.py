@@ -410,12 +410,15 @@ class Breakers:
             state = known.state
             if state.state is not Breaker.HALF_OPEN:
                 return state.state is Breaker.CLOSED
+            if state.probe_ok:
+                # A probe succeeded: the dependency answers again. Calls go through, each a
+                # probe, until ``probes`` have succeeded (closed) or one fails (open again):
+                # a step put off now would cost a request more, and come back only once it
+                # closes.
+                return True
             out = state.probes_out(now)
-            # The first probe alone: a dependency still down costs one call a round. Once
-            # one succeeded, the rest go together.
-            room = policy.probes - state.probe_ok if state.probe_ok else 1
-            if len(out) >= room:
-                return False
+            if out:
+                return False  # the first probe alone: a dependency still down costs one call
             lease = now + timedelta(seconds=policy.probe_lease_s)
             if self._put(known, replace(state, probes=(*out, lease)), now):
                 return True

@@ -107,7 +107,7 @@ def test_a_put_off_step_waits_its_own_next_try_however_soon_probing_starts() -> 
     assert (after.reason, after.until) == ("half_open", clock.now() + timedelta(seconds=8))
 
 
-def test_half_open_sends_one_probe_then_the_rest_together_and_closes_after_enough_succeed() -> None:
+def test_half_open_sends_one_probe_then_lets_calls_through_and_closes_after_enough_do() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock, probes=3)
     for _ in range(4):
@@ -121,16 +121,35 @@ def test_half_open_sends_one_probe_then_the_rest_together_and_closes_after_enoug
     assert not waiting.run and waiting.reason == "half_open"
     b.record(first, ok=True, latency_s=0.05)
     assert state(store) is Breaker.HALF_OPEN
+    writes = store.writes
     second, third, fourth = (b.check(DEP, retry=False) for _ in range(3))
-    assert second.probe and third.probe  # once one succeeded, the rest (probes=3) together
-    assert not fourth.run and fourth.reason == "half_open"
+    assert second.probe and third.probe and fourth.probe  # once one succeeded, all go through
+    assert store.writes == writes  # and take no lease
     b.record(second, ok=True, latency_s=0.05)
     assert state(store) is Breaker.HALF_OPEN
-    b.record(third, ok=True, latency_s=0.05)
+    b.record(third, ok=True, latency_s=0.05)  # probes=3 succeeded
     closed = store.breaker(DEP)[0]
     assert closed.state is Breaker.CLOSED and closed.opened == 0
     assert [t.to for t in closed.transitions] == [Breaker.OPEN, Breaker.HALF_OPEN, Breaker.CLOSED]
     assert b.check(DEP, retry=False).run
+    b.record(fourth, ok=True, latency_s=0.05)  # after the closing: counted, changes nothing
+    assert store.breaker(DEP)[0] == closed
+
+
+def test_after_a_probe_succeeded_one_failure_among_the_calls_let_through_opens_it_again() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock, probes=3)
+    for _ in range(4):
+        call(b, ok=False)
+    clock.advance(10)
+    call(b, ok=True)  # the first probe
+    flaky, lucky = b.check(DEP, retry=False), b.check(DEP, retry=False)
+    assert flaky.probe and lucky.probe
+    b.record(flaky, ok=False, latency_s=0.05)
+    assert state(store) is Breaker.OPEN and store.breaker(DEP)[0].opened == 2
+    b.record(lucky, ok=True, latency_s=0.05)  # too late: it is open again
+    assert state(store) is Breaker.OPEN
+    assert not b.check(DEP, retry=False).run
 
 
 def test_a_failed_probe_opens_the_breaker_again_for_twice_as_long_up_to_the_cap() -> None:
