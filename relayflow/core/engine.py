@@ -16,6 +16,7 @@ import hashlib
 import logging
 import re
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -488,8 +489,10 @@ class Engine:
         tasks = self._put_offs.take(dependency, since=since, now=self._clock.now())
         brought = 0
         if tasks:
+            failed = threading.Event()  # the queue failing once: the rest are not tried
+            run = functools.partial(self._run_now, failed=failed)
             with ThreadPoolExecutor(max_workers=16) as pool:
-                brought = sum(pool.map(self._run_now, tasks))
+                brought = sum(pool.map(run, tasks))
         extra = {
             "dependency": dependency,
             "brought_forward": brought,
@@ -498,10 +501,16 @@ class Engine:
         log.info("breaker closed", extra=extra)
         return brought
 
-    def _run_now(self, task: NextTask) -> bool:
+    def _run_now(self, task: NextTask, *, failed: threading.Event) -> bool:
+        """RunTask ``task`` unless the queue already failed in this bring-forward: each call
+        to a queue that is down would hold this request for its whole timeout, and every task
+        left comes back on its own at its time."""
+        if failed.is_set():
+            return False
         try:
             return self._queue.run_now(task)
-        except Exception:  # this one comes back on its own at its time
+        except Exception:
+            failed.set()
             log.warning("could not bring a put-off task forward", exc_info=True)
             return False
 

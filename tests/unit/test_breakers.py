@@ -427,6 +427,29 @@ def test_when_the_breaker_closes_the_steps_put_off_for_it_come_back_at_once() ->
         assert record.finished_at - closed_at < timedelta(seconds=2)  # not 120 s later
 
 
+def test_a_queue_that_fails_to_bring_forward_is_not_asked_again_for_each_task() -> None:
+    h = Harness([], dependencies=Dependencies(dependencies={DEP: POLICY}))
+    watchers(h, 15, slow=120, quick=1)
+    open_from_elsewhere(h)
+    slow = [h.start("slow", {}) for _ in range(60)]
+    for flow_id in slow:
+        h.deliver_next(flow_id)  # put off for their next poll
+    asked = []
+
+    def down(task: Any) -> bool:
+        asked.append(task)
+        raise ConnectionError("Cloud Tasks unavailable")  # each call would wait its timeout
+
+    h.queue.run_now = down  # type: ignore[method-assign]
+    for _ in range(2):
+        h.start("quick", {})  # they probe and close the breaker once the dependency is back
+    h.run()
+    assert h.breaker(DEP).state is Breaker.CLOSED
+    assert 1 <= len(asked) <= 16  # at most those already in flight when the first failed
+    # the rest came back on their own, at their next poll
+    assert {h.flow(f).status for f in slow} == {Status.SUCCEEDED}
+
+
 def test_steps_put_off_since_the_breaker_last_opened_come_back_when_it_closes() -> None:
     # Open for 2 s, doubling: probes fail at 2 and 6 s (the dependency is down until 10 s),
     # so the breaker last opens at 6 s and probes again at 14 s. A step put off in between
