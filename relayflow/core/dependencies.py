@@ -12,9 +12,11 @@ runs, the engine asks ``Breakers.check``:
 * **open** — do not run and do not fail: the step is put off until the breaker may half-open
   (and no sooner than its own backoff), without spending an attempt. A breaker opens when, over
   ``window_s``, at least ``min_calls`` calls were made and ``failure_rate`` of them failed.
-* **half-open** — ``probes`` calls may go through, one at a time per lease; that many
-  successes close the breaker, one failure opens it again for twice as long (up to
-  ``max_open_s``).
+* **half-open** — one call goes through as a probe (its lease written with the half-open
+  state); once it succeeds, calls go through again, each a probe, and ``probes`` successes
+  close the breaker; one failure opens it again for twice as long (up to ``max_open_s``).
+  When it closes, the engine brings forward the steps each instance put off (see
+  ``relayflow.core.putoffs``).
 
 The breaker's state is one Firestore document per dependency, written only on transitions and
 probes (compare-and-set, so two instances never both make one transition). Outcomes are
