@@ -418,11 +418,11 @@ class Breakers:
                 # a step put off now would cost a request more, and come back only once it
                 # closes.
                 return True
-            out = state.probes_out(now)
-            if out:
+            if state.probes_out(now):
                 return False  # the first probe alone: a dependency still down costs one call
+            # No live lease: the first probe's instance died before its outcome; probe again.
             lease = now + timedelta(seconds=policy.probe_lease_s)
-            if self._put(known, replace(state, probes=(*out, lease)), now):
+            if self._put(known, replace(state, probes=(lease,)), now):
                 return True
             self._reread(known, now)
         return False
