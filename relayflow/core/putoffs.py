@@ -4,8 +4,8 @@ that when the breaker closes they can be brought forward without querying the st
 Each instance remembers its own: the one that closes the breaker brings its own forward at
 once, every other one when it next reads the breaker and sees it closed (within the breakers'
 refresh, about a second). A step put off by an instance that has gone since comes back at its
-own next try, as it would with no breaker: the memory only makes recovery sooner, never
-correct.
+own next try, as it would with no breaker: the memory only makes recovery sooner, and nothing
+else rests on it.
 """
 
 from __future__ import annotations

@@ -49,6 +49,12 @@ def call(b: Breakers, *, ok: bool, retry: bool = False, latency_s: float = 0.05)
     return verdict
 
 
+def open_it(b: Breakers) -> None:
+    """Fail ``POLICY.min_calls`` calls through ``b``: enough to open the breaker."""
+    for _ in range(POLICY.min_calls):
+        call(b, ok=False)
+
+
 def state(store: MemoryBreakers) -> Breaker:
     return store.breaker(DEP)[0].state
 
@@ -74,8 +80,7 @@ def test_closed_opens_when_the_failure_rate_over_the_window_passes_the_threshold
 def test_an_open_breaker_puts_calls_off_until_it_may_half_open() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock)
-    for _ in range(4):
-        call(b, ok=False)
+    open_it(b)
     clock.advance(3)
     verdict = b.check(DEP, retry=False)
     assert not verdict.run and verdict.reason == "open"
@@ -91,8 +96,7 @@ def test_an_open_breaker_puts_calls_off_until_it_may_half_open() -> None:
 def test_a_put_off_step_waits_its_own_next_try_however_soon_probing_starts() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock, open_s=2, max_open_s=2)
-    for _ in range(4):
-        call(b, ok=False)
+    open_it(b)
     reopen = store.breaker(DEP)[0].reopen_at
     assert reopen is not None
     early = b.check(DEP, retry=False, natural_s=8.0, key="early")
@@ -110,8 +114,7 @@ def test_a_put_off_step_waits_its_own_next_try_however_soon_probing_starts() -> 
 def test_half_open_sends_one_probe_then_lets_calls_through_and_closes_after_enough_do() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock, probes=3)
-    for _ in range(4):
-        call(b, ok=False)
+    open_it(b)
     clock.advance(10)
     writes = store.writes
     first, waiting = (b.check(DEP, retry=False) for _ in range(2))
@@ -139,8 +142,7 @@ def test_half_open_sends_one_probe_then_lets_calls_through_and_closes_after_enou
 def test_after_a_probe_succeeded_one_failure_among_the_calls_let_through_opens_it_again() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock, probes=3)
-    for _ in range(4):
-        call(b, ok=False)
+    open_it(b)
     clock.advance(10)
     call(b, ok=True)  # the first probe
     flaky, lucky = b.check(DEP, retry=False), b.check(DEP, retry=False)
@@ -155,8 +157,7 @@ def test_after_a_probe_succeeded_one_failure_among_the_calls_let_through_opens_i
 def test_a_failed_probe_opens_the_breaker_again_for_twice_as_long_up_to_the_cap() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock)
-    for _ in range(4):
-        call(b, ok=False)
+    open_it(b)
     opens = []
     for _ in range(4):
         clock.advance(store.breaker(DEP)[0].reopen_at.timestamp() - clock.now().timestamp())  # type: ignore[union-attr]
@@ -184,8 +185,7 @@ def test_the_newest_failures_open_the_breaker_however_many_successes_the_window_
 def test_an_instance_with_a_stale_view_does_not_call_once_a_rivals_probe_reopened_it() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     a, b = breakers(store, clock), breakers(store, clock)
-    for _ in range(4):
-        call(a, ok=False)
+    open_it(a)
     a.flush()
     clock.advance(9.8)
     assert not b.check(DEP, retry=False).run  # b reads: open until 10 s
@@ -206,8 +206,7 @@ def test_an_instance_with_a_stale_view_does_not_call_once_a_rivals_probe_reopene
 def test_a_probe_whose_outcome_never_came_frees_its_place_when_its_lease_ends() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock, probes=1, probe_lease_s=15)
-    for _ in range(4):
-        call(b, ok=False)
+    open_it(b)
     clock.advance(10)
     assert b.check(DEP, retry=False).probe  # its instance dies: no record()
     clock.advance(5)
@@ -236,8 +235,7 @@ def test_two_processes_share_one_breaker() -> None:
 def test_a_closed_breaker_starts_its_window_clean() -> None:
     store, clock = MemoryBreakers(), FakeClock()
     b = breakers(store, clock)
-    for _ in range(4):
-        call(b, ok=False)
+    open_it(b)
     clock.advance(10)
     for _ in range(2):  # probes=2, one after the other
         probe = b.check(DEP, retry=False)
