@@ -989,17 +989,25 @@ class Engine:
 
     # -- callbacks -----------------------------------------------------------------------
 
-    def complete(self, token: str, completion: dict[str, Any]) -> CallbackAnswer:
+    def complete(
+        self,
+        token: str,
+        completion: dict[str, Any],
+        *,
+        visible: Callable[[str], bool] | None = None,
+    ) -> CallbackAnswer:
         """Complete a callback token with ``{"output": {...}}`` or ``{"error": {...}}``.
 
         A token is one-use: completed twice, after its step timed out, or for an ended flow,
-        it changes nothing and the answer says why.
+        it changes nothing and the answer says why. ``visible`` (a caller's tenant scope: tenant
+        in, whether the caller may see it): a token of a flow whose tenant it does not admit
+        is answered exactly as a token no flow has, so its answer tells nothing of the flow.
         """
         flow_id = token.rpartition(".")[0]  # a flow's id, or a ForEach lane's
-        if not re.fullmatch(TASK_FLOW_PATTERN[1:-1], flow_id):
+        if not re.fullmatch(TASK_FLOW_PATTERN[1:-1], flow_id) or not is_document_id(flow_id):
             return CallbackAnswer(Completion.IGNORED, "not a callback token")
         found = self._read(flow_id)
-        if found is None:
+        if found is None or (visible is not None and not visible(found.record.tenant)):
             return CallbackAnswer(Completion.IGNORED, "no flow has this token", flow_id)
         key = _track_with(found.record, token)
         if key is None:
