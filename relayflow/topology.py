@@ -7,10 +7,13 @@ names, retry and rate settings.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from relayflow.core.tenants import TENANT_PATTERN
 
 
 class _Frozen(BaseModel):
@@ -33,6 +36,31 @@ class Subscription(_Frozen):
     dead_letter_topic: str | None = None
     min_backoff_s: int | None = Field(default=None, ge=0, le=600)
     max_backoff_s: int | None = Field(default=None, ge=0, le=600)
+
+
+class TenantRequests(_Frozen):
+    """The names of a tenant's own start topic and its push subscription (``{tenant}`` in
+    each): publishers are bound to tenants by IAM on their topic, and the start function
+    takes a message's tenant from the topic it came by."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    topic: str = "flow-requests.{tenant}"
+    subscription: str = "flow-requests.{tenant}.start"
+
+    def topic_of(self, tenant: str) -> str:
+        return self.topic.format(tenant=tenant)
+
+    def subscription_of(self, tenant: str) -> str:
+        return self.subscription.format(tenant=tenant)
+
+    def tenant_of(self, topic: str) -> str | None:
+        """The tenant whose own topic ``topic`` is, or None."""
+        head, _, tail = self.topic.partition("{tenant}")
+        if not (topic.startswith(head) and topic.endswith(tail)):
+            return None
+        name = topic[len(head) : len(topic) - len(tail)] if tail else topic[len(head) :]
+        return name if re.fullmatch(TENANT_PATTERN, name) else None
 
 
 class Subscriptions(_Frozen):
@@ -81,6 +109,7 @@ class Topology(_Frozen):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     topics: Topics
+    tenant_requests: TenantRequests = TenantRequests()
     subscriptions: Subscriptions
     queues: Queues
     firestore: FirestoreNames
