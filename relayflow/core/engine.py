@@ -317,7 +317,8 @@ class Engine:
                 "reason": reason,
                 "data_base64": base64.b64encode(data[:16384]).decode("ascii"),
                 "data_truncated": len(data) > 16384,
-                "attributes": attributes,
+                # As pairs, not a map: Firestore refuses some keys Pub/Sub allows (``__x__``).
+                "attributes": [{"key": k, "value": v} for k, v in sorted(attributes.items())],
                 "rejected_at": self._clock.now(),
                 "expire_at": self._clock.now() + timedelta(seconds=self._limits.retention_s),
             },

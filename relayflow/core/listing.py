@@ -188,7 +188,10 @@ class RejectedMessage(_Model):
             except (binascii.Error, TypeError, ValueError):
                 raw = b""
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
-        return cls.model_validate({**doc, "id": doc_id, "data": text})
+        attributes = doc.get("attributes") or {}
+        if isinstance(attributes, list):  # {key, value} pairs: any key Pub/Sub allows
+            attributes = {p.get("key"): p.get("value") for p in attributes if isinstance(p, dict)}
+        return cls.model_validate({**doc, "id": doc_id, "data": text, "attributes": attributes})
 
     def cursor(self) -> Cursor:
         return Cursor(self.rejected_at, self.id)
