@@ -205,11 +205,39 @@ def test_a_malformed_message_is_recorded_with_its_reason(
         "reason": result.reason,
         "data_base64": base64.b64encode(data).decode("ascii"),
         "data_truncated": False,
-        "attributes": {"origin": "test"},
+        "attributes": [{"key": "origin", "value": "test"}],
         "rejected_at": harness.clock.now(),
         "expire_at": harness.clock.now() + timedelta(days=30),  # the default retention
     }
     assert harness.store.recent() == []
+
+
+@pytest.mark.parametrize(
+    ("data", "attributes", "reason"),
+    [
+        # An attribute key Firestore refuses as a field name: the record used to fail to write,
+        # so the message was redelivered until it was dead-lettered.
+        (b"not json", {"__origin__": "x", "ok": "y"}, "message data is not JSON"),
+        # An input key over Firestore's 1,500-byte field-name limit: the flow's create failed.
+        (
+            json.dumps({"flow": FLOW, "input": {"k" * 1600: 1}}).encode(),
+            {},
+            "Firestore stores a field path of at most 1,500 bytes",
+        ),
+    ],
+)
+def test_a_message_firestore_could_not_store_is_recorded_not_raised(
+    harness: Harness, data: bytes, attributes: dict[str, str], reason: str
+) -> None:
+    result = harness.engine.start(data, message_id="odd-1", attributes=attributes)
+
+    assert result.outcome is Started.REJECTED
+    assert result.reason is not None and reason in result.reason
+    rejected = harness.store.rejected("odd-1")
+    assert rejected is not None
+    assert rejected["attributes"] == [{"key": k, "value": v} for k, v in sorted(attributes.items())]
+    (listed,) = [m for m in harness.store.rejected_messages().items if m.id == "odd-1"]
+    assert listed.attributes == attributes
 
 
 def test_the_current_task_advances_the_flow_and_enqueues_the_next(

@@ -181,7 +181,7 @@ def test_a_malformed_message_is_rejected_and_recorded_without_a_flow(
     assert record["reason"] == result.reason
     assert base64.b64decode(record["data_base64"]) == data
     assert record["data_truncated"] is False
-    assert record["attributes"] == {"origin": "test"}
+    assert record["attributes"] == [{"key": "origin", "value": "test"}]
     assert record["rejected_at"] == NOW
 
 

@@ -14,6 +14,7 @@ from relayflow.apps.registration import ClientApi, RegistrationInput, registrati
 from relayflow.core.errors import InvalidMessage
 from relayflow.core.flows import PollPolicy, Registry, RetryPolicy
 from relayflow.core.messages import MAX_INPUT_BYTES, decode_json, parse_start, unwrap_pubsub
+from relayflow.core.values import check_storable
 
 DATA = Path(__file__).parents[1] / "data"
 CANONICAL = {"flow": "registration", "input": {"resource": "acme-1"}}
@@ -242,3 +243,20 @@ def test_a_lone_surrogate_in_a_key_is_named(registry: Registry) -> None:
     reason = reason_for(data, registry)
     assert "lone surrogate" in reason
     assert "bad\\udc80key" in reason  # named, escaped so the reason itself is valid text
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"k" * 1600: 1}, {"a" * 700: {"b" * 700: 1}}, {"é" * 700: 1}],
+    ids=["one-long-key", "a-long-path", "multibyte"],
+)
+def test_an_input_key_or_path_over_firestores_field_limit_is_refused(
+    registry: Registry, value: dict[str, Any]
+) -> None:
+    reason = reason_for(encode({**CANONICAL, "input": {**CANONICAL["input"], **value}}), registry)
+    assert "Firestore stores a field path of at most 1,500 bytes" in reason
+    assert len(reason) < 400  # the key is named, not copied whole
+
+
+def test_long_keys_within_the_field_limit_are_fine() -> None:
+    check_storable({"a" * 600: {"b" * 600: 1}}, where="input", max_bytes=MAX_INPUT_BYTES)
