@@ -66,7 +66,9 @@ def publish(bodies: list[dict[str, Any]]) -> dict[str, float]:
     sent: dict[str, float] = {}
 
     def one(body: dict[str, Any]) -> None:
-        events.submit("flow-requests", json.dumps(body).encode()).result(timeout=60)
+        # Each tenant publishes on its own topic (publishers are bound to tenants).
+        topic = f"flow-requests.{body['tenant']}"
+        events.submit(topic, json.dumps(body).encode()).result(timeout=60)
         sent[body["flow_id"]] = time.time()
 
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -232,7 +234,7 @@ def report(alone: list[float], behind: dict[str, Any], args: argparse.Namespace)
 
 def tenants_policy(args: argparse.Namespace) -> str:
     a = {"max_running": args.a_max_running, "starts_per_s": args.a_starts_per_s}
-    return json.dumps({"tenants": {"a": a}})
+    return json.dumps({"tenants": {"a": a, "b": {}}})  # B named: it gets its own topic
 
 
 def inner(args: argparse.Namespace) -> int:

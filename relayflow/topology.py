@@ -13,7 +13,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from relayflow.core.tenants import TENANT_PATTERN
+from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
 
 
 class _Frozen(BaseModel):
@@ -113,6 +113,20 @@ class Topology(_Frozen):
     subscriptions: Subscriptions
     queues: Queues
     firestore: FirestoreNames
+
+
+def topic_of_source(source: str | None) -> str | None:
+    """The topic a ``messagePublished`` CloudEvent came by, from its ``source``
+    (``//pubsub.googleapis.com/projects/P/topics/T``): Eventarc sets it, and
+    functions-framework does when the push endpoint's path names the topic."""
+    head, sep, topic = (source or "").rpartition("/topics/")
+    return topic if sep and "/projects/" in f"{head}/" and topic and "/" not in topic else None
+
+
+def tenant_of_topic(topology: Topology, topic: str | None) -> str:
+    """Whose start message came by ``topic``: a tenant's own topic is that tenant's; the
+    shared topic (or one not known) starts the default tenant's flows only."""
+    return (topic and topology.tenant_requests.tenant_of(topic)) or DEFAULT_TENANT
 
 
 @lru_cache(maxsize=1)

@@ -16,6 +16,7 @@ from cloudevents.http.event import CloudEvent
 from relayflow.core.errors import InvalidMessage
 from relayflow.core.messages import unwrap_pubsub
 from relayflow.runtime import boot
+from relayflow.topology import tenant_of_topic, topic_of_source
 
 runtime = boot("relayflow-start")
 log = logging.getLogger("relayflow.start")
@@ -30,8 +31,10 @@ def start_flow(event: CloudEvent) -> None:
         # Nothing to record under: no message id. Ack, or it would come back forever.
         log.error("unreadable start event", extra={"reason": exc.reason, "event_id": event["id"]})
         return
+    # Publishers are bound to tenants by IAM on their topics: the topic says whose flow it is.
+    tenant = tenant_of_topic(runtime.topology, topic_of_source(event.get("source")))
     result = runtime.engine.start(
-        message.data, message_id=message.message_id, attributes=message.attributes
+        message.data, message_id=message.message_id, attributes=message.attributes, tenant=tenant
     )
     log.info(
         "start message handled",

@@ -13,6 +13,7 @@ import contextvars
 import dataclasses
 import functools
 import hashlib
+import hmac
 import logging
 import re
 import secrets
@@ -232,8 +233,21 @@ class Engine:
 
     # -- start ---------------------------------------------------------------------------
 
-    def start(self, data: bytes, *, message_id: str, attributes: dict[str, str]) -> StartResult:
+    def start(
+        self,
+        data: bytes,
+        *,
+        message_id: str,
+        attributes: dict[str, str],
+        tenant: str = DEFAULT_TENANT,
+    ) -> StartResult:
         """Start the flow a message asks for, once, however often the message arrives.
+
+        ``tenant``: whose topic the message came by. Publishers are bound to tenants by IAM on
+        their topics (each tenant named in the tenants policy has its own; ``flow-requests``
+        is the default tenant's), so the topic, not the message, says whose flow it is: a
+        message naming another tenant is rejected, and none is given a priority above its
+        tenant's policy.
 
         A malformed message is recorded in ``rejected`` and reported, never raised: raising
         would make Pub/Sub redeliver something that can never succeed. Infrastructure errors
@@ -249,21 +263,23 @@ class Engine:
             kind=SpanKind.CONSUMER,
             attributes={"message_id": message_id},
         ) as span:
-            result = self._start(data, message_id=message_id, attributes=attributes)
+            result = self._start(data, message_id=message_id, attributes=attributes, bound=tenant)
             span.set_attribute("outcome", result.outcome.value)
             if result.flow_id:
                 span.set_attribute("flow_id", result.flow_id)
             return result
 
-    def _start(self, data: bytes, *, message_id: str, attributes: dict[str, str]) -> StartResult:
+    def _start(
+        self, data: bytes, *, message_id: str, attributes: dict[str, str], bound: str
+    ) -> StartResult:
         try:
             message, flow = parse_start(data, self._registry, attributes)
+            tenant = _tenant_of(message.tenant, bound)
         except InvalidMessage as exc:
             self._reject(data, message_id, attributes, exc.reason)
             self._metrics.message_rejected("", "INVALID_MESSAGE")
             return StartResult(Started.REJECTED, reason=exc.reason)
         flow_id = message.flow_id or safe_id(message_id)
-        tenant = message.tenant or DEFAULT_TENANT
         policy = self._admission.tenants.policy(tenant)
         record = planner.new_record(
             self._plan(flow),
@@ -272,7 +288,7 @@ class Engine:
             message_id=message_id,
             deadline_s=message.deadline_s,
             tenant=tenant,
-            priority=message.priority or policy.priority,
+            priority=_capped(message.priority, policy.priority),
             waiting=self._admission.must_wait(tenant),
         ).model_copy(update={"trace": telemetry.current_traceparent()})
         if not self._store.create(record):
@@ -1273,8 +1289,36 @@ def _plan_of(engine: Engine, record: FlowRecord) -> Plan:
     return engine._plan(engine._planning_flow(record))
 
 
+def _tenant_of(named: str | None, bound: str) -> str:
+    """The tenant of a start message that came by ``bound``'s topic; InvalidMessage if the
+    message names another (a publisher may start flows of its own tenant only)."""
+    if named is None or named == bound:
+        return bound
+    came_by = (
+        "flow-requests, which starts the default tenant's flows only"
+        if bound == DEFAULT_TENANT
+        else f"tenant {bound!r}'s own topic"
+    )
+    raise InvalidMessage(
+        f"the message names tenant {named!r} but came by {came_by}: a tenant's flows start on "
+        f"its own topic (flow-requests.{named}), which only its publishers may publish on"
+    )
+
+
+def _capped(asked: str | None, allowed: str) -> str:
+    """A message's priority, never above its tenant's: it may ask for ``low``, not ``high``."""
+    return "low" if asked == "low" or allowed == "low" else allowed
+
+
 def _track_with(record: FlowRecord, token: str) -> str | None:
-    return next((k for k, t in record.tracks.items() if t.token == token), None)
+    """The track awaiting ``token``: compared in constant time, so how long a wrong guess
+    takes says nothing of how much of it was right."""
+    given = token.encode("utf-8", "surrogatepass")
+    found = None
+    for key, track in record.tracks.items():
+        if track.token is not None and hmac.compare_digest(track.token.encode("utf-8"), given):
+            found = key
+    return found
 
 
 def _not_awaited(record: FlowRecord) -> str:

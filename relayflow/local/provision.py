@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 from google.api_core.exceptions import AlreadyExists
@@ -32,26 +32,37 @@ def push_endpoint(ports: Ports, topic: str) -> str:
     return f"http://{HOST}:{ports.start_function}/projects/{PROJECT_ID}/topics/{topic}"
 
 
-def provision_pubsub(ports: Ports, topology: topo.Topology) -> None:
-    """Topics, the push subscription to the start function, and the pull 'hold' subscriptions."""
+def provision_pubsub(ports: Ports, topology: topo.Topology, tenants: Iterable[str] = ()) -> None:
+    """Topics, the push subscriptions to the start function (the shared one, and one for each
+    of ``tenants``' own topics, as Terraform makes them), and the pull 'hold' subscriptions."""
     host = f"{HOST}:{ports.pubsub}"
+    starts = [topology.subscriptions.start, *(tenant_start(topology, t) for t in tenants)]
     with publisher_client(host) as publisher:
         for topic in (
-            topology.topics.requests,
             topology.topics.results,
             topology.topics.dead_letter,
             topology.topics.signals,
+            *(start.topic for start in starts),
         ):
             _ignore_existing(partial(publisher.create_topic, name=_topic_path(topic)))
     with subscriber_client(host) as subscriber:
-        start = topology.subscriptions.start
-        _create_subscription(subscriber, _subscription(start, push_endpoint(ports, start.topic)))
+        for start in starts:
+            push = push_endpoint(ports, start.topic)
+            _create_subscription(subscriber, _subscription(start, push))
         for pull in (topology.subscriptions.dead_letter, topology.subscriptions.results):
             _create_subscription(subscriber, _subscription(pull, push=None))
         signals = topology.subscriptions.signals
         if signals is not None:  # callback completions, pushed to the api
             api = f"http://{HOST}:{ports.api}/signals"
             _create_subscription(subscriber, _subscription(signals, push=api))
+
+
+def tenant_start(topology: topo.Topology, tenant: str) -> topo.Subscription:
+    """``tenant``'s own start subscription: the shared one's settings, on its own topic."""
+    names = topology.tenant_requests
+    return topology.subscriptions.start.model_copy(
+        update={"name": names.subscription_of(tenant), "topic": names.topic_of(tenant)}
+    )
 
 
 def provision_queues(ports: Ports, topology: topo.Topology) -> None:

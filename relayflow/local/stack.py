@@ -300,11 +300,17 @@ class Stack:
         topology = load_topology()
         try:
             if "pubsub" in self.names:
-                provision_pubsub(self.ports, topology)
+                provision_pubsub(self.ports, topology, self._tenants())
             if "cloud_tasks" in self.names:
                 provision_queues(self.ports, topology)
         except GoogleAPICallError as error:
             raise StackError(f"provisioning the emulators failed: {error}") from error
+
+    def _tenants(self) -> list[str]:
+        """The tenants named in the stack's RELAYFLOW_TENANTS: each gets its own start topic."""
+        from relayflow.core.tenants import Tenants
+
+        return sorted(Tenants.parse(self._base_env.get("RELAYFLOW_TENANTS", "")).tenants)
 
     def _reap(self) -> None:
         for popen in self._popens.values():

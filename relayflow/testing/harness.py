@@ -41,7 +41,7 @@ from relayflow.core.planner import QueueNames
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.state import TERMINAL
-from relayflow.core.tenants import Tenants
+from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.metrics import Metrics
 from relayflow.testing.memory import MemoryBreakers, MemoryEvents, MemoryQueue, MemoryStore
 
@@ -151,21 +151,34 @@ class Harness:
         tenant: str | None = None,
         priority: str | None = None,
     ) -> str:
-        """Publish a start message; the flow id. AssertionError if the message is rejected."""
+        """Publish a start message (on ``tenant``'s own topic, as its publishers do); the flow
+        id. AssertionError if the message is rejected."""
         body = _message(flow, input or {}, flow_id, deadline_s)
-        body.update({k: v for k, v in (("tenant", tenant), ("priority", priority)) if v})
-        result = self.publish(body)
+        if priority:
+            body["priority"] = priority
+        result = self.publish(body, tenant=tenant or DEFAULT_TENANT)
         if result.flow_id is None or result.reason:
             raise AssertionError(f"start rejected: {result.reason}")
         return result.flow_id
 
     def publish(
-        self, body: dict[str, Any] | bytes, *, message_id: str | None = None
+        self,
+        body: dict[str, Any] | bytes,
+        *,
+        message_id: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        attributes: dict[str, str] | None = None,
     ) -> StartResult:
-        """Deliver a start message as Pub/Sub would; what the engine did with it."""
+        """Deliver a start message as Pub/Sub would, on ``tenant``'s topic (``flow-requests``
+        for the default tenant); what the engine did with it."""
         self._messages += 1
         data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
-        return self.engine.start(data, message_id=message_id or f"m{self._messages}", attributes={})
+        return self.engine.start(
+            data,
+            message_id=message_id or f"m{self._messages}",
+            attributes=attributes or {},
+            tenant=tenant,
+        )
 
     def run(self, flow_id: str | None = None, *, max_tasks: int = 10_000) -> FlowRecord | None:
         """Deliver due tasks, skipping time ahead, until ``flow_id`` ends (or, without one,

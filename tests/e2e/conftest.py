@@ -37,7 +37,13 @@ FAST_POLICIES = {
     "RELAYFLOW_SWEEP_GRACE_S": "1",
     # Tenants only the protection tests use: a quota of 2, and a high-priority one.
     "RELAYFLOW_TENANTS": json.dumps(
-        {"tenants": {"e2e-limited": {"max_running": 2}, "e2e-high": {"priority": "high"}}}
+        {
+            "tenants": {
+                "e2e-limited": {"max_running": 2},
+                "e2e-high": {"priority": "high"},
+                "e2e-paused": {},
+            }
+        }
     ),
 }
 PROJECT = "relayflow-local"
@@ -75,12 +81,15 @@ class Harness:
     def url(self, port: int, path: str) -> str:
         return f"http://{HOST}:{port}{path}"
 
-    def publish(self, body: dict[str, Any] | bytes, **attributes: str) -> str:
+    def publish(
+        self, body: dict[str, Any] | bytes, *, topic: str = "flow-requests", **attributes: str
+    ) -> str:
+        """Publish a start message on ``topic`` (a tenant's own: ``flow-requests.{tenant}``)."""
         import json
 
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         client = publisher_client(f"{HOST}:{self.ports.pubsub}")
-        topic = client.topic_path(PROJECT, "flow-requests")
+        topic = client.topic_path(PROJECT, topic)
         response = client.publish(
             topic=topic, messages=[PubsubMessage(data=data, attributes=attributes)]
         )

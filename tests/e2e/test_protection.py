@@ -29,8 +29,25 @@ def _api(harness: Harness, path: str) -> Any:
 
 
 def _start(harness: Harness, flow_id: str, tenant: str) -> None:
+    """Start a flow of ``tenant`` as its publishers do: on its own topic."""
     body = {"flow": "registration", "flow_id": flow_id, "input": {"resource": flow_id}}
-    harness.publish({**body, "tenant": tenant})
+    harness.publish({**body, "tenant": tenant}, topic=f"flow-requests.{tenant}")
+
+
+def test_a_start_naming_a_tenant_on_the_shared_topic_is_rejected_and_recorded(
+    harness: Harness, new_id: Callable[[str], str]
+) -> None:
+    flow_id = new_id("forged")
+    body = {"flow": "registration", "flow_id": flow_id, "input": {"resource": flow_id}}
+    message_id = harness.publish(body, tenant="e2e-limited")  # as an attribute, on flow-requests
+
+    def recorded() -> bool:
+        return harness.store.rejected(message_id) is not None
+
+    assert poll_until(recorded, timeout_s=30)
+    rejected = harness.store.rejected(message_id)
+    assert rejected is not None and "flow-requests.e2e-limited" in rejected["reason"]
+    assert harness.store.get(flow_id) is None
 
 
 def _most_running(records: list[FlowRecord]) -> int:

@@ -50,6 +50,27 @@ def test_start_subscription_pushes_to_the_function_with_dead_letter_policy(
     assert sub.retry_policy.maximum_backoff.total_seconds() == spec.max_backoff_s
 
 
+def test_each_named_tenant_gets_its_own_start_topic_pushed_with_its_name_in_the_path(
+    emulators: Stack,
+) -> None:
+    provision_pubsub(emulators.ports, load_topology(), ["acme"])
+    shared = load_topology().subscriptions.start
+
+    with subscriber_client(emulators.env()["PUBSUB_EMULATOR_HOST"]) as subscriber:
+        sub = subscriber.get_subscription(
+            subscription=f"projects/{PROJECT_ID}/subscriptions/flow-requests.acme.start"
+        )
+
+    assert sub.topic == f"projects/{PROJECT_ID}/topics/flow-requests.acme"
+    assert sub.push_config.push_endpoint.endswith(
+        f":{emulators.ports.start_function}/projects/{PROJECT_ID}/topics/flow-requests.acme"
+    )
+    assert sub.ack_deadline_seconds == shared.ack_deadline_s
+    assert sub.dead_letter_policy.dead_letter_topic == (
+        f"projects/{PROJECT_ID}/topics/{shared.dead_letter_topic}"
+    )
+
+
 @pytest.mark.parametrize(
     ("subscription", "topic"),
     [("flow-requests-dead-hold", "flow-requests-dead"), ("flow-results-hold", "flow-results")],

@@ -110,15 +110,26 @@ def test_pausing_a_tenant_puts_its_tasks_off_and_resuming_goes_on_where_they_wer
 def test_every_flow_and_event_carries_its_tenant_and_high_priority_takes_its_own_queues() -> None:
     from relayflow.core.planner import QueueNames
 
-    h = Harness(flow())
+    tenants = Tenants(tenants={"acme": TenantPolicy(priority="high")})
+    h = Harness(flow(), tenants=tenants)
     h.engine._queues = QueueNames(steps_high="flow-steps-high", polls_high="flow-polls-high")
-    urgent = h.start("job", tenant="acme", priority="high")
-    normal = h.start("job", tenant="acme")
+    urgent = h.start("job", tenant="acme")
+    normal = h.start("job", tenant="acme", priority="low")  # a message may ask for less
     assert h.flow(urgent).tenant == "acme" and h.flow(urgent).priority == "high"
     assert h.flow(urgent).next is not None and h.flow(urgent).next.queue == "flow-steps-high"
     assert h.flow(normal).next is not None and h.flow(normal).next.queue == "flow-steps"
     h.run()
     assert {e["tenant"] for e in h.results()} == {"acme"}
+
+
+def test_a_message_cannot_raise_its_priority_above_its_tenants_policy() -> None:
+    from relayflow.core.planner import QueueNames
+
+    h = Harness(flow(), tenants=Tenants(tenants={"acme": TenantPolicy(priority="low")}))
+    h.engine._queues = QueueNames(steps_high="flow-steps-high", polls_high="flow-polls-high")
+    pushy = h.start("job", tenant="acme", priority="high")
+    assert h.flow(pushy).priority == "low"
+    assert h.flow(pushy).next is not None and h.flow(pushy).next.queue == "flow-steps"
 
 
 def test_a_cancelled_waiting_flow_is_skipped_and_frees_nothing() -> None:
