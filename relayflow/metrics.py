@@ -72,6 +72,10 @@ class Metrics:
     def flow_ended(self, record: FlowRecord) -> None:
         """A flow's end was committed and announced (once per generation)."""
 
+    def cleanup_ended(self, record: FlowRecord, tenant: str = "default") -> None:
+        """An ended flow's clean-up was over (done or abandoned) and announced; ``tenant`` is
+        the tenant's metric label."""
+
     def step_ran(self, flow: str, position: Position, outcome: str, duration_s: float) -> None:
         """A handler (action, poll or compensation) ran and ended with ``outcome``."""
 
@@ -121,6 +125,14 @@ class OtelMetrics(Metrics):
         meter = provider.get_meter(METER_NAME)
         self._started = meter.create_counter("relayflow.flows.started", "1", "Flows started.")
         self._ended = meter.create_counter("relayflow.flows.ended", "1", "Flows ended.")
+        self._cleanups = meter.create_counter(
+            "relayflow.cleanups.ended", "1", "Clean-ups of ended flows over, by state."
+        )
+        self._abandoned = meter.create_counter(
+            "relayflow.cleanups.abandoned",
+            "1",
+            "Clean-ups given up: a failed flow may have left an effect live.",
+        )
         self._duration = meter.create_histogram(
             "relayflow.step.duration",
             "s",
@@ -182,6 +194,12 @@ class OtelMetrics(Metrics):
         status = str(record.status)
         self._ended.add(1, {"flow": record.flow, "status": status, "code": code})
         self._polls.record(record.polls, {"flow": record.flow, "status": status})
+
+    def cleanup_ended(self, record: FlowRecord, tenant: str = "default") -> None:
+        state = str(record.cleanup.state) if record.cleanup is not None else ""
+        self._cleanups.add(1, {"flow": record.flow, "tenant": tenant, "state": state})
+        if state == "abandoned":
+            self._abandoned.add(1, {"flow": record.flow, "tenant": tenant})
 
     def step_ran(self, flow: str, position: Position, outcome: str, duration_s: float) -> None:
         labels = {"flow": flow, "step": position.step, "kind": str(position.kind)}

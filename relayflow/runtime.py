@@ -154,6 +154,8 @@ def limits(settings: Settings, topology: Topology) -> Limits:
         poll_budget_s=budget or polls.dispatch_deadline_s - COMMIT_MARGIN_S,
         unknown_flow_grace_s=settings.unknown_flow_grace_s,
         continue_inline=settings.continue_inline,
+        undo_window_s=settings.undo_window_s,
+        undo_max_interval_s=settings.undo_max_interval_s,
     )
 
 

@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     # found its operation ready, say) runs in the same request, its claim taken in that
     # commit: one write, one task and one request fewer. False: every step is its own task.
     continue_inline: bool = True
+    # An undo that cannot be done now (its dependency is down, its retries are spent) does
+    # not hold a failed flow's end back: the flow ends, and the undo goes on as its clean-up,
+    # on a backoff that grows to ``undo_max_interval_s``, for this long after the end; then
+    # it is abandoned (an alert). 0: such an undo is recorded as failed at once. Cloud Tasks
+    # schedules at most 30 days ahead, so the window stays under that.
+    undo_window_s: float = Field(default=24 * 3600.0, ge=0, le=29 * 24 * 3600.0)
+    undo_max_interval_s: float = Field(default=3600.0, ge=1, le=24 * 3600.0)
 
     # The operator api: its own URL is the audience of the ID tokens its callers send
     # (``api_audiences`` adds others, e.g. the OAuth client of a proxy that mints them).

@@ -79,7 +79,7 @@ from relayflow.core.position import (
     is_document_id,
 )
 from relayflow.core.putoffs import PutOffs
-from relayflow.core.records import Effect, FlowRecord, NextTask
+from relayflow.core.records import Effect, FlowRecord, NextTask, event_kind
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.core.values import UnstorableValue, check_storable
@@ -196,6 +196,11 @@ class Limits:
     # Run a claimed step due the moment its predecessor commits in the same request (see
     # ``Engine._onward``); off, every step is delivered as its own task.
     continue_inline: bool = False
+    # An undo that cannot be done now (its dependency down) goes on after the flow has
+    # ended, as its clean-up, on a long backoff, for this long (0: recorded as failed).
+    undo_window_s: float = 24 * 3600.0
+    undo_initial_s: float = 30.0
+    undo_max_interval_s: float = 3600.0
 
 
 class Engine:
@@ -405,7 +410,11 @@ class Engine:
         if verdict is not None and not verdict.run:
             assert verdict.until is not None
             remember = functools.partial(self._remember_put_off, verdict.dependency)
-            return self._put_off(found, verdict.detail, verdict.until, then=remember)
+            # An undo put off because its dependency is down does not hold the flow's end:
+            # it goes on as the flow's clean-up.
+            return self._put_off(
+                found, verdict.detail, verdict.until, then=remember, hand_over=True
+            )
         if found.record.position.kind in _UNCLAIMED:  # read only: no claim
             position = found.record.position
             outcome = self._execute(flow, found.record, verdict)
@@ -464,17 +473,25 @@ class Engine:
         until: datetime,
         *,
         then: Callable[[Snapshot], Ran | None] | None = None,
+        hand_over: bool = False,
     ) -> Ran:
         """Put the focused task off until ``until`` (a new task then, no attempt spent).
-        ``then``: what runs once that is committed, before it is settled."""
+        ``then``: what runs once that is committed, before it is settled; ``hand_over``: see
+        ``planner.defer``."""
         position = found.record.position
         plan = self._plan(self._planning_flow(found.record))
 
         def deferred(latest: FlowRecord) -> FlowRecord | None:
             current = _focused_at(latest, position)
-            return None if current is None else planner.defer(plan, current, until=until, why=why)
+            if current is None:
+                return None
+            planned = planner.defer(plan, current, until=until, why=why, hand_over=hand_over)
+            marked = _marked(planned)  # a hand-over ends the flow: its result is published
+            marks[:] = [marked is not planned]
+            return marked
 
-        return self._write(found, deferred, then=then)
+        marks: list[bool] = []
+        return self._write(found, deferred, then=then, marks=marks)
 
     def _remember_put_off(self, dependency: str, committed: Snapshot) -> None:
         """Remember the task of a step just put off for ``dependency``'s breaker, to bring it
@@ -959,13 +976,12 @@ class Engine:
             plan_for = functools.partial(_plan_of, self)
             self._admission.pass_on(plan_for, record, self._clock.now(), self._settle)
         with telemetry.joined(record.trace):
-            if record.status in ACTIVE:
+            if record.status in ACTIVE or record.cleaning:  # a clean-up has tasks too
                 for track in record.tracks.values():
                     if track.next is not None:
                         self._queue.ensure(record.flow_id, track.next)
-            elif record.is_lane:
-                return  # a lane's end is news for its flow, not a result event
-            elif record.status in TERMINAL and record.result:
+            # A lane's end is news for its flow, not a result event.
+            if record.status in TERMINAL and record.result and not record.is_lane:
                 if not record.result_published:
                     self._publish_result(record, version)
                 elif marked:
@@ -989,10 +1005,23 @@ class Engine:
             raise
         if marked:
             if version is not None:  # the commit just made: counted once, here
-                self._metrics.flow_ended(record)
+                self._count_end(record)
             return
         # Counted by whoever marks it: once per generation, however often it was settled.
         if self._store.mark_published(record.flow_id, record.position.generation, start=version):
+            self._count_end(record)
+
+    def _count_end(self, record: FlowRecord) -> None:
+        """Count what the event just published announced: the flow's end, or its clean-up's."""
+        if event_kind(record) == "cleanup":
+            tenant = self._admission.tenants.label(record.tenant)
+            self._metrics.cleanup_ended(record, tenant)
+            if record.cleanup is not None and record.cleanup.left:
+                log.error(
+                    "clean-up abandoned",
+                    extra={"flow_id": record.flow_id, "left": record.cleanup.left},
+                )
+        else:
             self._metrics.flow_ended(record)
 
     def _unmark(self, record: FlowRecord) -> None:
@@ -1099,6 +1128,12 @@ class Engine:
         return self._operate(
             flow_id, lambda plan, r: planner.restart(plan, r, reason=reason, by=by)
         )
+
+    def undo(self, flow_id: str, *, reason: str = "", by: str = "") -> FlowRecord:
+        """Undo again what a failed, timed-out or cancelled flow left live (its clean-up was
+        given up, or an undo failed for good): a new clean-up, with a fresh undo window;
+        ``by`` and ``reason`` are recorded on the flow's history."""
+        return self._operate(flow_id, lambda plan, r: planner.undo_again(plan, r, reason, by=by))
 
     def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
         record = self.get(flow_id)
@@ -1215,7 +1250,7 @@ class Engine:
             record.flow_id,
             lambda current: (
                 planner.unknown_flow(plan, current, message=message)
-                if current.status in ACTIVE and current.tracks == seen
+                if (current.status in ACTIVE or current.cleaning) and current.tracks == seen
                 else None
             ),
         )
@@ -1242,7 +1277,8 @@ class Engine:
 
         def rescued(latest: FlowRecord) -> FlowRecord | None:
             track = latest.tracks.get(key)
-            if latest.status not in ACTIVE or track is None or track.next != stuck:
+            moving = latest.status in ACTIVE or latest.cleaning
+            if not moving or track is None or track.next != stuck:
                 return None
             current = latest.focused(key)
             if current.position.rescue >= limit:
@@ -1282,6 +1318,9 @@ class Engine:
             history_limit=self._limits.history_limit,
             retention_s=self._limits.retention_s,
             p95_s=self._breakers.p95_s if self._breakers is not None else None,
+            undo_window_s=self._limits.undo_window_s,
+            undo_initial_s=self._limits.undo_initial_s,
+            undo_max_interval_s=self._limits.undo_max_interval_s,
         )
 
 
@@ -1363,8 +1402,11 @@ _UNCLAIMED = frozenset({TaskKind.POLL, TaskKind.CHOICE, TaskKind.WAIT})
 
 
 def _track_of(record: FlowRecord, position: Position) -> str | None:
-    """The key of the active flow's track at ``position`` (None: a stale or duplicate task)."""
-    return record.track_at(position) if record.status in ACTIVE else None
+    """The key of the active flow's track at ``position`` (None: a stale or duplicate task),
+    or of an ended flow's clean-up."""
+    if record.status in ACTIVE:
+        return record.track_at(position)
+    return record.track_at(position) if record.cleaning else None
 
 
 # A step due at once after the one a request ran is run in that request while the request
@@ -1440,7 +1482,10 @@ def _ended_by(record: FlowRecord, position: Position) -> bool:
         and record.result is not None
         and record.result_published
         and not record.is_lane
-        and record.position == position
+        and (
+            record.position == position
+            or (record.cleanup is not None and record.cleanup.from_position == position)
+        )
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from relayflow.core.backoff import clip_to_deadline
+from relayflow.core.backoff import clip_to_deadline, compute_delay
 from relayflow.core.errors import (
     InvalidTransition,
     NotReady,
@@ -39,8 +39,11 @@ from relayflow.core.flows import (
 from relayflow.core.position import Position, TaskKind, split_effect_name, task_id
 from relayflow.core.records import (
     ADMIT_TRACK,
+    CLEANUP_TRACK,
     UNDO_TRACK,
     Claim,
+    Cleanup,
+    CleanupState,
     Effect,
     EffectState,
     FanOut,
@@ -124,6 +127,11 @@ class Plan:
     retention_s: float = 30 * 24 * 3600.0
     # A dependency's recent p95 latency (None: unknown), where adaptive retries start from.
     p95_s: Callable[[str], float | None] | None = None
+    # How long an ended flow's clean-up goes on undoing (0: none; an undo that cannot be done
+    # now is recorded as failed), and the long backoff its tries follow.
+    undo_window_s: float = 24 * 3600.0
+    undo_initial_s: float = 30.0
+    undo_max_interval_s: float = 3600.0
 
     @property
     def flow(self) -> Flow:
@@ -222,17 +230,28 @@ def admission_tried(record: FlowRecord) -> FlowRecord:
     return record.model_copy(update={"tracks": tracks, "focus": None}).stored()
 
 
-def defer(plan: Plan, record: FlowRecord, *, until: datetime, why: str) -> FlowRecord:
+def defer(
+    plan: Plan, record: FlowRecord, *, until: datetime, why: str, hand_over: bool = False
+) -> FlowRecord:
     """Put off the focused task until ``until`` (its tenant paused, its dependency's breaker
     open, its retry budget spent): a new task under a new name, no attempt spent. A step
     that cannot run before its deadline ends the flow TIMED_OUT now (and undoes its effects);
-    an undo is never timed out: it waits as long as it must."""
+    an undo is never timed out. ``hand_over`` (its dependency is down): an undo of a
+    compensating flow is handed to the flow's clean-up, so the flow ends now; a clean-up's
+    undo is put off at most to the end of its window, and given up once that has passed."""
     pos = record.position
     if pos.kind is not TaskKind.COMPENSATE and until > _deadline_of(plan, record):
         err = _timeout(record, "DEADLINE_EXCEEDED", f"the deadline passes while {why}")
         return _begin_failure(plan, record, Status.TIMED_OUT, err, "deferred")
-    pos = pos.model_copy(update={"deferral": pos.deferral + 1})
     delay = max(0.0, (until - plan.now).total_seconds())
+    pos = pos.model_copy(update={"deferral": pos.deferral + 1})
+    if hand_over and pos.kind is TaskKind.COMPENSATE and _may_hand_over(plan, record):
+        return _hand_over(plan, record, pos, delay, why=why, a_try=False).stored()
+    if record.focus == CLEANUP_TRACK:
+        assert record.cleanup is not None
+        if plan.now >= record.cleanup.until:
+            return abandon_cleanup(plan, record, f"its undo window closed while {why}").stored()
+        delay = min(delay, (record.cleanup.until - plan.now).total_seconds())
     entry = _entry(plan, record, "deferred", detail=why, delay_s=delay)
     moved = _log(plan, record, entry, a_try=False).model_copy(update={"position": pos})
     return _with_next(moved, schedule(plan, moved, pos, delay)).stored()
@@ -567,17 +586,21 @@ def _with_left_behind(record: FlowRecord, result: Result) -> Result:
 def _compensate_at(plan: Plan, record: FlowRecord, effect: Effect, result: Result) -> FlowRecord:
     """Start undoing ``effect``: the flow's only track is the undo track. (A lane undoing its
     failed item stays RUNNING: it goes on with its next item afterwards.)"""
+    return _undo_track(plan, record, _undo_position(plan, record, effect), result)
+
+
+def _undo_position(plan: Plan, record: FlowRecord, effect: Effect, **update: int) -> Position:
+    """Where undoing ``effect`` starts (``update``: its try and clean-up round)."""
     scope, item, step = split_effect_name(effect.step)
-    index = _index_in(plan.flow, scope, step)
-    pos = Position(
+    return Position(
         generation=record.position.generation,
-        step_index=index,
+        step_index=_index_in(plan.flow, scope, step),
         step=step,
         kind=TaskKind.COMPENSATE,
         scope=scope,
         item=item,
+        **update,
     )
-    return _undo_track(plan, record, pos, result)
 
 
 def _undo_track(plan: Plan, record: FlowRecord, pos: Position, result: Result) -> FlowRecord:
@@ -639,13 +662,17 @@ def step_at(flow: Flow, position: Position) -> Step:
     return _container(flow, position.scope).step(position.step_index)
 
 
+# Effects that may be live and that an undo has not given up on.
+_TO_UNDO = (EffectState.UNKNOWN, EffectState.DONE, EffectState.UNDO_PENDING)
+
+
 def _next_compensation(flow: Flow, record: FlowRecord, *, item: int | None) -> Effect | None:
     """The effect undone next: done or unknown (its responses may have been lost), newest
     first, with a compensation in ``flow`` (of the item ``item`` only, if given)."""
     pending = [
         (effect.order, i, effect)
         for i, effect in enumerate(record.effects)
-        if effect.state in (EffectState.UNKNOWN, EffectState.DONE)
+        if effect.state in _TO_UNDO
     ]
     # Newest first; effects of one instant in the reverse of the order they were recorded.
     for _, _, effect in sorted(pending, key=lambda t: (t[0], t[1]), reverse=True):
@@ -706,6 +733,8 @@ def _forget_first_try(record: FlowRecord) -> FlowRecord:
 
 
 def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+    if record.focus == CLEANUP_TRACK:
+        return _after_cleanup(plan, record, outcome)
     pos = record.position
     step = step_at(plan.flow, pos)
     assert isinstance(step, EffectStep)
@@ -718,6 +747,13 @@ def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flo
         nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
         moved = _log(plan, record, entry).model_copy(update={"position": nxt})
         return _with_next(moved, schedule(plan, moved, nxt, delay))
+    if isinstance(outcome, Retry) and _may_hand_over(plan, record):
+        # Its tries are spent and it may still succeed later: the flow ends now, and the
+        # undo goes on as its clean-up, on the long backoff.
+        nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
+        delay = _cleanup_delay(plan, record, tries=0, error=outcome.error)
+        why = f"retryable error: {outcome.error.message}"
+        return _hand_over(plan, record, nxt, delay, why=why, a_try=True)
     detail = "" if isinstance(outcome, Completed) else _describe(outcome)
     undone = isinstance(outcome, Completed)
     outcome_name = "compensated" if undone else "compensation failed"
@@ -864,6 +900,12 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
     steps before them, and starts every step that is then ready: a step whose undo failed is
     not done again, one that was undone is, and so is everything that ran after it.
     """
+    if record.cleaning:
+        assert record.cleanup is not None
+        raise InvalidTransition(
+            "its clean-up is still undoing what it did (until "
+            f"{record.cleanup.until.isoformat()}): retry once the clean-up is over"
+        )
     kept = _outputs_kept(plan.flow, record)
     generation = record.position.generation + 1
     detail = f"generation {generation}" + (f": {reason}" if reason else "")
@@ -876,6 +918,7 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
             "focus": None,
             "result": None,
             "result_published": False,
+            "cleanup": None,
             "finished_at": None,
             "expire_at": None,
             "deadline_at": None,
@@ -985,6 +1028,9 @@ def exhausted(plan: Plan, record: FlowRecord) -> bool:
     """Whether the current action or compensation has been delivered as often as its retry
     policy allows (committed retries and deliveries that never committed alike)."""
     pos = record.position
+    if record.focus == CLEANUP_TRACK:  # a clean-up's crashes are bounded by its window
+        closed = record.cleanup is not None and plan.now >= record.cleanup.until
+        return closed and record.uncommitted > 0
     step = step_at(plan.flow, pos)
     claimed = pos.kind in (TaskKind.ACTION, TaskKind.COMPENSATE)
     if not isinstance(step, EffectStep) or not claimed:
@@ -1009,6 +1055,8 @@ def abort(plan: Plan, record: FlowRecord, *, code: str, message: str) -> FlowRec
     """End an active flow FAILED at once, undoing nothing: the flow cannot be planned any
     further (its definition no longer matches its position, or its document would be too
     large to write)."""
+    if record.focus == CLEANUP_TRACK:  # the flow has ended: only its clean-up can stop
+        return abandon_cleanup(plan, record, message).stored()
     pos = record.position
     error = {"code": code, "message": message, "step": pos.step, "attempt": pos.attempt}
     result = Result(status=Status.FAILED, code=code, message=message, error=error)
@@ -1019,6 +1067,8 @@ def abort(plan: Plan, record: FlowRecord, *, code: str, message: str) -> FlowRec
 def definition_gone(plan: Plan, record: FlowRecord, *, message: str) -> FlowRecord:
     """End a flow whose version is no longer registered FAILED (DEFINITION_CHANGED), undoing
     what it did with the compensations of ``plan.flow`` (the newest version), by step name."""
+    if record.focus == CLEANUP_TRACK:  # the flow has ended: only its clean-up can stop
+        return abandon_cleanup(plan, record, message).stored()
     pos = record.position
     error = {"code": "DEFINITION_CHANGED", "message": message, "step": pos.step}
     result = Result(status=Status.FAILED, code="DEFINITION_CHANGED", message=message, error=error)
@@ -1030,6 +1080,8 @@ def definition_gone(plan: Plan, record: FlowRecord, *, message: str) -> FlowReco
 def unknown_flow(plan: Plan, record: FlowRecord, *, message: str) -> FlowRecord:
     """End a flow whose type no deployed version runs: FAILED (UNKNOWN_FLOW), undoing nothing
     (there are no handlers to undo with); the result names the effects left behind."""
+    if record.focus == CLEANUP_TRACK:  # the flow has ended: only its clean-up can stop
+        return abandon_cleanup(plan, record, message).stored()
     pos = record.position
     error = {"code": "UNKNOWN_FLOW", "message": message, "step": pos.step}
     result = Result(status=Status.FAILED, code="UNKNOWN_FLOW", message=message, error=error)
@@ -1042,6 +1094,10 @@ def lost(plan: Plan, record: FlowRecord, *, rescues: int) -> FlowRecord:
     """End a flow whose task for one try was lost ``rescues`` times: FAILED (TASK_LOST), undone
     like any failure. (A task that keeps vanishing is a bug or a misconfigured queue; it must
     not be re-created for ever.)"""
+    if record.focus == CLEANUP_TRACK:  # the flow has ended: only its clean-up can stop
+        return abandon_cleanup(
+            plan, record, f"its task for {record.position.label()} was lost {rescues + 1} times"
+        ).stored()
     pos = record.position
     message = f"the task for {pos.label()} was lost {rescues + 1} times"
     error = {"code": "TASK_LOST", "message": message, "step": pos.step, "attempt": pos.attempt}
@@ -1062,6 +1118,184 @@ def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:
     entry = _entry(plan, record, "rescued", detail=f"task {record.next.task_id} was lost")
     moved = _log(plan, record, entry, a_try=False).model_copy(update={"position": position})
     return _with_next(moved, schedule(plan, moved, position, 0.0)).stored()
+
+
+# -- clean-up: undoing after the flow has ended ------------------------------------------------
+
+
+def _may_hand_over(plan: Plan, record: FlowRecord) -> bool:
+    """Whether an undo that cannot be done now can go on as the clean-up of the flow it ends
+    (not a lane's: its flow decides; not with the clean-up off)."""
+    return (
+        plan.undo_window_s > 0
+        and not record.is_lane
+        and record.status is Status.COMPENSATING
+        and record.pending_result is not None
+    )
+
+
+def _hand_over(
+    plan: Plan, record: FlowRecord, nxt: Position, delay_s: float, *, why: str, a_try: bool
+) -> FlowRecord:
+    """End the compensating flow with its pending result, now; its undo of the focused effect
+    (then of the older ones) goes on as its clean-up, from ``nxt`` in ``delay_s``."""
+    assert record.pending_result is not None
+    entry = _entry(plan, record, "clean-up pending", detail=why, delay_s=delay_s)
+    ended = _finish(plan, _log(plan, record, entry, a_try=a_try), record.pending_result)
+    window = timedelta(seconds=plan.undo_window_s)
+    cleanup = Cleanup(since=plan.now, until=plan.now + window, from_position=record.position)
+    return _cleanup_track(plan, ended.model_copy(update={"cleanup": cleanup}), nxt, delay_s)
+
+
+def _cleanup_track(plan: Plan, record: FlowRecord, pos: Position, delay_s: float) -> FlowRecord:
+    """The ended flow's one track: the clean-up's undo at ``pos``, due in ``delay_s``."""
+    track = Track(position=pos, next=schedule(plan, record, pos, delay_s), started_at=plan.now)
+    moved = record.model_copy(update={"tracks": {CLEANUP_TRACK: track}, "aside_until": None})
+    return moved.focused(CLEANUP_TRACK)
+
+
+def _cleanup_delay(plan: Plan, record: FlowRecord, *, tries: int, error: RetryableError) -> float:
+    """How long the clean-up waits after its ``tries``-th failed try of the focused undo: a
+    long curve (hash-derived jitter), at least the dependency's Retry-After."""
+    curve = compute_delay(
+        n=tries,
+        initial_s=plan.undo_initial_s,
+        multiplier=2.0,
+        max_interval_s=max(plan.undo_max_interval_s, plan.undo_initial_s),
+        key=f"{record.flow_id}:{record.position.effect_name}:cleanup",
+    )
+    return max(curve, min(error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
+
+
+def _after_cleanup(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+    """The clean-up's undo ended: the next one (newest first), or the clean-up is over."""
+    pos, cleanup = record.position, record.cleanup
+    assert cleanup is not None
+    if isinstance(outcome, Retry):
+        return _retry_cleanup(plan, record, outcome.error)
+    undone = isinstance(outcome, Completed)
+    detail = "" if undone else _describe(outcome)
+    outcome_name = "compensated" if undone else "compensation failed"
+    record = _log(plan, record, _entry(plan, record, outcome_name, detail=detail))
+    record = _set_effect(
+        record, pos.effect_name, state=EffectState.UNDONE if undone else EffectState.UNDO_FAILED
+    )
+    left = cleanup.left if undone else [*cleanup.left, pos.effect_name]
+    record = record.model_copy(
+        update={"cleanup": cleanup.model_copy(update={"tries": 0, "left": left})}
+    )
+    return _cleanup_next(plan, record)
+
+
+def _cleanup_next(plan: Plan, record: FlowRecord) -> FlowRecord:
+    effect = _next_compensation(plan.flow, record, item=None)
+    if effect is None:
+        return _end_cleanup(plan, record)
+    pos = _undo_position(plan, record, effect, undo_round=record.position.undo_round)
+    return _cleanup_track(plan, record, pos, 0.0)
+
+
+def _retry_cleanup(plan: Plan, record: FlowRecord, error: RetryableError) -> FlowRecord:
+    """Try the undo again on the long backoff; the last wait lands on the window's end, and a
+    failure after it gives the clean-up up."""
+    pos, cleanup = record.position, record.cleanup
+    assert cleanup is not None
+    left_s = (cleanup.until - plan.now).total_seconds()
+    if left_s <= 0:
+        return abandon_cleanup(plan, record, f"its undo window closed; last: {error.message}")
+    tries = cleanup.tries + 1
+    delay = min(_cleanup_delay(plan, record, tries=tries, error=error), left_s)
+    entry = _entry(plan, record, "retryable error", detail=error.message, delay_s=delay)
+    nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
+    update = {"position": nxt, "cleanup": cleanup.model_copy(update={"tries": tries})}
+    moved = _log(plan, record, entry).model_copy(update=update)
+    return _with_next(moved, schedule(plan, moved, nxt, delay))
+
+
+def abandon_cleanup(plan: Plan, record: FlowRecord, why: str) -> FlowRecord:
+    """Give the clean-up up: every effect it had still to undo is recorded as left behind
+    (its undo failed: it may be live), and the clean-up ends ABANDONED."""
+    cleanup = record.cleanup
+    assert cleanup is not None
+    left = list(cleanup.left)
+    while (effect := _next_compensation_or_none(plan, record)) is not None:  # newest first
+        record = _set_effect(record, effect.step, state=EffectState.UNDO_FAILED)
+        left.append(effect.step)
+    update = {"left": left, "reason": why[:500]}
+    return _end_cleanup(
+        plan, record.model_copy(update={"cleanup": cleanup.model_copy(update=update)})
+    )
+
+
+def _next_compensation_or_none(plan: Plan, record: FlowRecord) -> Effect | None:
+    """The next effect to undo, or None also when the flow's type is not deployed."""
+    if plan.definition is None:
+        live = [e for e in record.effects if e.state in _TO_UNDO]
+        return live[-1] if live else None
+    return _next_compensation(plan.definition, record, item=None)
+
+
+def _end_cleanup(plan: Plan, record: FlowRecord) -> FlowRecord:
+    """The clean-up is over: DONE when nothing was left behind, else ABANDONED; its event
+    (the result event again, with the clean-up's end) is due."""
+    ending = record.cleanup
+    assert ending is not None
+    state = CleanupState.ABANDONED if ending.left else CleanupState.DONE
+    detail = ending.reason if state is CleanupState.ABANDONED else ""
+    if state is CleanupState.ABANDONED and not detail:
+        detail = f"not undone: {', '.join(ending.left)}"
+    entry = _entry(plan, record, f"clean-up {state}", detail=detail)
+    record = _log(plan, record, entry, a_try=False)
+    cleanup = ending.model_copy(update={"state": state, "finished_at": plan.now})
+    return record.model_copy(
+        update={
+            "cleanup": cleanup,
+            "tracks": {},
+            "focus": None,
+            "next": None,
+            "claim": None,
+            "next_run_at": None,
+            "aside_until": None,
+            "result_published": False,
+        }
+    )
+
+
+def undo_again(plan: Plan, record: FlowRecord, reason: str, *, by: str = "") -> FlowRecord:
+    """An operator's undo of what an ended flow left live (a clean-up given up, an undo that
+    failed for good): a new clean-up round with a fresh window."""
+    if record.status not in TERMINAL or record.status is Status.SUCCEEDED:
+        raise InvalidTransition(
+            f"the flow is {record.status}: only a failed, timed-out or cancelled flow's "
+            "effects are undone again"
+        )
+    if record.cleaning:
+        assert record.cleanup is not None
+        raise InvalidTransition(
+            f"its clean-up is still undoing effects (until {record.cleanup.until.isoformat()})"
+        )
+    redo = [e for e in record.effects if e.state in (*_TO_UNDO, EffectState.UNDO_FAILED)]
+    record = record.model_copy(
+        update={
+            "effects": [
+                e.model_copy(update={"state": EffectState.UNDO_PENDING})
+                if e.state is EffectState.UNDO_FAILED
+                else e
+                for e in record.effects
+            ]
+        }
+    )
+    first = _next_compensation(plan.flow, record, item=None) if redo else None
+    if first is None:
+        raise InvalidTransition("nothing is left to undo: every effect it made was undone")
+    entry = _entry(plan, record, "undo requested", detail=reason).model_copy(update={"by": by})
+    record = _log(plan, record, entry, a_try=False)
+    rounds = 1 + max((e.position.undo_round for e in record.tracks.values()), default=0)
+    rounds = max(rounds, record.position.undo_round + 1)
+    window = timedelta(seconds=plan.undo_window_s or 24 * 3600.0)
+    cleanup = Cleanup(since=plan.now, until=plan.now + window, reason=reason, by=by)
+    pos = _undo_position(plan, record, first, undo_round=rounds)
+    return _cleanup_track(plan, record.model_copy(update={"cleanup": cleanup}), pos, 0.0).stored()
 
 
 # -- ForEach --------------------------------------------------------------------------------------

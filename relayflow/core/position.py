@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import re
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 FLOW_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
 # A ForEach lane's document: ``{flow_id}.{step}.{lane}`` (a dot never appears in a flow id).
@@ -78,6 +79,17 @@ class Position(BaseModel):
     # A ForEach item's step: the ForEach (``scope``) and the item's index in its list.
     scope: str | None = Field(default=None, pattern=STEP_NAME_PATTERN)
     item: int | None = Field(default=None, ge=0)
+    # An ended flow's clean-up that an operator asked for again: its tries are named anew.
+    undo_round: int = Field(default=0, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _without_round_zero(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out when 0, so every position (documents, task bodies) reads as before and an
+        # instance a rolling deploy has not reached yet still parses the task bodies.
+        dumped: dict[str, Any] = handler(self)
+        if not self.undo_round:
+            dumped.pop("undo_round", None)
+        return dumped
 
     @property
     def effect_name(self) -> str:
@@ -129,6 +141,7 @@ def task_id(flow_id: str, position: Position) -> str:
         f"{flow_id.replace('.', '-')}-{p.step_index}{p.step}{item}-{_KIND_LETTER[p.kind]}"
         f"{p.attempt}-p{p.poll}-g{p.generation}r{p.rescue}"
         + (f"d{p.deferral}" if p.deferral else "")
+        + (f"u{p.undo_round}" if p.undo_round else "")
     )
     # The raw id in the hash: a lane's dots become dashes in the body, and must not collide
     # with a flow id that has dashes there.

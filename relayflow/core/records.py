@@ -78,6 +78,7 @@ class EffectState(StrEnum):
     DONE = "done"  # the step completed
     UNDONE = "undone"  # its compensation completed
     UNDO_FAILED = "undo_failed"  # its compensation failed for good: it may still be live
+    UNDO_PENDING = "undo_pending"  # an operator asked for it to be undone again (clean-up)
     REFUSED = "refused"  # its first try was refused for good: it never happened
 
     @property
@@ -148,6 +149,43 @@ class Track(_Model):
 
 
 UNDO_TRACK = "~undo"
+# The undo of a flow that has ended, retried on a long backoff until its window closes.
+CLEANUP_TRACK = "~cleanup"
+
+
+class CleanupState(StrEnum):
+    """Where the undo of an ended flow's side effects is."""
+
+    PENDING = "pending"  # an undo failed for a retryable reason: it is tried again until done
+    DONE = "done"  # every effect it had to undo was undone
+    ABANDONED = "abandoned"  # given up (its window closed, or an undo failed for good)
+
+
+class Cleanup(_Model):
+    """Undoing, after the flow has ended, what its compensation could not undo yet.
+
+    A compensation that keeps failing for a retryable reason (its dependency is down, say) no
+    longer holds the flow's end back or gives up: the flow ends at once, and the undo goes on
+    as the flow's clean-up — on a long backoff that honours the dependency's breaker, newest
+    effect first, until ``until`` (the undo window). Its state is in the document, the api,
+    the CLI, the console and the result events.
+    """
+
+    state: CleanupState = CleanupState.PENDING
+    since: datetime
+    until: datetime
+    # Failed tries of the undo now being retried (its long backoff's position).
+    tries: int = 0
+    finished_at: datetime | None = None
+    # Effects whose undo was given up: they may still be live.
+    left: list[str] = Field(default_factory=list)
+    reason: str = ""
+    by: str = ""  # the operator who asked for it, for an undo asked again
+    # The task whose commit ended the flow and began the clean-up: a redelivery of it
+    # publishes the result event its commit marked sent.
+    from_position: Position | None = None
+
+
 ADMIT_TRACK = "~admit"  # a waiting flow's retry for a slot, once one has rested
 
 
@@ -191,6 +229,8 @@ class FlowRecord(_Model):
     result: Result | None = None
     pending_result: Result | None = None
     result_published: bool = False
+    # The undo that goes on after the flow's end (None: nothing was left to undo).
+    cleanup: Cleanup | None = None
     message_id: str | None = None
     polls: int = 0
     attempts: int = 0
@@ -269,6 +309,11 @@ class FlowRecord(_Model):
         return next((k for k, t in self.tracks.items() if t.position == position), None)
 
     @property
+    def cleaning(self) -> bool:
+        """Whether the flow has ended and its clean-up still undoes effects."""
+        return self.cleanup is not None and self.cleanup.state is CleanupState.PENDING
+
+    @property
     def is_lane(self) -> bool:
         """Whether this is a ForEach lane's document rather than a flow's."""
         return self.parent is not None
@@ -317,9 +362,18 @@ def _copy_of(key: str, track: Track) -> dict[str, Any]:
     }
 
 
+def event_kind(record: FlowRecord) -> str:
+    """Which event an ended flow publishes now: ``result`` when it ends, and ``cleanup`` when
+    the clean-up it ended with is over (done or abandoned)."""
+    ended = record.cleanup is not None and record.cleanup.state is not CleanupState.PENDING
+    return "cleanup" if ended else "result"
+
+
 def result_event(record: FlowRecord) -> dict[str, Any]:
-    """The body of the one event a terminal flow publishes (per generation)."""
+    """The body of the events a terminal flow publishes (per generation): its result, and if
+    it ended with its clean-up pending, the same once the clean-up is over."""
     assert record.result is not None
+    cleanup = record.cleanup.model_dump(mode="json") if record.cleanup is not None else None
     return {
         "flow_id": record.flow_id,
         "flow": record.flow,
@@ -327,16 +381,22 @@ def result_event(record: FlowRecord) -> dict[str, Any]:
         "tenant": record.tenant,
         "generation": record.position.generation,
         **record.result.model_dump(mode="json"),
+        "event": event_kind(record),
+        "cleanup": cleanup,
     }
 
 
 def result_attributes(record: FlowRecord) -> dict[str, str]:
     """The result event's Pub/Sub attributes: enough for a subscriber to filter and to dedupe
-    (one event per flow and generation) without parsing the body."""
-    return {
+    (one event per flow, generation and ``event``) without parsing the body."""
+    attributes = {
         "flow_id": record.flow_id,
         "flow": record.flow,
         "tenant": record.tenant,
         "status": str(record.status),
         "generation": str(record.position.generation),
+        "event": event_kind(record),
     }
+    if record.cleanup is not None:
+        attributes["cleanup"] = str(record.cleanup.state)
+    return attributes

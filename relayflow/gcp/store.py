@@ -41,7 +41,7 @@ from relayflow.core.ports import (
     UnstorableChange,
 )
 from relayflow.core.records import FlowRecord
-from relayflow.core.state import ACTIVE, Status
+from relayflow.core.state import ACTIVE, CLEANABLE, Status
 from relayflow.gcp import documents
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters
@@ -200,10 +200,16 @@ class FlowStore:
         return records
 
     def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord | Unreadable]:
-        """Active flows whose next task should have run before ``cutoff``, most overdue first
-        (and any document there that no longer parses, so the sweeper can end it)."""
+        """Active flows (and ended ones whose clean-up runs) whose next task should have run
+        before ``cutoff``, most overdue first (and any document there that no longer parses,
+        so the sweeper can end it). An ended flow has ``next_run_at`` only while it cleans up,
+        so the same (status, next_run_at) index finds those; lanes never clean up."""
         found: list[tuple[datetime, FlowRecord | Unreadable]] = []
-        for collection, status in itertools.product((self._flows, self._lanes), sorted(ACTIVE)):
+        queried = [
+            *itertools.product((self._flows, self._lanes), sorted(ACTIVE)),
+            *((self._flows, status) for status in sorted(CLEANABLE)),
+        ]
+        for collection, status in queried:
             query = (
                 collection.where(filter=firestore.FieldFilter("status", "==", status.value))
                 .where(filter=firestore.FieldFilter("next_run_at", "<", cutoff))

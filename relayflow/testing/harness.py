@@ -193,6 +193,18 @@ class Harness:
             raise AssertionError(f"still running after {max_tasks} tasks")
         return self.flow(flow_id) if flow_id is not None else None
 
+    def run_cleanup(self, flow_id: str, *, max_tasks: int = 10_000) -> FlowRecord:
+        """Deliver due tasks, skipping time ahead, until ``flow_id`` has ended and its
+        clean-up (the undo that goes on after a failed end, on a long backoff) is over."""
+        for _ in range(max_tasks):
+            record = self.flow(flow_id)
+            if record.status in TERMINAL and not record.cleaning:
+                return record
+            if self.queue.due_first() is None:
+                raise AssertionError(f"flow {flow_id} is {record.status} and has no task")
+            self.deliver_next()
+        raise AssertionError(f"still cleaning up after {max_tasks} tasks")
+
     def run_until(self, at: datetime, *, max_tasks: int = 10_000) -> None:
         """Deliver the tasks due up to ``at``, then move the clock to ``at``."""
         for _ in range(max_tasks):
@@ -264,6 +276,10 @@ class Harness:
     def retry(self, flow_id: str) -> FlowRecord:
         """Retry an ended flow as an operator would (a new generation)."""
         return self.engine.retry(flow_id)
+
+    def undo(self, flow_id: str, reason: str = "undone again in a test") -> FlowRecord:
+        """Undo again what an ended flow left live, as an operator would (a new clean-up)."""
+        return self.engine.undo(flow_id, reason=reason)
 
     def sweep(self, grace_s: float = 120.0) -> SweepReport:
         """Run the sweeper once."""

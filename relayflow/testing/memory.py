@@ -115,7 +115,11 @@ class MemoryStore:
             r
             for r in self._parsed()
             if isinstance(r, Unreadable)
-            or (r.status in ACTIVE and r.next_run_at is not None and r.next_run_at < cutoff)
+            or (
+                (r.status in ACTIVE or r.cleaning)
+                and r.next_run_at is not None
+                and r.next_run_at < cutoff
+            )
         ]
         return sorted(due, key=_due(cutoff))[:limit]
 

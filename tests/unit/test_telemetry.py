@@ -294,6 +294,7 @@ def test_the_result_event_carries_the_current_span_as_googclient_traceparent(
         "tenant": "default",
         "status": "SUCCEEDED",
         "generation": "0",
+        "event": "result",
         "googclient_traceparent": finished.trace,
     }
 
