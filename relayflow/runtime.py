@@ -155,6 +155,7 @@ def limits(settings: Settings, topology: Topology) -> Limits:
         unknown_flow_grace_s=settings.unknown_flow_grace_s,
         continue_inline=settings.continue_inline,
         undo_window_s=settings.undo_window_s,
+        undo_initial_s=settings.undo_initial_s,
         undo_max_interval_s=settings.undo_max_interval_s,
     )
 

@@ -90,6 +90,7 @@ class Settings(BaseSettings):
     # it is abandoned (an alert). 0: such an undo is recorded as failed at once. Cloud Tasks
     # schedules at most 30 days ahead, so the window stays under that.
     undo_window_s: float = Field(default=24 * 3600.0, ge=0, le=29 * 24 * 3600.0)
+    undo_initial_s: float = Field(default=30.0, ge=0.1, le=3600.0)
     undo_max_interval_s: float = Field(default=3600.0, ge=1, le=24 * 3600.0)
 
     # The operator api: its own URL is the audience of the ID tokens its callers send

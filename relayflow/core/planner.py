@@ -1159,9 +1159,9 @@ def _cleanup_delay(plan: Plan, record: FlowRecord, *, tries: int, error: Retryab
     long curve (hash-derived jitter), at least the dependency's Retry-After."""
     curve = compute_delay(
         n=tries,
-        initial_s=plan.undo_initial_s,
+        initial_s=min(plan.undo_initial_s, plan.undo_max_interval_s),
         multiplier=2.0,
-        max_interval_s=max(plan.undo_max_interval_s, plan.undo_initial_s),
+        max_interval_s=plan.undo_max_interval_s,
         key=f"{record.flow_id}:{record.position.effect_name}:cleanup",
     )
     return max(curve, min(error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))

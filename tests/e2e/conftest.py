@@ -35,6 +35,12 @@ FAST_POLICIES = {
     "RELAYFLOW_RETRY_MAX_INTERVAL_S": "1",
     "RELAYFLOW_RETRY_MAX_ATTEMPTS": "4",
     "RELAYFLOW_SWEEP_GRACE_S": "1",
+    # A clean-up tries again within 2 s (not an hour), and a step a killed worker held is
+    # taken over after 15 s (not the 150 s a 120 s dispatch deadline needs).
+    "RELAYFLOW_UNDO_INITIAL_S": "0.5",
+    "RELAYFLOW_UNDO_MAX_INTERVAL_S": "2",
+    "RELAYFLOW_CLAIM_LEASE_S": "15",
+    "RELAYFLOW_HANDLER_BUDGET_S": "10",
     # Tenants only the protection tests use: a quota of 2, and a high-priority one.
     "RELAYFLOW_TENANTS": json.dumps(
         {
