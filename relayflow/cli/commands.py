@@ -228,7 +228,7 @@ def _register_operations(sub: Any) -> None:
     dl = dead_sub.add_parser("list", help="what the dead-letter hold keeps")
     dl.add_argument("--limit", type=_page_size, default=100)
     replay = dead_sub.add_parser(
-        "replay", help="publish one onto flow-requests, then drop it (operator role)"
+        "replay", help="publish one back where it came from, then drop it (operator role)"
     )
     replay.add_argument("message_id", type=_message_id)
     replay.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
@@ -377,11 +377,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from relayflow.cli import render
     from relayflow.runtime import build_runtime
 
     settings = _settings(args)
     report = build_runtime(settings).engine.sweep(grace_s=settings.sweep_grace_s)
-    print(json.dumps(report.__dict__))
+    print(render.as_json(report.__dict__, indent=None))
     return 0
 
 
@@ -441,28 +442,34 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from relayflow.cli import render
+
     args = build_parser().parse_args(argv)
     handler = COMMANDS.get(args.command) or args.handler
-    try:
-        code: int = handler(args)
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        return _failed(args.command, exc)
+    # Whatever a command prints, no escape sequence from its data reaches the terminal.
+    with render.guarded():
+        try:
+            code: int = handler(args)
+        except KeyboardInterrupt:
+            return 130
+        except Exception as exc:
+            return _failed(args.command, exc)
     return code
 
 
 def _failed(command: str, exc: Exception) -> int:
     """Print why ``command`` failed; its exit status (2: the command line or the environment
     needs fixing, 1: the call failed). Anything else is a bug, raised with its traceback."""
+    from relayflow.cli import render
     from relayflow.cli.api import ApiError, ApiUnreachable
     from relayflow.core.errors import ConfigError, UnknownFlow
 
+    # An error's message may quote data (an api's refusal, a Google error's detail).
     if isinstance(exc, UsageError | ConfigError | ApiUnreachable | UnknownFlow):
-        print(f"relayflow: {exc}", file=sys.stderr)
+        print(f"relayflow: {render.text(exc)}", file=sys.stderr)
         return 2
     if isinstance(exc, ApiError | TimeoutError) or _is_google_error(exc):
-        print(f"relayflow {command}: {exc}", file=sys.stderr)
+        print(f"relayflow {command}: {render.text(exc)}", file=sys.stderr)
         return 1
     raise exc
 

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from google.cloud.pubsub_v1 import SubscriberClient
 
+from relayflow.cli import render
 from relayflow.cli.batch import BatchReport, Planned, ResultWatcher, percentile, run_batch
 from relayflow.core.engine import safe_id
 from relayflow.core.errors import ConfigError
@@ -73,7 +74,7 @@ def summary(report: BatchReport, rejected_found: int) -> str:
     polls = [r.polls for r in report.records]
     sent_bad = len(report.malformed_ids)
     rows = [("flows published", str(report.published - sent_bad))]
-    rows += [(f"  {status}", str(n)) for status, n in sorted(report.by_status().items())]
+    rows += [(f"  {render.text(s)}", str(n)) for s, n in sorted(report.by_status().items())]
     rows += [
         ("  never created", str(len(report.missing))),
         ("malformed messages sent", str(sent_bad)),
@@ -121,10 +122,11 @@ def run_demo(settings: Settings, *, flows: int, timeout_s: float) -> int:
     print()
     rejected = sum(1 for m in report.malformed_ids if store.rejected(safe_id(m)) is not None)
     print(summary(report, rejected))
-    print("inspect one:  relayflow status", planned[0].flow_id)
+    print("inspect one:  relayflow status", render.text(planned[0].flow_id))
     unfinished = [r.flow_id for r in report.records if r.finished_at is None] + report.missing
     if unfinished:
-        print(f"not finished within {timeout_s:.0f}s: {', '.join(unfinished[:10])}")
+        shown = render.text(", ".join(unfinished[:10]))
+        print(f"not finished within {timeout_s:.0f}s: {shown}")
     return 1 if unfinished else 0
 
 

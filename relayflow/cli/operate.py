@@ -17,7 +17,6 @@ milliseconds; see bench/cli_startup.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -42,7 +41,7 @@ def api() -> Api:
 
 def cmd_status(args: argparse.Namespace) -> int:
     doc = api().get(f"/flows/{quoted(args.flow_id)}")
-    print(json.dumps(doc, indent=2) if args.json else render.flow(doc))
+    print(render.as_json(doc) if args.json else render.flow(doc))
     return 0
 
 
@@ -60,27 +59,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     }
     page = api().get("/flows", query)
     if args.json:
-        print(json.dumps(page, indent=2))
+        print(render.as_json(page))
         return 0
     if args.counts:
         print(render.counts(page["counts"]))
     print(render.flow_table(page["flows"]))
     if page.get("next_cursor"):
-        print(f"more: add --cursor {page['next_cursor']}")
+        print(f"more: add --cursor {render.text(page['next_cursor'])}")
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     client = api()
     doc = client.post(f"/flows/{quoted(args.flow_id)}:cancel", {"reason": args.reason})
-    print(f"cancel of {args.flow_id} recorded ({doc['status']}): {args.reason}")
+    print(f"cancel of {args.flow_id} recorded ({render.text(doc['status'])}): {args.reason}")
     return _follow(client, doc, until=render.TERMINAL) if args.wait else 0
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
     client = api()
     doc = client.post(f"/flows/{quoted(args.flow_id)}:retry", {"reason": args.reason})
-    generation = doc["position"]["generation"]
+    generation = render.text(doc["position"]["generation"])
     print(f"retry of {args.flow_id} recorded: generation {generation} started ({args.reason})")
     return _follow(client, doc, until=render.TERMINAL) if args.wait else 0
 
@@ -94,7 +93,8 @@ def cmd_tenants(args: argparse.Namespace) -> int:
         f"/tenants/{quoted(args.tenant)}:{args.tenants_action}", {"reason": args.reason}
     )
     state = "paused" if done["paused"] else "resumed"
-    print(f"tenant {done['tenant']} {state} by {done['by']}: {args.reason}")
+    who, by = render.text(done["tenant"]), render.text(done["by"])
+    print(f"tenant {who} {state} by {by}: {args.reason}")
     if not done["paused"]:
         print("its flows go on within 30 s, where they were; waiting ones are admitted now")
     return 0
@@ -109,7 +109,7 @@ def cmd_rejected(args: argparse.Namespace) -> int:
     page = api().get("/rejected", {"limit": args.limit, "cursor": args.cursor})
     print(render.rejected_table(page["rejected"]))
     if page.get("next_cursor"):
-        print(f"more: add --cursor {page['next_cursor']}")
+        print(f"more: add --cursor {render.text(page['next_cursor'])}")
     return 0
 
 
@@ -129,7 +129,8 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
         body["data"] = args.edit_json
     _note(f"looking for dead letter {args.message_id} and replaying it…")
     done = client.post(f"/dead-letters/{quoted(args.message_id)}:replay", body)
-    print(f"replayed {done['replayed']} onto flow-requests as message {done['message_id']}")
+    replayed, message_id = render.text(done["replayed"]), render.text(done["message_id"])
+    print(f"replayed {replayed} as message {message_id}")
     return 0
 
 
@@ -148,14 +149,15 @@ def _follow(
     path = f"/flows/{quoted(doc['flow_id'])}"
     while doc["status"] not in until:
         if time.monotonic() - began > WAIT_TIMEOUT_S:
-            print(f"still {doc['status']} after {WAIT_TIMEOUT_S:.0f}s", file=sys.stderr)
+            status = render.text(doc["status"])
+            print(f"still {status} after {WAIT_TIMEOUT_S:.0f}s", file=sys.stderr)
             return 1
         sleep(WAIT_POLL_S)
         doc = client.get(path)
         for e in _new_entries(doc, shown):
             print(render.entry(e), file=out, flush=True)
         shown = _total(doc)
-    print(f"{doc['flow_id']} is {doc['status']}", file=out)
+    print(f"{render.text(doc['flow_id'])} is {render.text(doc['status'])}", file=out)
     return 0
 
 

@@ -3,14 +3,25 @@
 Everything here takes the JSON the api returns (times as ISO 8601 strings), so printing
 needs neither pydantic nor a Google client; ``watch`` passes its Firestore documents through
 the same JSON form.
+
+What is printed comes from data anyone who can start a flow or publish a message controls (an
+input, an error message, a rejected message's bytes), so no control character of it reaches
+the terminal as itself: ESC and the C1 controls start escape sequences that set the window
+title, rewrite the screen or write the clipboard (OSC 52), and a newline or carriage return
+would forge lines. Every function here escapes its data (:func:`text`, :func:`clean`,
+:func:`as_json`); :func:`guarded` is the last line of defence around a whole command.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-from collections.abc import Mapping, Sequence
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO, cast
 
 STATUSES = (
     "PENDING",
@@ -22,6 +33,87 @@ STATUSES = (
     "CANCELLED",
 )  # relayflow.core.state.Status, in its order (a unit test keeps them equal)
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED"})
+
+# C0 (newline and tab included: in a value they are data, not layout), DEL, C1; lone
+# surrogates (unprintable, and an encoding error on a UTF-8 terminal); the bidirectional
+# embeddings, overrides and isolates that make text display in another order than it reads
+# (CVE-2021-42574).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# What a whole command's output may still carry: its own layout (newline, tab, and the
+# carriage return the demo's progress bar redraws with).
+_UNSAFE_IN_LAYOUT = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+# Inside JSON strings: what json.dumps(ensure_ascii=False) leaves as it is (it escapes C0).
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
+def text(value: object) -> str:
+    """``value`` as one line of text, every control character in it shown as an escape
+    (``\\x1b``, ``\\x9b``, ``\\n``) instead of acting on the terminal."""
+    return _UNSAFE.sub(_escaped, str(value))
+
+
+def clean(value: Any) -> Any:
+    """A JSON value with every string in it (keys too) passed through :func:`text`."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, Mapping):
+        return {clean(k): clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    return value
+
+
+def as_json(value: Any, *, indent: int | None = 2) -> str:
+    """``value`` as JSON that is safe on a terminal and still valid, readable JSON: non-ASCII
+    text as itself, every control character escaped (``\\u001b``, ``\\u009b``)."""
+    dumped = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
+
+
+class _Guard(io.TextIOBase):
+    """A text stream that escapes the control characters a layout never needs."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, s: str) -> int:
+        self._inner.write(_UNSAFE_IN_LAYOUT.sub(_escaped, s))
+        return len(s)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def isatty(self) -> bool:
+        return self._inner.isatty()
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._inner.encoding
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """While it lasts, nothing written to stdout or stderr reaches the terminal with an
+    escape sequence in it, whatever forgot to escape its data."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = cast(TextIO, _Guard(out)), cast(TextIO, _Guard(err))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 def clock(value: str | None) -> str:
@@ -41,6 +133,7 @@ def stamp(value: str | None) -> str:
 def running(doc: Mapping[str, Any]) -> list[str]:
     """A line for each branch running now (its position, next task), a ForEach's lanes and
     items, a callback awaited, and the steps an If skipped."""
+    doc = clean(doc)
     lines = []
     for key, track in sorted((doc.get("tracks") or {}).items()):
         what = "undoing" if key == "~undo" else "running"
@@ -62,6 +155,7 @@ def running(doc: Mapping[str, Any]) -> list[str]:
 
 def position_label(position: Mapping[str, Any]) -> str:
     """As ``Position.label()``: ``await_registration poll 3``, ``register action attempt 0``."""
+    position = clean(position)
     step = position["step"]
     if position.get("scope"):  # a ForEach item's step
         step = f"{position['scope']}[{position.get('item')}].{step}"
@@ -72,6 +166,7 @@ def position_label(position: Mapping[str, Any]) -> str:
 
 def entry(e: Mapping[str, Any]) -> str:
     """One history line: time, step, try, what was seen, the delay chosen, who."""
+    e = clean(e)
     kind = e.get("kind", "")
     which = f"poll {e.get('poll', 0)}" if kind == "poll" else f"{kind} #{e.get('attempt', 0)}"
     outcome, detail = str(e.get("outcome", "")), str(e.get("detail") or "")
@@ -84,6 +179,8 @@ def entry(e: Mapping[str, Any]) -> str:
 
 def flow(doc: Mapping[str, Any], *, history: int = 20) -> str:
     """A flow: status, position, counts, next run, result, the last ``history`` entries."""
+    raw_result = doc.get("result") or {}
+    doc = clean(doc)
     position = doc["position"]
     lines = [
         f"flow {doc['flow_id']} ({doc['flow']} v{doc.get('version', 1)}, "
@@ -103,8 +200,9 @@ def flow(doc: Mapping[str, Any], *, history: int = 20) -> str:
     result = doc.get("result")
     if result:
         lines.append(f"  result    {result['code']}: {result['message']}")
-        payload = result.get("data") if result.get("data") is not None else result.get("error")
-        lines.append(f"            {json.dumps(payload, default=str)}")
+        payload = raw_result.get("data")
+        payload = raw_result.get("error") if payload is None else payload
+        lines.append(f"            {as_json(payload, indent=None)}")
     entries = list(doc.get("history") or [])
     lines.append("history:")
     lines.extend(entry(e) for e in entries[-history:])
@@ -113,12 +211,14 @@ def flow(doc: Mapping[str, Any], *, history: int = 20) -> str:
 
 def counts(found: Mapping[str, int]) -> str:
     """``PENDING 0  RUNNING 2  …  (total 9)``."""
+    found = clean(found)
     shown = "  ".join(f"{status} {found.get(status, 0)}" for status in STATUSES)
     return f"{shown}  (total {sum(found.values())})"
 
 
 def flow_table(flows: Sequence[Mapping[str, Any]]) -> str:
     """Summaries, one a line."""
+    flows = clean(flows)
     lines = [
         f"{'FLOW ID':<40} {'FLOW':<18} {'STATUS':<13} {'POSITION':<32} {'POLLS':>5}  "
         f"{'UPDATED':<19}  CODE"
@@ -136,6 +236,7 @@ def flow_table(flows: Sequence[Mapping[str, Any]]) -> str:
 
 def tenant_table(tenants: Sequence[Mapping[str, Any]]) -> str:
     """Tenants, one a line: limits (0: none), priority, state, flows running and waiting."""
+    tenants = clean(tenants)
     lines = [
         f"{'TENANT':<24} {'PRIORITY':<8} {'MAX RUNNING':>11} {'STARTS/S':>8} "
         f"{'RUNNING':>7} {'WAITING':>7}  STATE"
@@ -156,6 +257,7 @@ def tenant_table(tenants: Sequence[Mapping[str, Any]]) -> str:
 def breaker_table(breakers: Sequence[Mapping[str, Any]]) -> str:
     """Breakers, one a line (state, calls and failures over the window, retries against their
     budget, p95), each followed by its last transitions."""
+    breakers = clean(breakers)
     lines = [
         f"{'DEPENDENCY':<20} {'STATE':<10} {'CALLS':>6} {'FAILED':>6} {'RETRIES':>11} "
         f"{'P95':>7}  SINCE"
@@ -178,31 +280,37 @@ def breaker_table(breakers: Sequence[Mapping[str, Any]]) -> str:
 
 
 def rejected_table(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Rejected messages, one a line with its reason, then a preview of its data."""
     lines = [f"{'REJECTED':<19}  {'ID':<36} {'KIND':<8} REASON"]
-    for m in messages:
+    for raw in messages:
+        m = clean(raw)
         lines.append(
             f"{stamp(m.get('rejected_at')):<19}  {m['id']:<36} {m['kind']:<8} {m['reason']}"
         )
-        if m.get("data"):
-            lines.append(f"{'':<21}data: {_preview(m['data'])}")
+        if raw.get("data"):
+            lines.append(f"{'':<21}data: {_preview(raw['data'])}")
     if not messages:
         lines.append("(nothing was rejected)")
     return "\n".join(lines)
 
 
 def dead_letter_table(letters: Sequence[Mapping[str, Any]]) -> str:
+    """Held dead letters, one a line: id, when published, deliveries tried, their data."""
     lines = [f"{'MESSAGE ID':<24} {'PUBLISHED':<19}  {'TRIES':>5}  DATA"]
-    for d in letters:
+    for raw in letters:
+        d = clean(raw)
         tries = d.get("delivery_count")
         lines.append(
             f"{d['message_id']:<24} {stamp(d.get('published_at')):<19}  "
-            f"{'' if tries is None else tries:>5}  {_preview(d.get('data', ''))}"
+            f"{'' if tries is None else tries:>5}  {_preview(raw.get('data', ''))}"
         )
     if not letters:
         lines.append("(no dead letters are held)")
     return "\n".join(lines)
 
 
-def _preview(text: str, width: int = 100) -> str:
-    flat = " ".join(text.split())
+def _preview(data: object, width: int = 100) -> str:
+    """Data on one line of at most ``width`` characters: runs of whitespace (newlines too)
+    become one space, and what is left of the control characters is escaped."""
+    flat = text(" ".join(str(data).split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"

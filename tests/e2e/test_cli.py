@@ -192,7 +192,7 @@ def test_a_dead_letter_is_listed_then_replayed_edited_and_starts_its_flow(
 
     # then its flow starts and ends, and the letter is no longer held
     assert replayed.returncode == 0, replayed.stderr
-    assert f"replayed {dead} onto flow-requests" in replayed.stdout
+    assert f"replayed {dead} as message " in replayed.stdout
     assert harness.wait_terminal(flow_id).status is Status.SUCCEEDED
     assert dead not in _run(harness, "dead-letters", "list").stdout
 
