@@ -23,8 +23,10 @@ from google.cloud.pubsub_v1 import SubscriberClient
 from google.cloud.pubsub_v1.subscriber.message import Message
 
 from relayflow.core.records import FlowRecord
+from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.gcp.events import PUBLISH_TIMEOUT_S, Events
 from relayflow.gcp.store import FlowStore
+from relayflow.topology import load_topology
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,17 @@ class BatchReport:
             for r in self.records
             if r.finished_at is not None and r.flow_id in self.published_at
         ]
+
+
+def start_topic(tenant: object, *, shared: str | None = None) -> str:
+    """The topic a start message for ``tenant`` is published on: a named tenant's own
+    (``flow-requests.{tenant}``: publishers are bound to tenants, and the start function takes
+    the tenant from the topic), else ``shared`` (default: flow-requests), which starts the
+    default tenant's flows only."""
+    topology = load_topology()
+    if not tenant or tenant == DEFAULT_TENANT:
+        return shared or topology.topics.requests
+    return topology.tenant_requests.topic_of(str(tenant))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -132,13 +145,14 @@ def run_batch(
     timeout_s: float,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> BatchReport:
-    """Publish every planned message, wait for the real flows to end, read their documents."""
+    """Publish every planned message (a tenant's on its own topic, the others on ``topic``),
+    wait for the real flows to end, read their documents."""
     flow_ids = {p.flow_id for p in planned if p.flow_id}
     watcher.expect(flow_ids)
     started = time.monotonic()
     malformed_ids: list[str] = []
     published_at: dict[str, datetime] = {}
-    futures = [(item, events.submit(topic, _data(item))) for item in planned]
+    futures = [(item, events.submit(_topic(item, topic), _data(item))) for item in planned]
     for item, future in futures:
         message_id = future.result(timeout=PUBLISH_TIMEOUT_S)
         if item.flow_id is None:
@@ -169,6 +183,11 @@ def run_batch(
         malformed_ids=malformed_ids,
         published_at=published_at,
     )
+
+
+def _topic(item: Planned, shared: str) -> str:
+    tenant = item.body.get("tenant") if isinstance(item.body, dict) else None
+    return start_topic(tenant, shared=shared)
 
 
 def _data(item: Planned) -> bytes:

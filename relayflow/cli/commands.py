@@ -169,12 +169,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _register_flows(sub: Any) -> None:
-    pub = sub.add_parser("publish", help="publish a start message to flow-requests")
+    pub = sub.add_parser(
+        "publish",
+        help="publish a start message: on flow-requests, or a named tenant's own topic",
+    )
     pub.add_argument("flow", help="flow name, e.g. registration")
     pub.add_argument("--input", type=_json_object, default={}, help="flow input (JSON object)")
     pub.add_argument("--flow-id", type=_flow_id, help="idempotent id: republishing starts nothing")
     pub.add_argument("--deadline-s", type=_positive, help="absolute deadline for the flow")
-    pub.add_argument("--tenant", type=_tenant, help="whose flow it is (default: default)")
+    pub.add_argument(
+        "--tenant",
+        type=_tenant,
+        help="whose flow it is (default: default); a named tenant's start messages go on its "
+        "own topic, flow-requests.TENANT",
+    )
     pub.add_argument("--priority", choices=("high", "low"), help="default: the tenant's priority")
 
     st = sub.add_parser("status", help="show a flow (through the api)")
@@ -313,8 +321,10 @@ def _check_emulators(settings: Settings) -> None:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
+    """Publish one start message on the topic its tenant starts flows by."""
+    from relayflow.cli import render
+    from relayflow.cli.batch import start_topic
     from relayflow.gcp.events import Events, build_publisher
-    from relayflow.topology import load_topology
 
     settings = _settings()
     body: dict[str, Any] = {"flow": args.flow, "input": args.input}
@@ -326,8 +336,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
         if getattr(args, field, None):
             body[field] = getattr(args, field)
     events = Events(build_publisher(), project=settings.project_id)
-    message_id = events.publish(load_topology().topics.requests, body)
-    print(f"published message {message_id}; flow id {args.flow_id or message_id}")
+    topic = start_topic(body.get("tenant"))
+    message_id = render.text(events.publish(topic, body))
+    print(f"published message {message_id} on {topic}; flow id {args.flow_id or message_id}")
     return 0
 
 
