@@ -1,7 +1,7 @@
 """The chaos suite: the reference flow through a local stack under each fault, counted.
 
-    python bench/chaos.py [--flows 200] [--scenarios kill,death,pause,faults,duplicates]
-                          [--pause-s 30] [--base-port 8420] [--timeout-s 900]
+    python bench/chaos.py [--flows 200] [--scenarios kill,death,pause,faults,duplicates,lost]
+                          [--pause-s 30] [--outage-s 60] [--base-port 8420] [--timeout-s 900]
 
 Scenarios (each on the same stack, Firestore wiped and the client API reset in between; the
 duplicates scenario on a second stack whose Cloud Tasks emulator delivers every task twice):
@@ -19,6 +19,11 @@ duplicates scenario on a second stack whose Cloud Tasks emulator delivers every 
                 10 % of responses (effect done, 500 returned), answers 5 % slower than the
                 client timeout, on every business route, for the whole run
     duplicates  every task delivered twice, concurrently; every start message published twice
+    lost        the client API loses every response (each call takes effect, then answers 500)
+                on every business route for --outage-s seconds, and the flows' deadline is
+                half of that: they time out or fail, and every effect they made must be
+                undone — by the clean-up that goes on after each flow has ended, once the
+                API is back
 
 Each scenario runs --flows registration flows and one `fleet` flow per 20 of them (every shape:
 a ForEach of five callback steps with a safety-net poll, an If, a join).
@@ -27,9 +32,12 @@ For each it prints: flows, terminal, stuck (not ended when the drain times out),
 live registrations and entities at the client API against SUCCEEDED flows, duplicate effects
 (two live registrations for one resource, two live entities for one registration), orphaned
 effects (live for a flow that did not succeed, or an entity whose registration is gone), and
-the time to drain (faults over -> every flow ended). Every dependency recovers in each
-scenario, so the target is 0 stuck, 0 duplicate or orphaned effects, 100 % SUCCEEDED; the
-exit status is 0 only if every scenario meets it.
+the time to drain (faults over -> every flow ended), and how many clean-ups (undos that went
+on after a flow's end) ended done, were still pending, or were abandoned. Every dependency
+recovers in each scenario, so the target is 0 stuck, 0 duplicate or orphaned effects, no
+clean-up pending or abandoned, and 100 % SUCCEEDED — except in ``lost``, where the flows are
+meant to fail and the target is every effect of theirs undone (no orphan); the exit status
+is 0 only if every scenario meets it.
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ from relayflow.local.environment import relayflow_env  # noqa: E402
 from relayflow.local.ports import HOST, Ports  # noqa: E402
 from relayflow.local.stack import Stack  # noqa: E402
 
-SCENARIOS = ("kill", "death", "pause", "faults", "duplicates")
+SCENARIOS = ("kill", "death", "pause", "faults", "duplicates", "lost")
 CLIENT_TIMEOUT_S = 2.0
 # Fast policies (the same settings a deployment uses, shorter) and generous retries: under 40 %
 # injected faults a step needs many tries, and production retry budgets are as generous.
@@ -76,6 +84,9 @@ CHAOS_ENV = {
     # taken over in 20 s rather than the 150 s a 120 s dispatch deadline needs.
     "RELAYFLOW_CLAIM_LEASE_S": "20",
     "RELAYFLOW_HANDLER_BUDGET_S": "10",
+    # A clean-up tries again within 5 s once its dependency is back, not within an hour.
+    "RELAYFLOW_UNDO_INITIAL_S": "1",
+    "RELAYFLOW_UNDO_MAX_INTERVAL_S": "5",
 }
 SWEEP_INTERVAL_S = 5.0
 FLEET_SIZE = 5  # resources per fleet flow
@@ -97,6 +108,7 @@ class Outcome:
     duplicates: int
     orphans: int
     drain_s: float
+    cleanups: dict[str, int]
 
     @property
     def stuck(self) -> int:
@@ -105,8 +117,11 @@ class Outcome:
     @property
     def ok(self) -> bool:
         clean = self.stuck == 0 and self.duplicates == 0 and self.orphans == 0
+        clean = clean and not self.cleanups.get("pending") and not self.cleanups.get("abandoned")
         effects = self.live_registrations == self.expected_registrations
         effects = effects and self.live_entities == self.succeeded
+        if self.scenario == "lost":  # flows fail: what they did must all be undone
+            return clean and effects and self.cleanups.get("done", 0) > 0
         return clean and effects and self.succeeded == self.flows
 
 
@@ -169,6 +184,16 @@ def pause(stack: Stack, stop: threading.Event, pause_s: float) -> None:
             signal_group(stack, name, signal.SIGCONT)
 
 
+def lost(stack: Stack, stop: threading.Event, outage_s: float) -> None:
+    """Every response lost (the call takes effect, then 500) for ``outage_s``."""
+    rules = [{"status": 500, "after_effect": True, "count": None}]
+    client_api(stack, "POST", "/admin/faults", json=rules)
+    try:
+        stop.wait(outage_s)
+    finally:
+        client_api(stack, "DELETE", "/admin/faults")
+
+
 def faults(stack: Stack, stop: threading.Event) -> None:
     timeout_fault = CLIENT_TIMEOUT_S + 1.0
     rules = [
@@ -187,6 +212,7 @@ FAULTS: dict[str, Fault] = {
     "pause": lambda stack, stop, started, args: pause(stack, stop, args.pause_s),
     "faults": lambda stack, stop, started, args: faults(stack, stop),
     "duplicates": lambda stack, stop, started, args: None,
+    "lost": lambda stack, stop, started, args: lost(stack, stop, args.outage_s),
 }
 
 
@@ -220,6 +246,9 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
         }
         for j in range(max(1, args.flows // 20))
     ]
+    if name == "lost":
+        # Their deadline passes during the outage.
+        bodies = [{**body, "deadline_s": args.outage_s / 2} for body in bodies]
     events = Events(build_publisher(), project="relayflow-local")
     stop, started = threading.Event(), threading.Event()
     injector = threading.Thread(target=FAULTS[name], args=(stack, stop, started, args), daemon=True)
@@ -238,10 +267,33 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
     injector.join()  # the fault is over (or, for faults, armed for the whole run)
     recovered = time.monotonic()
     statuses = wait_terminal(db, flow_ids, args.timeout_s)
+    cleanups = wait_cleaned(db, flow_ids, args.timeout_s)
     drain_s = time.monotonic() - recovered
     stop.set()
     client_api(stack, "DELETE", "/admin/faults")
-    return outcome(stack, name, bodies, statuses, drain_s)
+    return outcome(stack, name, bodies, statuses, drain_s, cleanups)
+
+
+def wait_cleaned(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, int]:
+    """Once every flow has ended: how many clean-ups ended in each state, once none is
+    pending (or ``timeout_s`` runs out); only the flows still cleaning are read again."""
+    deadline = time.monotonic() + timeout_s
+    states: dict[str, str] = {}
+    left = list(flow_ids)
+    while True:
+        refs = [db.collection("flows").document(flow_id) for flow_id in left]
+        for snap in db.get_all(refs):
+            cleanup = (snap.to_dict() or {}).get("cleanup") if snap.exists else None
+            if cleanup:
+                states[snap.id] = str(cleanup.get("state"))
+        left = [f for f in left if states.get(f) == "pending"]
+        if not left or time.monotonic() > deadline:
+            counted: dict[str, int] = {}
+            for state in states.values():
+                counted[state] = counted.get(state, 0) + 1
+            return counted
+        print(f"    {len(left)} clean-ups pending", flush=True)
+        threading.Event().wait(1.0)  # a bench polling Firestore, not a handler
 
 
 def wait_created(db: Any, flow_ids: list[str], created: threading.Event) -> None:
@@ -278,7 +330,12 @@ def wait_terminal(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, s
 
 
 def outcome(
-    stack: Stack, name: str, bodies: list[dict[str, Any]], statuses: dict[str, str], drain_s: float
+    stack: Stack,
+    name: str,
+    bodies: list[dict[str, Any]],
+    statuses: dict[str, str],
+    drain_s: float,
+    cleanups: dict[str, int],
 ) -> Outcome:
     live = client_api(stack, "GET", "/stats?detail=1")["live"]
     by_resource: dict[str, list[str]] = live["registrations_by_resource"]
@@ -309,19 +366,23 @@ def outcome(
         duplicates=duplicates,
         orphans=orphans,
         drain_s=drain_s,
+        cleanups=cleanups,
     )
 
 
 def table(outcomes: list[Outcome]) -> str:
     names = ("flows", "ended", "stuck", "ok", "regs", "ents")
     head = f"{'scenario':<11} " + " ".join(f"{n:>5}" for n in names)
-    head += f" {'dup':>4} {'orph':>4} {'drain s':>8}  target"
+    head += f" {'dup':>4} {'orph':>4} {'clean d/p/a':>11} {'drain s':>8}  target"
     rows = [head, "-" * len(head)]
     for o in outcomes:
+        c = o.cleanups
+        cleaned = f"{c.get('done', 0)}/{c.get('pending', 0)}/{c.get('abandoned', 0)}"
         rows.append(
             f"{o.scenario:<11} {o.flows:>5} {o.terminal:>5} {o.stuck:>5} {o.succeeded:>5} "
             f"{o.live_registrations:>5} {o.live_entities:>5} {o.duplicates:>4} {o.orphans:>4} "
-            f"{o.drain_s:>8.1f}  {'met' if o.ok else 'MISSED ' + json.dumps(o.statuses)}"
+            f"{cleaned:>11} {o.drain_s:>8.1f}  "
+            f"{'met' if o.ok else 'MISSED ' + json.dumps(o.statuses)}"
         )
     return "\n".join(rows)
 
@@ -370,6 +431,7 @@ def main() -> int:
     parser.add_argument("--flows", type=int, default=200)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--pause-s", type=float, default=30.0)
+    parser.add_argument("--outage-s", type=float, default=60.0)
     parser.add_argument("--base-port", type=int, default=8420)
     parser.add_argument("--timeout-s", type=float, default=900.0)
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)

@@ -79,7 +79,7 @@ from relayflow.core.position import (
     is_document_id,
 )
 from relayflow.core.putoffs import PutOffs
-from relayflow.core.records import Effect, FlowRecord, NextTask, event_kind
+from relayflow.core.records import Effect, FlowRecord, NextTask, Track, event_kind
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.core.values import UnstorableValue, check_storable
@@ -597,7 +597,8 @@ class Engine:
     def _run_foreach_task(self, found: Snapshot, flow: Flow, kind: TaskKind) -> Ran:
         position = found.record.position
         if kind is TaskKind.JOIN:
-            return self._commit(found, position, flow, foreach.join(self._store, found))
+            joined, left = foreach.join(self._store, found)
+            return self._commit(found, position, flow, joined, adopt=left)
         if kind is TaskKind.GATHER:
             effects = foreach.gather(self._store, self._plan(flow), found.record)
             return self._write(
@@ -719,10 +720,12 @@ class Engine:
         outcome: Outcome,
         *,
         holder: str | None = None,
+        adopt: list[Effect] | None = None,
     ) -> Ran:
         """Commit what follows ``outcome`` if ``position`` is still current (and, for a claimed
         step, the claim is still ``holder``'s); then settle. The plan is made after the handler
-        ran, so the history and the next deadline count from when it finished."""
+        ran, so the history and the next deadline count from when it finished. ``adopt``: a
+        ForEach's join takes over the undos its lanes left to the flow."""
         plan = self._plan(flow)
         onward = self._onward(found.record, flow, plan, outcome)
         lease_s = self._limits.claim_lease_s
@@ -733,6 +736,8 @@ class Engine:
                 return None
             if holder is not None and not planner.holds(current, holder):
                 return None  # our lease ran out and another delivery took the step over
+            if adopt:
+                current = planner.adopted(current, adopt)
             planned = _fitting(plan, current, planner.after(plan, current, outcome))
             if onward is not None:
                 planned = onward.apply(plan, planned, lease_s=lease_s)
@@ -919,7 +924,7 @@ class Engine:
             action_key=idempotency_key(record, pos.model_copy(update={"kind": TaskKind.ACTION})),
             deadline=self._clock.now() + timedelta(seconds=budget_s or self._budget_s(pos.kind)),
             clock=self._clock.now,
-            callback_token=(track.token or "") if track is not None else "",
+            callback_token=_token_of(track, effect, pos),
             item=item,
             item_index=index,
         )
@@ -1347,6 +1352,14 @@ def _tenant_of(named: str | None, bound: str) -> str:
 def _capped(asked: str | None, allowed: str) -> str:
     """A message's priority, never above its tenant's: it may ask for ``low``, not ``high``."""
     return "low" if asked == "low" or allowed == "low" else allowed
+
+
+def _token_of(track: Track | None, effect: Effect | None, position: Position) -> str:
+    """The callback token a handler is told: its step's, or for an undo, the one its run sent
+    (so a replay of the run under its key sends the same request)."""
+    if position.kind is TaskKind.COMPENSATE:
+        return (effect.token if effect is not None else None) or ""
+    return (track.token if track is not None else None) or ""
 
 
 def _track_with(record: FlowRecord, token: str) -> str | None:

@@ -80,9 +80,14 @@ def gather(store: Store, plan: Plan, parent: FlowRecord) -> list[Effect]:
         stopped = store.change(lane_id, lambda lane: planner.cancel_lane(plan, lane))
         lane = stopped or store.get(lane_id)
         if lane is not None:
-            live = (EffectState.UNKNOWN, EffectState.DONE)
+            live = (EffectState.UNKNOWN, EffectState.DONE, EffectState.UNDO_PENDING)
             effects += [e for e in lane.effects if e.state in live]
     return effects
+
+
+def left_to_undo(lanes: list[FlowRecord]) -> list[Effect]:
+    """The effects of failed items whose undo the lanes left to their flow."""
+    return [e for lane in lanes for e in lane.effects if e.state is EffectState.UNDO_PENDING]
 
 
 def news(lane: FlowRecord) -> tuple[list[int], bool] | None:
@@ -126,13 +131,15 @@ def mark_reported(store: Store, lane: FlowRecord) -> None:
     store.change(lane.flow_id, marked)
 
 
-def join(store: Store, found: Snapshot) -> Completed:
-    """The ForEach's output from its lanes: each item's output, in order."""
+def join(store: Store, found: Snapshot) -> tuple[Completed, list[Effect]]:
+    """The ForEach's output from its lanes (each item's output, in order), and the effects of
+    failed items whose undo the lanes left to the flow."""
     parent = found.record
     scope = parent.position.step
     fan = parent.tracks[scope].fanout
     assert fan is not None
-    return Completed(planner.join_output(read_lanes(store, parent, scope), fan.total))
+    lanes = read_lanes(store, parent, scope)
+    return Completed(planner.join_output(lanes, fan.total)), left_to_undo(lanes)
 
 
 __all__ = [

@@ -352,7 +352,7 @@ def _advance(plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowReco
         # The product: the output of the step nothing runs after (each one's, if several).
         data = _data(plan.flow, record)
         result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=data)
-        return _finish(plan, record, result)
+        return _clean_up_after(plan, _finish(plan, record, result))
     more = plan.flow.graph.ready(record.outputs, record.skipped, record.tracks)
     if more and _past_deadline(plan, record, plan.now):
         err = _timeout(record, "DEADLINE_EXCEEDED", "the flow's deadline passed before a step")
@@ -570,7 +570,9 @@ def _compensate_next(plan: Plan, record: FlowRecord, result: Result) -> FlowReco
     if record.lanes and not record.gathered:  # first collect what the items did
         return _gather_at(plan, record, result)
     only = record.item_index if record.is_lane else None  # a lane undoes its failed item
-    effect = _next_compensation(plan.definition, record, item=only)
+    # ... but not what it left to its flow to undo
+    states = (EffectState.UNKNOWN, EffectState.DONE) if record.is_lane else _TO_UNDO
+    effect = _next_compensation(plan.definition, record, item=only, states=states)
     if effect is None:
         return _next_item(plan, record) if record.is_lane else _finish(plan, record, result)
     return _compensate_at(plan, record, effect, result)
@@ -624,6 +626,13 @@ def _gather_at(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
     return _undo_track(plan, record, pos, result)
 
 
+def adopted(record: FlowRecord, effects: list[Effect]) -> FlowRecord:
+    """The record with ``effects`` (of its ForEach items) among its own, unless it has them."""
+    known = {e.step for e in record.effects}
+    merged = [*record.effects, *(e for e in effects if e.step not in known)]
+    return record.model_copy(update={"effects": merged})
+
+
 def gathered(plan: Plan, record: FlowRecord, effects: list[Effect]) -> FlowRecord:
     """The lanes are stopped and ``effects`` are their items' effects: undo from here."""
     known = {e.step for e in record.effects}
@@ -666,13 +675,20 @@ def step_at(flow: Flow, position: Position) -> Step:
 _TO_UNDO = (EffectState.UNKNOWN, EffectState.DONE, EffectState.UNDO_PENDING)
 
 
-def _next_compensation(flow: Flow, record: FlowRecord, *, item: int | None) -> Effect | None:
-    """The effect undone next: done or unknown (its responses may have been lost), newest
-    first, with a compensation in ``flow`` (of the item ``item`` only, if given)."""
+def _next_compensation(
+    flow: Flow,
+    record: FlowRecord,
+    *,
+    item: int | None,
+    states: tuple[EffectState, ...] = _TO_UNDO,
+) -> Effect | None:
+    """The effect undone next: done or unknown (its responses may have been lost), or left
+    pending, newest first, with a compensation in ``flow`` (of the item ``item`` only, if
+    given; of ``states`` only)."""
     pending = [
         (effect.order, i, effect)
         for i, effect in enumerate(record.effects)
-        if effect.state in _TO_UNDO
+        if effect.state in states
     ]
     # Newest first; effects of one instant in the reverse of the order they were recorded.
     for _, _, effect in sorted(pending, key=lambda t: (t[0], t[1]), reverse=True):
@@ -700,7 +716,13 @@ def begin_effect(plan: Plan, record: FlowRecord) -> FlowRecord:
         return record
     over = sum(1 for e in record.effects if e.step == name)  # none is live: all are over
     item = record.items[record.cursor]["item"] if record.item_index is not None else None
-    effect = Effect(step=name, n=over, generation=pos.generation, at=plan.now, item=item)
+    # A callback step's token: its undo sees the one its run sent, so that replaying the run
+    # under its key (its answers were lost) sends the same request.
+    track = record.tracks.get(record.focus or "")
+    token = track.token if track is not None else None
+    effect = Effect(
+        step=name, n=over, generation=pos.generation, at=plan.now, item=item, token=token
+    )
     return record.model_copy(update={"effects": [*record.effects, effect]})
 
 
@@ -754,6 +776,8 @@ def _after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flo
         delay = _cleanup_delay(plan, record, tries=0, error=outcome.error)
         why = f"retryable error: {outcome.error.message}"
         return _hand_over(plan, record, nxt, delay, why=why, a_try=True)
+    if isinstance(outcome, Retry) and record.is_lane and plan.undo_window_s > 0:
+        return _leave_undo_to_flow(plan, record, outcome.error)
     detail = "" if isinstance(outcome, Completed) else _describe(outcome)
     undone = isinstance(outcome, Completed)
     outcome_name = "compensated" if undone else "compensation failed"
@@ -1123,6 +1147,17 @@ def rescue(plan: Plan, record: FlowRecord) -> FlowRecord:
 # -- clean-up: undoing after the flow has ended ------------------------------------------------
 
 
+def _leave_undo_to_flow(plan: Plan, record: FlowRecord, error: RetryableError) -> FlowRecord:
+    """A lane's undo of its failed item whose tries are spent: the effect is left for its
+    flow to undo (``undo_pending``: gathered and undone if the flow fails, its clean-up's if
+    the flow succeeds), and the lane goes on with its next item."""
+    pos = record.position
+    entry = _entry(plan, record, "undo left to the flow", detail=error.message)
+    record = _set_effect(_log(plan, record, entry), pos.effect_name, state=EffectState.UNDO_PENDING)
+    assert record.pending_result is not None
+    return _compensate_next(plan, record, record.pending_result)
+
+
 def _may_hand_over(plan: Plan, record: FlowRecord) -> bool:
     """Whether an undo that cannot be done now can go on as the clean-up of the flow it ends
     (not a lane's: its flow decides; not with the clean-up off)."""
@@ -1145,6 +1180,24 @@ def _hand_over(
     window = timedelta(seconds=plan.undo_window_s)
     cleanup = Cleanup(since=plan.now, until=plan.now + window, from_position=record.position)
     return _cleanup_track(plan, ended.model_copy(update={"cleanup": cleanup}), nxt, delay_s)
+
+
+def _clean_up_after(plan: Plan, ended: FlowRecord) -> FlowRecord:
+    """A flow that succeeded with the undo of a failed ForEach item left to it: its clean-up
+    undoes those (and only those) from now."""
+    first = _next_compensation(plan.flow, ended, item=None, states=_cleanup_states(ended))
+    if first is None:
+        return ended
+    window = timedelta(seconds=plan.undo_window_s)
+    cleanup = Cleanup(since=plan.now, until=plan.now + window)
+    ended = ended.model_copy(update={"cleanup": cleanup})
+    return _cleanup_track(plan, ended, _undo_position(plan, ended, first), 0.0)
+
+
+def _cleanup_states(record: FlowRecord) -> tuple[EffectState, ...]:
+    """What a clean-up undoes: every effect that may be live, for a flow that failed; for one
+    that succeeded, only the effects of failed items whose undo was left to it."""
+    return (EffectState.UNDO_PENDING,) if record.status is Status.SUCCEEDED else _TO_UNDO
 
 
 def _cleanup_track(plan: Plan, record: FlowRecord, pos: Position, delay_s: float) -> FlowRecord:
@@ -1188,7 +1241,7 @@ def _after_cleanup(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowReco
 
 
 def _cleanup_next(plan: Plan, record: FlowRecord) -> FlowRecord:
-    effect = _next_compensation(plan.flow, record, item=None)
+    effect = _next_compensation(plan.flow, record, item=None, states=_cleanup_states(record))
     if effect is None:
         return _end_cleanup(plan, record)
     pos = _undo_position(plan, record, effect, undo_round=record.position.undo_round)
@@ -1229,10 +1282,11 @@ def abandon_cleanup(plan: Plan, record: FlowRecord, why: str) -> FlowRecord:
 
 def _next_compensation_or_none(plan: Plan, record: FlowRecord) -> Effect | None:
     """The next effect to undo, or None also when the flow's type is not deployed."""
+    states = _cleanup_states(record)
     if plan.definition is None:
-        live = [e for e in record.effects if e.state in _TO_UNDO]
+        live = [e for e in record.effects if e.state in states]
         return live[-1] if live else None
-    return _next_compensation(plan.definition, record, item=None)
+    return _next_compensation(plan.definition, record, item=None, states=states)
 
 
 def _end_cleanup(plan: Plan, record: FlowRecord) -> FlowRecord:
@@ -1261,31 +1315,39 @@ def _end_cleanup(plan: Plan, record: FlowRecord) -> FlowRecord:
     )
 
 
+def _undone_again(record: FlowRecord, effect: Effect) -> bool:
+    """Whether an operator's undo again covers ``effect``: any that may be live, of a flow
+    that did not succeed; of one that did, only a failed ForEach item's whose undo was left
+    or given up (what its own steps did is its result, and stays)."""
+    if record.status is not Status.SUCCEEDED:
+        return effect.state in (*_TO_UNDO, EffectState.UNDO_FAILED)
+    undoing = (EffectState.UNDO_PENDING, EffectState.UNDO_FAILED)
+    return effect.state in undoing and split_effect_name(effect.step)[0] is not None
+
+
 def undo_again(plan: Plan, record: FlowRecord, reason: str, *, by: str = "") -> FlowRecord:
     """An operator's undo of what an ended flow left live (a clean-up given up, an undo that
     failed for good): a new clean-up round with a fresh window."""
-    if record.status not in TERMINAL or record.status is Status.SUCCEEDED:
-        raise InvalidTransition(
-            f"the flow is {record.status}: only a failed, timed-out or cancelled flow's "
-            "effects are undone again"
-        )
+    if record.status not in TERMINAL:
+        raise InvalidTransition(f"the flow is {record.status}: it has not ended")
     if record.cleaning:
         assert record.cleanup is not None
         raise InvalidTransition(
             f"its clean-up is still undoing effects (until {record.cleanup.until.isoformat()})"
         )
-    redo = [e for e in record.effects if e.state in (*_TO_UNDO, EffectState.UNDO_FAILED)]
+    redo = [e for e in record.effects if _undone_again(record, e)]
     record = record.model_copy(
         update={
             "effects": [
                 e.model_copy(update={"state": EffectState.UNDO_PENDING})
-                if e.state is EffectState.UNDO_FAILED
+                if e.state is EffectState.UNDO_FAILED and _undone_again(record, e)
                 else e
                 for e in record.effects
             ]
         }
     )
-    first = _next_compensation(plan.flow, record, item=None) if redo else None
+    states = _cleanup_states(record)
+    first = _next_compensation(plan.flow, record, item=None, states=states) if redo else None
     if first is None:
         raise InvalidTransition("nothing is left to undo: every effect it made was undone")
     entry = _entry(plan, record, "undo requested", detail=reason).model_copy(update={"by": by})

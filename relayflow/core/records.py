@@ -107,6 +107,8 @@ class Effect(_Model):
     # them, wherever the undo runs (in the flow, after the lanes were gathered).
     output: dict[str, Any] | None = None
     item: Any = None
+    # A callback step's token when it ran: its undo is told it (``ctx.callback_token``).
+    token: str | None = None
 
     @property
     def order(self) -> datetime:

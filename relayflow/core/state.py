@@ -23,8 +23,9 @@ TERMINAL: frozenset[Status] = frozenset(
     {Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.CANCELLED}
 )
 ACTIVE: frozenset[Status] = frozenset({Status.PENDING, Status.RUNNING, Status.COMPENSATING})
-# Ended flows that may still hold a task: while their clean-up undoes what they left live.
-CLEANABLE: frozenset[Status] = frozenset({Status.FAILED, Status.TIMED_OUT, Status.CANCELLED})
+# Ended flows that may still hold a task: while their clean-up undoes what they left live
+# (a flow that succeeded, what its failed ForEach items left).
+CLEANABLE: frozenset[Status] = TERMINAL
 
 # Staying in the same status (progress within RUNNING, the next compensation) is not an edge;
 # it is always allowed for non-terminal statuses. A retry (operator action) is the only way out

@@ -14,6 +14,7 @@ import pytest
 
 from relayflow import (
     ActionStep,
+    CallbackStep,
     Flow,
     PermanentError,
     PollPolicy,
@@ -342,3 +343,21 @@ def test_history_and_deadlines_count_from_when_a_slow_handler_finished() -> None
     assert entry.at == started + timedelta(seconds=40)  # when it finished, not when it began
     nxt = h.flow(flow_id).next
     assert nxt is not None and nxt.run_at == entry.at + timedelta(seconds=1)
+
+
+def test_an_undo_is_told_the_callback_token_its_run_sent() -> None:
+    # A callback step whose every answer was lost: its undo replays the run under its key, and
+    # must send the same request (the token included), or the API refuses the key's reuse.
+    sent: list[str] = []
+
+    def register(ctx: StepContext) -> None:
+        sent.append(ctx.callback_token)
+        raise RetryableError("500 after the registration was made")
+
+    undo = scripted({})
+    step = CallbackStep("activate", run=register, compensate=undo, retry=FAST, timeout_s=60)
+    h = Harness(Flow(name="cb", steps=(step,)))
+    record = h.run(h.start("cb"))
+    assert record is not None and record.status is Status.FAILED
+    assert len(set(sent)) == 1 and sent[0]
+    assert [c.callback_token for c in undo.calls] == [sent[0]]

@@ -6,6 +6,7 @@ counted for an alert); an operator can undo again. All in virtual time."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from relayflow import ActionStep, Flow, RetryPolicy, StepContext
 from relayflow.core.dependencies import BreakerPolicy, Dependencies
 from relayflow.core.engine import Limits
 from relayflow.core.errors import InvalidTransition, PermanentError, RetryableError
+from relayflow.core.flows import ForEach
 from relayflow.core.position import TaskKind
 from relayflow.core.records import CleanupState, EffectState, FlowRecord
 from relayflow.core.state import Status
@@ -130,7 +132,7 @@ def test_the_clean_up_keeps_newest_first_and_waits_on_a_growing_backoff() -> Non
 
     tries = h.calls_of("charge", undo=True)
     assert h.calls_of("reserve", undo=True) == []  # not before the newer effect is undone
-    gaps = [(b.deadline - a.deadline).total_seconds() for a, b in zip(tries, tries[1:])]
+    gaps = [(b.deadline - a.deadline).total_seconds() for a, b in itertools.pairwise(tries)]
     cleanup_gaps = gaps[len(FAST_TRIES) - 1 :]
     assert cleanup_gaps == sorted(cleanup_gaps) and cleanup_gaps[0] >= 24.0  # ~30 s, growing
     assert max(cleanup_gaps) <= 3600 * 1.2
@@ -176,7 +178,8 @@ def test_an_operator_undoes_again_what_an_abandoned_clean_up_left() -> None:
     asked = h.engine.undo(flow_id, reason="the client API is back", by="ops@example.com")
 
     assert asked.cleanup is not None and asked.cleanup.state is CleanupState.PENDING
-    assert (asked.history[-1].outcome, asked.history[-1].by) == ("undo requested", "ops@example.com")
+    entry = asked.history[-1]
+    assert (entry.outcome, entry.by) == ("undo requested", "ops@example.com")
     done = h.run_cleanup(flow_id)
     assert done.cleanup is not None and done.cleanup.state is CleanupState.DONE
     assert api.live == set()
@@ -247,3 +250,78 @@ def test_with_no_undo_window_an_undo_that_keeps_failing_is_recorded_as_failed() 
     assert ended is not None and ended.cleanup is None
     assert ended.result is not None and ended.result.error is not None
     assert ended.result.error["compensation_failures"] == ["charge", "reserve"]
+
+
+# -- ForEach items: a lane's undo that cannot be done now is left to its flow -----------------
+
+
+def fleet(api: Api, *, tolerate: int) -> Flow:
+    """Each item registers (undone by unregister), then is checked: item 1 is refused."""
+
+    def register(ctx: StepContext) -> dict[str, str]:
+        return {"id": api.create(ctx.idempotency_key)}
+
+    def unregister(ctx: StepContext) -> dict[str, str]:
+        api.delete(ctx.outputs["register"]["id"])
+        return {}
+
+    def check(ctx: StepContext) -> dict[str, bool]:
+        if ctx.item_index == 1:
+            raise PermanentError("item 1 is refused", code="REFUSED")
+        return {"ok": True}
+
+    return Flow(
+        name="fleet",
+        steps=(
+            ForEach(
+                "each",
+                items=lambda ctx: [0, 1, 2],
+                steps=(
+                    ActionStep("register", register, retry=FAST, compensate=unregister),
+                    ActionStep("check", check, retry=FAST),
+                ),
+                concurrency=3,
+                tolerate=tolerate,
+            ),
+        ),
+    )
+
+
+def fleet_harness(api: Api, *, tolerate: int) -> Harness:
+    limits = Limits(continue_inline=True, undo_window_s=WINDOW_S)
+    return Harness(fleet(api, tolerate=tolerate), limits=limits, dependencies=Dependencies.off())
+
+
+def test_a_flow_that_succeeds_cleans_up_what_its_failed_item_could_not_undo() -> None:
+    api = Api()
+    h = fleet_harness(api, tolerate=1)
+    api.down = True  # only the failed item's undo calls it while it is down
+    flow_id = h.start("fleet")
+
+    ended = h.run(flow_id)
+
+    assert ended is not None and ended.status is Status.SUCCEEDED
+    assert ended.cleanup is not None and ended.cleanup.state is CleanupState.PENDING
+    assert len(api.live) == 3  # item 1's registration: its undo was left to the flow
+    api.down = False
+    cleaned = h.run_cleanup(flow_id)
+    assert cleaned.cleanup is not None and cleaned.cleanup.state is CleanupState.DONE
+    assert len(api.live) == 2  # items 0 and 2 succeeded: theirs stay
+    assert cleaned.status is Status.SUCCEEDED
+    assert [c.context.item_index for c in h.calls if c.kind is TaskKind.COMPENSATE][-1] == 1
+
+
+def test_a_flow_that_fails_undoes_what_its_failed_item_could_not() -> None:
+    api = Api()
+    h = fleet_harness(api, tolerate=0)
+    api.down = True
+    flow_id = h.start("fleet")
+
+    ended = h.run(flow_id)
+
+    assert ended is not None and ended.status is Status.FAILED
+    assert ended.cleanup is not None and ended.cleanup.state is CleanupState.PENDING
+    api.down = False
+    cleaned = h.run_cleanup(flow_id)
+    assert cleaned.cleanup is not None and cleaned.cleanup.state is CleanupState.DONE
+    assert api.live == set()  # every item's registration undone, the failed one's too
