@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -11,7 +13,13 @@ import pytest
 from google.auth import exceptions as auth_exceptions
 
 from relayflow.gcp import auth
-from relayflow.gcp.auth import GOOGLE_CERTS_URL, CachingRequest, TokenVerifier, Unauthorized
+from relayflow.gcp.auth import (
+    GOOGLE_CERTS_URL,
+    CachingRequest,
+    TokenVerifier,
+    Unauthorized,
+    VerifierUnavailable,
+)
 
 CALLER = "tasks-invoker@relayflow-dev.iam.gserviceaccount.com"
 GOOD_CLAIMS = {"iss": "https://accounts.google.com", "email": CALLER, "email_verified": True}
@@ -42,14 +50,18 @@ class FakeResponse:
 
 @dataclass
 class CountingTransport:
-    """A google-auth transport that answers from a script and counts what it was asked."""
+    """A google-auth transport that answers certs (numbered by the call) and counts what it
+    was asked; ``body`` replaces the certs when set."""
 
     status: int = 200
+    body: bytes | None = None
     calls: list[tuple[str, str]] = field(default_factory=list)
 
     def __call__(self, url: str, method: str = "GET", **kwargs: Any) -> FakeResponse:
         self.calls.append((url, method))
-        return FakeResponse(status=self.status, data=f"{url} #{len(self.calls)}".encode())
+        pem = f"-----BEGIN CERTIFICATE-----\n{url} #{len(self.calls)}\n-----END CERTIFICATE-----"
+        data = self.body if self.body is not None else json.dumps({"k1": pem}).encode()
+        return FakeResponse(status=self.status, data=data)
 
 
 def verifier(verify: FakeVerify, **kw: Any) -> TokenVerifier:
@@ -100,13 +112,28 @@ def test_a_missing_or_non_bearer_header_is_unauthorized(header: str | None) -> N
     "error",
     [
         ValueError("Token expired, 1700000000 < 1700000100"),
-        auth_exceptions.TransportError("certs down"),
+        auth_exceptions.InvalidValue("Wrong number of segments"),
     ],
 )
 def test_a_token_that_fails_verification_is_unauthorized_with_the_reason(error: Exception) -> None:
     with pytest.raises(Unauthorized, match=None) as info:
         verifier(FakeVerify(error=error)).verify("Bearer tok")
     assert str(info.value) == f"invalid token: {error}"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [auth_exceptions.TransportError("Could not fetch certificates"), ConnectionResetError()],
+    ids=["transport-error", "connection-reset"],
+)
+def test_certs_that_cannot_be_fetched_are_unavailable_not_an_invalid_token(
+    error: Exception,
+) -> None:
+    # given google-auth's own fetch of the certs fails (the JWK path), whatever the token
+    with pytest.raises(VerifierUnavailable, match="cannot fetch the certs") as info:
+        verifier(FakeVerify(error=error)).verify("Bearer tok")
+    # then that is not a verdict on the token: no 401 for the caller to act on
+    assert not isinstance(info.value, Unauthorized)
 
 
 @pytest.mark.parametrize(
@@ -119,13 +146,26 @@ def test_a_token_that_fails_verification_is_unauthorized_with_the_reason(error: 
         ({k: v for k, v in GOOD_CLAIMS.items() if k != "iss"}, "token issuer None is not Google"),
         ({**GOOD_CLAIMS, "email_verified": False}, f"token email '{CALLER}' is not verified"),
         ({k: v for k, v in GOOD_CLAIMS.items() if k != "email_verified"}, "is not verified"),
+        ({**GOOD_CLAIMS, "email_verified": "false"}, "is not verified"),
+        ({**GOOD_CLAIMS, "email_verified": "true"}, "is not verified"),
+        ({**GOOD_CLAIMS, "email_verified": 1}, "is not verified"),
         (
             {**GOOD_CLAIMS, "email": "someone@else.example"},
             "caller 'someone@else.example' may not call",
         ),
         ({k: v for k, v in GOOD_CLAIMS.items() if k != "email"}, "caller '' may not call"),
     ],
-    ids=["wrong-issuer", "no-issuer", "unverified", "no-verified-claim", "not-allowed", "no-email"],
+    ids=[
+        "wrong-issuer",
+        "no-issuer",
+        "unverified",
+        "no-verified-claim",
+        "verified-string-false",
+        "verified-string-true",
+        "verified-number",
+        "not-allowed",
+        "no-email",
+    ],
 )
 def test_claims_that_are_not_an_allowed_google_caller_are_unauthorized(
     claims: dict[str, Any], message: str
@@ -170,7 +210,7 @@ def test_a_get_after_the_ttl_is_fetched_again(monkeypatch: pytest.MonkeyPatch) -
     now[0] += 1
     refreshed = request(GOOGLE_CERTS_URL)
     assert len(inner.calls) == 2
-    assert refreshed.data.endswith(b"#2")
+    assert b"#2" in refreshed.data
 
 
 def test_other_methods_are_never_cached() -> None:
@@ -186,6 +226,29 @@ def test_an_error_response_is_not_cached() -> None:
     request = CachingRequest(inner)  # type: ignore[arg-type]
     request(GOOGLE_CERTS_URL)
     request(GOOGLE_CERTS_URL)
+    assert len(inner.calls) == 2
+
+
+NOT_CERTS = {
+    "html": b"<html><body>Service Unavailable</body></html>",
+    "truncated": b'{"k1": "-----BEGIN CERTIFICATE-----\\nMIIC',
+    "empty-object": b"{}",
+    "empty-jwk-set": b'{"keys": []}',
+    "not-pems": b'{"k1": "hello"}',
+    "nan": b'{"k1": NaN}',
+    "a-list": b'["-----BEGIN CERTIFICATE-----"]',
+}
+
+
+@pytest.mark.parametrize("body", NOT_CERTS.values(), ids=NOT_CERTS.keys())
+def test_a_200_that_is_not_certs_is_not_cached(body: bytes) -> None:
+    # given the certs URL answers 200 with something that is not a certs document
+    inner = CountingTransport(body=body)
+    request = CachingRequest(inner)  # type: ignore[arg-type]
+    # when it is asked twice
+    request(GOOGLE_CERTS_URL)
+    request(GOOGLE_CERTS_URL)
+    # then it was fetched twice: a bad answer is not kept for five minutes
     assert len(inner.calls) == 2
 
 
@@ -213,8 +276,6 @@ class CertsTransport:
     def __call__(self, url: str, method: str = "GET", **kwargs: Any) -> FakeResponse:
         if self.response is None:
             self.fetches += 1
-            import json
-
             self.response = FakeResponse(data=json.dumps(self.certs).encode())
         return self.response
 
@@ -290,7 +351,6 @@ def test_a_token_outside_its_times_is_unauthorized(offset_s: int, reason: str) -
 
 def test_a_token_with_another_algorithm_is_unauthorized(issuer: Any) -> None:
     import base64
-    import json
 
     checked, _ = keyed(issuer)
     token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
@@ -298,3 +358,161 @@ def test_a_token_with_another_algorithm_is_unauthorized(issuer: Any) -> None:
     forged = header.decode() + "." + token.split(".", 1)[1]
     with pytest.raises(Unauthorized, match="not RS256"):
         checked.verify(f"Bearer {forged}")
+
+
+# --- Certs that cannot be had: unavailable (503), never an invalid token, never cached ----------
+
+
+@dataclass
+class ScriptedCerts:
+    """A certs URL that answers each fetch with the next (status, body) of a script."""
+
+    answers: list[tuple[int, bytes] | Exception]
+    fetches: int = 0
+
+    def __call__(self, url: str, method: str = "GET", **kwargs: Any) -> FakeResponse:
+        self.fetches += 1
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return FakeResponse(status=answer[0], data=answer[1])
+
+
+def scripted(issuer: Any, *answers: tuple[int, bytes] | Exception) -> tuple[Any, ScriptedCerts]:
+    transport = ScriptedCerts(list(answers))
+    checked = TokenVerifier(
+        audience=AUDIENCE,
+        allowed_emails=[CALLER],
+        request=CachingRequest(transport),  # type: ignore[arg-type]
+        verify=auth.KeyedVerify(clock=lambda: NOW_S),
+    )
+    return checked, transport
+
+
+def good_certs(issuer: Any) -> tuple[int, bytes]:
+    return 200, json.dumps(issuer.certs()).encode()
+
+
+@pytest.mark.parametrize("body", NOT_CERTS.values(), ids=NOT_CERTS.keys())
+def test_a_200_that_is_not_certs_is_unavailable_and_forgotten_at_once(
+    issuer: Any, body: bytes
+) -> None:
+    # given the certs URL answers 200 with something that is not certs, then real certs
+    checked, transport = scripted(issuer, (200, body), good_certs(issuer))
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
+    # when a good token is checked, it is not called invalid: the check is unavailable
+    with pytest.raises(VerifierUnavailable, match="not certs"):
+        checked.verify(f"Bearer {token}")
+    # then the next request fetches again (nothing was cached, keys included) and passes
+    assert checked.verify(f"Bearer {token}") == CALLER
+    assert transport.fetches == 2
+
+
+def test_certs_that_do_not_parse_as_keys_are_unavailable(issuer: Any) -> None:
+    pem = "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n"
+    checked, _ = scripted(issuer, (200, json.dumps({"k": pem}).encode()))
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
+    with pytest.raises(VerifierUnavailable, match="do not parse"):
+        checked.verify(f"Bearer {token}")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (503, b"Service Unavailable"),
+        (500, b""),
+        (404, b"Not Found"),
+        auth_exceptions.TransportError("Connection refused"),
+        TimeoutError("timed out"),
+    ],
+    ids=["503", "500", "404", "transport-error", "timeout"],
+)
+def test_a_certs_outage_is_unavailable_not_an_invalid_token(
+    issuer: Any, answer: tuple[int, bytes] | Exception
+) -> None:
+    # given the certs URL is down, then back
+    checked, _ = scripted(issuer, answer, good_certs(issuer))
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
+    # when a good token is checked during the outage: 503 material, not 401
+    with pytest.raises(VerifierUnavailable, match="cannot fetch the certs") as info:
+        checked.verify(f"Bearer {token}")
+    assert not isinstance(info.value, Unauthorized)
+    # then once the certs are back the same token passes
+    assert checked.verify(f"Bearer {token}") == CALLER
+
+
+# --- Times that never end, and email_verified only as a JSON true -------------------------------
+
+
+def signed(issuer: Any, **claims: Any) -> str:
+    payload = {
+        "iss": "https://accounts.google.com",
+        "aud": AUDIENCE,
+        "email": CALLER,
+        "email_verified": True,
+        "iat": NOW_S,
+        "exp": NOW_S + 3600,
+        **claims,
+    }
+    token: str = issuer._sign(payload)
+    return token
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"exp": math.nan},
+        {"exp": math.inf},
+        {"iat": -math.inf},
+        {"iat": math.nan},
+        {"exp": True},
+        {"exp": "1900000000"},
+    ],
+    ids=["exp-nan", "exp-infinity", "iat-minus-infinity", "iat-nan", "exp-bool", "exp-string"],
+)
+def test_a_token_whose_times_are_not_finite_numbers_is_unauthorized(
+    issuer: Any, claims: dict[str, Any]
+) -> None:
+    # given a token signed by the certs' key whose exp or iat is NaN, ±Infinity (Python's JSON
+    # parses them), a bool or a string — NaN compares false with everything: never expired
+    checked, _ = keyed(issuer, now_s=NOW_S + 7 * 24 * 3600)
+    with pytest.raises(Unauthorized, match=r"not a JWT|finite numeric"):
+        checked.verify(f"Bearer {signed(issuer, **claims)}")
+
+
+def test_email_verified_must_be_the_json_boolean_true(issuer: Any) -> None:
+    checked, _ = keyed(issuer)
+    assert checked.verify(f"Bearer {signed(issuer)}") == CALLER
+    for value in ("false", "true", 1, None):
+        with pytest.raises(Unauthorized, match="is not verified"):
+            checked.verify(f"Bearer {signed(issuer, email_verified=value)}")
+
+
+# --- Audiences that are a client's, not a service's: young tokens only --------------------------
+
+GCLOUD = "32555940559.apps.googleusercontent.com"
+
+
+def with_client_audience(issuer: Any, now_s: float) -> TokenVerifier:
+    return TokenVerifier(
+        audience=[AUDIENCE, GCLOUD],
+        allowed_emails=[CALLER],
+        request=CertsTransport(issuer.certs()),  # type: ignore[arg-type]
+        verify=auth.KeyedVerify(clock=lambda: now_s),
+        audience_max_age_s={GCLOUD: 300},
+        clock=lambda: now_s,
+    )
+
+
+def test_a_client_audience_admits_only_tokens_younger_than_its_maximum_age(issuer: Any) -> None:
+    # given gcloud's client is an audience, for tokens up to 300 s old
+    token = signed(issuer, aud=GCLOUD)
+    # then a fresh gcloud token passes, one issued 301 s ago (replayed from elsewhere) does not
+    assert with_client_audience(issuer, NOW_S + 300).verify(f"Bearer {token}") == CALLER
+    with pytest.raises(Unauthorized, match="issued 301 s ago; tokens for it are accepted for 300"):
+        with_client_audience(issuer, NOW_S + 301).verify(f"Bearer {token}")
+
+
+def test_a_token_for_the_services_own_url_keeps_its_whole_lifetime(issuer: Any) -> None:
+    token = signed(issuer)
+    assert with_client_audience(issuer, NOW_S + 3500).verify(f"Bearer {token}") == CALLER
