@@ -70,7 +70,7 @@ class Admission:
             grant = self._store.acquire_slot(
                 tenant,
                 slots=policy.max_running,
-                holder=flow.flow_id,
+                holder=flow.key,
                 now=now,
                 cooldown_s=policy.slot_cooldown_s,
             )
@@ -81,18 +81,16 @@ class Admission:
                     self._full_until[tenant] = time.monotonic() + FULL_TTL_S
                 break
             admit = functools.partial(planner.admitted, plan_for(flow), slot=grant.slot)
-            done = self._store.change(flow.flow_id, admit)
+            done = self._store.change(flow.key, admit)
             if done is None:  # no longer waiting (cancelled): the slot goes back
-                self._store.release_slot(grant.slot, holder=flow.flow_id)
+                self._store.release_slot(grant.slot, holder=flow.key)
                 continue
             admitted += 1
             settle(done)
         return admitted
 
     def _retry_at(self, plan: Plan, flow: FlowRecord, at: datetime, settle: Settle) -> None:
-        written = self._store.change(
-            flow.flow_id, lambda r: planner.await_admission(plan, r, at=at)
-        )
+        written = self._store.change(flow.key, lambda r: planner.await_admission(plan, r, at=at))
         if written is not None:
             settle(written)
 
@@ -113,7 +111,7 @@ class Admission:
         and admit what there is room for. Safe to repeat: only the holder can pass it on."""
         if record.slot is None:
             return
-        slot, holder, tenant = record.slot, record.flow_id, record.tenant
+        slot, holder, tenant = record.slot, record.key, record.tenant
         policy = self._tenants.policy(tenant)
         usable = policy.limited and _slot_number(slot) < policy.max_running
         while usable and not self.paused(tenant):
@@ -122,16 +120,16 @@ class Admission:
                 break
             nxt = waiting[0]
             handed = self._store.hand_over_slot(
-                slot, holder=holder, to=nxt.flow_id, now=now, cooldown_s=policy.slot_cooldown_s
+                slot, holder=holder, to=nxt.key, now=now, cooldown_s=policy.slot_cooldown_s
             )
             if not handed:
                 break  # passed on already, or the slot still rests
             admit = functools.partial(planner.admitted, plan_for(nxt), slot=slot)
-            done = self._store.change(nxt.flow_id, admit)
+            done = self._store.change(nxt.key, admit)
             if done is not None:
                 settle(done)
                 return
-            holder = nxt.flow_id  # no longer waiting (cancelled): it holds the slot; go on
+            holder = nxt.key  # no longer waiting (cancelled): it holds the slot; go on
         if self._store.release_slot(slot, holder=holder):
             self.admit(plan_for, tenant, now, settle)
 

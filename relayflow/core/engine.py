@@ -35,6 +35,7 @@ from relayflow.core.admission import Admission
 from relayflow.core.clock import Clock
 from relayflow.core.dependencies import Breakers, Verdict
 from relayflow.core.errors import (
+    AmbiguousFlow,
     FlowNotFound,
     InvalidMessage,
     InvalidTransition,
@@ -79,7 +80,15 @@ from relayflow.core.position import (
     is_document_id,
 )
 from relayflow.core.putoffs import PutOffs
-from relayflow.core.records import Effect, FlowRecord, NextTask, Track, event_kind
+from relayflow.core.records import (
+    Effect,
+    FlowRecord,
+    NextTask,
+    Track,
+    event_kind,
+    flow_key,
+    split_key,
+)
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.core.values import UnstorableValue, check_storable
@@ -162,7 +171,7 @@ def idempotency_key(record: FlowRecord, position: Position) -> str:
     suffix = ":undo" if position.kind is TaskKind.COMPENSATE else ""
     name = position.effect_name
     effect = _effect_number(record, name)
-    flow_id = record.parent or record.flow_id
+    flow_id = record.parent or record.key
     return f"relayflow-{flow_id}-{incarnation}-{name}-e{effect}{suffix}"
 
 
@@ -309,7 +318,7 @@ class Engine:
         self, record: FlowRecord, data: bytes, message_id: str, attributes: dict[str, str]
     ) -> StartResult:
         """A start for a flow id that exists: the same request again, or a conflicting one."""
-        existing = self._store.get(record.flow_id)
+        existing = self._store.get(record.key)
         if existing is None:  # created and deleted meanwhile; Pub/Sub will redeliver
             raise RuntimeError(f"flow {record.flow_id} exists and does not")
         if (existing.flow, existing.input) != (record.flow, record.input):
@@ -431,7 +440,7 @@ class Engine:
         dependency = getattr(step, "dependency", None)
         if dependency is None:
             return None
-        key = f"{record.flow_id}:{pos.label()}"
+        key = f"{record.key}:{pos.label()}"
         # A poll after a failed poll is the poll the schedule makes anyway, not extra traffic:
         # only an action's (or an undo's) second and later tries spend the retry budget.
         retry = pos.attempt > 0 and pos.kind is not TaskKind.POLL
@@ -462,7 +471,7 @@ class Engine:
     def _run_admit(self, found: Snapshot) -> Ran:
         """A waiting flow's retry for a slot: the retry is over; admit what there is room for."""
         record = found.record
-        self._store.change(record.flow_id, planner.admission_tried)
+        self._store.change(record.key, planner.admission_tried)
         self._admit(record.tenant)
         return Ran.ADVANCED
 
@@ -589,7 +598,7 @@ class Engine:
         mismatch = gone or _definition_mismatch(flow, record.position)
         if mismatch:
             stopped = self._store.change(
-                record.flow_id, lambda lane: planner.cancel_lane(self._plan(items), lane)
+                record.key, lambda lane: planner.cancel_lane(self._plan(items), lane)
             )
             return Ran.ADVANCED if stopped else Ran.STALE
         return self._run_step(found, items)
@@ -621,7 +630,7 @@ class Engine:
                 return self._commit(found, record.position, flow, failed)
             plan = self._plan(flow)
             written = self._store.change_versioned(
-                record.flow_id,
+                record.key,
                 lambda latest: _fanned(latest, record.position, plan, items),
             )
             if written is None:
@@ -671,7 +680,7 @@ class Engine:
         try:
             return self._commit(claimed, found.record.position, flow, outcome, holder=holder)
         except Exception:
-            self._release(found.record.flow_id, holder)
+            self._release(found.record.key, holder)
             raise
 
     def _claim(self, found: Snapshot, flow: Flow, holder: str) -> Snapshot | Ran:
@@ -691,10 +700,10 @@ class Engine:
                 return planner.crashed(plan, claimed)
             return claimed
 
-        taken = self._store.change_versioned(found.record.flow_id, take, start=found)
+        taken = self._store.change_versioned(found.record.key, take, start=found)
         if taken is not None:
             return taken
-        latest = self._store.read(found.record.flow_id)
+        latest = self._store.read(found.record.key)
         if latest is None:
             return Ran.NO_FLOW
         if _track_of(latest.record, position) is not None:
@@ -797,7 +806,7 @@ class Engine:
         try:
             return self._commit(committed, record.position, flow, outcome, holder=holder)
         except Exception:
-            self._release(record.flow_id, holder)
+            self._release(record.key, holder)
             raise
 
     def _end(self, found: Snapshot, position: Position, plan: Plan, why: str) -> Ran:
@@ -849,11 +858,11 @@ class Engine:
         ``change`` says of its last call — whether it marked the result sent (``_marked``);
         ``then``: what runs next in this request instead of settling, if it says so."""
         try:
-            committed = self._store.change_versioned(found.record.flow_id, change, start=found)
+            committed = self._store.change_versioned(found.record.key, change, start=found)
         except UnstorableChange as refused:
             return self._refused(found, refused)
         if committed is None:
-            latest = self._store.get(found.record.flow_id)
+            latest = self._store.get(found.record.key)
             if latest is not None:
                 self._settle(latest)
             return Ran.STALE
@@ -879,7 +888,7 @@ class Engine:
                 return None
             return planner.abort(plan, current, code="COMMIT_REFUSED", message=message)
 
-        committed = self._store.change_versioned(found.record.flow_id, ended)
+        committed = self._store.change_versioned(found.record.key, ended)
         if committed is not None:
             self._settle(committed.record, version=committed)
         return Ran.ADVANCED
@@ -911,7 +920,8 @@ class Engine:
         if pos.scope is not None and not record.is_lane:  # an item's undo, run by its flow
             index, item = pos.item, effect.item if effect is not None else None
         return StepContext(
-            flow_id=record.parent or record.flow_id,
+            # The caller's id (a lane's item sees its flow's), not the key.
+            flow_id=split_key(record.parent)[1] if record.parent else record.flow_id,
             flow=record.flow,
             step=pos.step,
             input=record.input,
@@ -984,7 +994,7 @@ class Engine:
             if record.status in ACTIVE or record.cleaning:  # a clean-up has tasks too
                 for track in record.tracks.values():
                     if track.next is not None:
-                        self._queue.ensure(record.flow_id, track.next)
+                        self._queue.ensure(record.key, track.next)
             # A lane's end is news for its flow, not a result event.
             if record.status in TERMINAL and record.result and not record.is_lane:
                 if not record.result_published:
@@ -1013,7 +1023,7 @@ class Engine:
                 self._count_end(record)
             return
         # Counted by whoever marks it: once per generation, however often it was settled.
-        if self._store.mark_published(record.flow_id, record.position.generation, start=version):
+        if self._store.mark_published(record.key, record.position.generation, start=version):
             self._count_end(record)
 
     def _count_end(self, record: FlowRecord) -> None:
@@ -1033,7 +1043,7 @@ class Engine:
         generation = record.position.generation
         try:
             self._store.change(
-                record.flow_id, functools.partial(planner.unpublished, generation=generation)
+                record.key, functools.partial(planner.unpublished, generation=generation)
             )
         except Exception:  # the store is down too: the task's redelivery publishes it
             log.warning("could not unmark a result", extra={"flow_id": record.flow_id})
@@ -1054,20 +1064,21 @@ class Engine:
         in, whether the caller may see it): a token of a flow whose tenant it does not admit
         is answered exactly as a token no flow has, so its answer tells nothing of the flow.
         """
-        flow_id = token.rpartition(".")[0]  # a flow's id, or a ForEach lane's
-        if not re.fullmatch(TASK_FLOW_PATTERN[1:-1], flow_id) or not is_document_id(flow_id):
+        key = token.rpartition(".")[0]  # a flow's key, or a ForEach lane's
+        if not re.fullmatch(TASK_FLOW_PATTERN[1:-1], key) or not is_document_id(key):
             return CallbackAnswer(Completion.IGNORED, "not a callback token")
-        found = self._read(flow_id)
+        flow_id = split_key(key)[1]  # what the answer names: the caller's id, not the key
+        found = self._read(key)
         if found is None or (visible is not None and not visible(found.record.tenant)):
             return CallbackAnswer(Completion.IGNORED, "no flow has this token", flow_id)
-        key = _track_with(found.record, token)
-        if key is None:
+        track = _track_with(found.record, token)
+        if track is None:
             return CallbackAnswer(Completion.IGNORED, self._why_not(found.record), flow_id)
         try:
             plan = self._plan(self._planning_flow(found.record))
         except UnknownFlow as exc:
             return CallbackAnswer(Completion.IGNORED, str(exc), flow_id)
-        waiting = found.record.tracks[key].position.kind is TaskKind.WAIT
+        waiting = found.record.tracks[track].position.kind is TaskKind.WAIT
         if "error" not in completion:
             checked = _completed(completion.get("output", {}), where="the callback's output")
             if isinstance(checked, Failed):
@@ -1081,7 +1092,7 @@ class Engine:
             return _fitting(plan, current, planner.signal(plan, current, completion))
 
         if self._write(found, completed) is Ran.STALE:
-            latest = self._store.get(flow_id)
+            latest = self._store.get(key)
             why = self._why_not(latest) if latest else "the flow is gone"
             return CallbackAnswer(Completion.IGNORED, why, flow_id)
         return CallbackAnswer(Completion.COMPLETED if waiting else Completion.KEPT, "", flow_id)
@@ -1099,11 +1110,36 @@ class Engine:
     # -- operations ----------------------------------------------------------------------
 
     def get(self, flow_id: str) -> FlowRecord:
-        """The flow, or FlowNotFound."""
+        """The flow by its key (``FlowRecord.key``: for the default tenant's flows, the id),
+        or FlowNotFound."""
         record = self._store.get(flow_id)
         if record is None:
-            raise FlowNotFound(f"no flow with id {flow_id!r}")
+            raise FlowNotFound(f"no flow with id {split_key(flow_id)[1]!r}")
         return record
+
+    def find(
+        self,
+        flow_id: str,
+        *,
+        tenant: str | None = None,
+        visible: Callable[[str], bool] | None = None,
+    ) -> FlowRecord:
+        """The flow with id ``flow_id``: ``tenant``'s, or whichever tenant's it is, among those
+        ``visible`` admits (a caller's scope). FlowNotFound if there is none (or only one the
+        caller may not see, which looks the same); AmbiguousFlow if several tenants use the id
+        and ``tenant`` does not say which."""
+        if tenant is not None:
+            found = self._store.get(flow_key(tenant, flow_id))
+            candidates = [found] if found is not None else []
+        else:
+            candidates = self._store.find(flow_id)
+        shown = [r for r in candidates if visible is None or visible(r.tenant)]
+        if not shown:
+            raise FlowNotFound(f"no flow with id {flow_id!r}")
+        if len(shown) > 1:
+            tenants = ", ".join(sorted(r.tenant for r in shown))
+            raise AmbiguousFlow(f"flow id {flow_id!r} names flows of tenants {tenants}: say which")
+        return shown[0]
 
     def lanes(self, flow_id: str) -> list[FlowRecord]:
         """The ForEach lanes of a flow's current run (FlowNotFound if there is no flow)."""
@@ -1219,7 +1255,7 @@ class Engine:
         seen = record.tracks
         try:
             self._store.change(
-                record.flow_id,
+                record.key,
                 lambda current: (
                     planner.set_aside(current, until) if current.tracks == seen else None
                 ),
@@ -1252,7 +1288,7 @@ class Engine:
         seen = record.tracks
         message = f"no deployed version runs {record.flow!r} flows"
         committed = self._store.change(
-            record.flow_id,
+            record.key,
             lambda current: (
                 planner.unknown_flow(plan, current, message=message)
                 if (current.status in ACTIVE or current.cleaning) and current.tracks == seen
@@ -1290,7 +1326,7 @@ class Engine:
                 return planner.lost(plan, current, rescues=limit)
             return planner.rescue(plan, current)
 
-        committed = self._store.change(record.flow_id, rescued)
+        committed = self._store.change(record.key, rescued)
         if committed is None:
             return 0
         self._settle(committed)

@@ -79,5 +79,9 @@ class FlowNotFound(RelayflowError):
     """Raised when no flow document has the given id."""
 
 
+class AmbiguousFlow(RelayflowError):
+    """Raised when a flow id names flows of several tenants and the caller did not say whose."""
+
+
 class ConfigError(RelayflowError):
     """Raised when a flow definition or setting is inconsistent."""

@@ -2,9 +2,9 @@
 when they have all ended, stop them and collect their effects before undoing, and pass each
 lane's news (items failed, lane ended) to its flow.
 
-A lane is a document of its own (``{flow_id}.{step}.{lane}``), run by the same engine code as
-a flow, with the ForEach's item steps as its definition; only these hand-overs between a lane
-and its flow are here.
+A lane is a document of its own (``{key}.{step}.{lane}``, under its flow's key), run by the
+same engine code as a flow, with the ForEach's item steps as its definition; only these
+hand-overs between a lane and its flow are here.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def start_lanes(
 
 def read_lanes(store: Store, parent: FlowRecord, scope: str) -> list[FlowRecord]:
     """The lanes of ForEach ``scope``, as stored."""
-    prefix = f"{parent.flow_id}.{scope}."
+    prefix = f"{parent.key}.{scope}."
     found = [store.get(lane_id) for lane_id in parent.lanes if lane_id.startswith(prefix)]
     return [lane for lane in found if lane is not None]
 

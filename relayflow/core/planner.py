@@ -160,7 +160,7 @@ def schedule(plan: Plan, record: FlowRecord, position: Position, delay_s: float)
     delay_s = min(max(delay_s, 0.0), MAX_SCHEDULE_AHEAD_S)
     return NextTask(
         queue=plan.queues.for_kind(position.kind, record.priority),
-        task_id=task_id(record.flow_id, position),
+        task_id=task_id(record.key, position),
         run_at=plan.now + timedelta(seconds=delay_s),
         position=position,
     )
@@ -299,8 +299,8 @@ def _token(plan: Plan, record: FlowRecord, step: str, generation: int) -> str:
     """A one-use callback token: it names its flow (so a completion finds the document) and is
     unguessable (the plan's nonce); the track keeps it, which binds it to the step and the
     generation."""
-    seed = f"{plan.nonce}|{record.flow_id}|{record.created_at.isoformat()}|{step}|{generation}"
-    return f"{record.flow_id}.{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
+    seed = f"{plan.nonce}|{record.key}|{record.created_at.isoformat()}|{step}|{generation}"
+    return f"{record.key}.{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
 
 
 def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
@@ -1363,9 +1363,9 @@ def undo_again(plan: Plan, record: FlowRecord, reason: str, *, by: str = "") -> 
 # -- ForEach --------------------------------------------------------------------------------------
 
 
-def lane_id(flow_id: str, scope: str, lane: int) -> str:
-    """The document id of ForEach ``scope``'s lane ``lane`` of flow ``flow_id``."""
-    return f"{flow_id}.{scope}.{lane}"
+def lane_id(key: str, scope: str, lane: int) -> str:
+    """The document id of ForEach ``scope``'s lane ``lane`` of the flow keyed ``key``."""
+    return f"{key}.{scope}.{lane}"
 
 
 def fanned_out(plan: Plan, record: FlowRecord, items: list[Any]) -> FlowRecord:
@@ -1380,7 +1380,7 @@ def fanned_out(plan: Plan, record: FlowRecord, items: list[Any]) -> FlowRecord:
     detail = f"{len(items)} items in {lanes} lanes"
     record = _log(plan, record, _entry(plan, record, "fanned out", detail=detail), a_try=False)
     key = record.position.step
-    ids = [lane_id(record.flow_id, key, k) for k in range(lanes)]
+    ids = [lane_id(record.key, key, k) for k in range(lanes)]
     tracks = {**record.tracks, key: record.tracks[key].model_copy(update={"fanout": fan})}
     moved = _move(plan, record, Status.RUNNING)
     return moved.model_copy(update={"tracks": tracks, "lanes": [*record.lanes, *ids]}).stored()
@@ -1401,7 +1401,7 @@ def new_lane(
     mine = [{"index": i, "item": items[i]} for i in range(lane, len(items), stride)]
     first = Position(step_index=0, step=plan.flow.step(0).name, kind=kind_of(plan.flow, 0))
     record = FlowRecord(
-        flow_id=lane_id(parent.flow_id, scope, lane),
+        flow_id=lane_id(parent.key, scope, lane),
         flow=parent.flow,
         version=parent.version,
         input=parent.input,
@@ -1413,7 +1413,7 @@ def new_lane(
         deadline_at=parent.deadline_at,  # the flow's deadline bounds its items too
         tenant=parent.tenant,
         priority=parent.priority,
-        parent=parent.flow_id,
+        parent=parent.key,
         scope=scope,
         lane=lane,
         items=mine,

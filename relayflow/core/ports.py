@@ -76,7 +76,10 @@ class TenantState:
 
 
 class Store(Protocol):
-    """Flow documents, changed only by compare-and-set, and the ``rejected`` records."""
+    """Flow documents, changed only by compare-and-set, and the ``rejected`` records.
+
+    Flows are named by their key (``FlowRecord.key``: the id for the default tenant's flows,
+    ``{tenant}~{id}`` for another's; a lane's id); ``find`` looks them up by id."""
 
     def create(self, record: FlowRecord) -> bool:
         """Create the flow document; False if one with that id exists already."""
@@ -100,6 +103,10 @@ class Store(Protocol):
         self, flow_id: str, change: Change, *, start: Snapshot | None = None
     ) -> Snapshot | None:
         """Apply ``change`` atomically; the new record and its version."""
+        ...
+
+    def find(self, flow_id: str, *, limit: int = 10) -> list[FlowRecord]:
+        """Every tenant's flow whose id (not key) is ``flow_id``."""
         ...
 
     def mark_published(

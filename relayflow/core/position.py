@@ -15,9 +15,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 FLOW_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
-# A ForEach lane's document: ``{flow_id}.{step}.{lane}`` (a dot never appears in a flow id).
-LANE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}\.[a-z][a-z0-9_]{0,62}\.[0-9]{1,4}$"
-TASK_FLOW_PATTERN = r"^[A-Za-z0-9_-]{1,100}(\.[a-z][a-z0-9_]{0,62}\.[0-9]{1,4})?$"
+# A flow's key: what its document, tasks and tokens are named by. Flow ids are each tenant's
+# own: the default tenant's flow is keyed by its id, another tenant's by ``{tenant}~{id}`` (a
+# ``~`` never appears in a flow id or a tenant name; the tenant part is TENANT_PATTERN's).
+_KEY = r"(?:[a-z0-9][a-z0-9-]{0,62}~)?[A-Za-z0-9_-]{1,100}"
+FLOW_KEY_PATTERN = rf"^{_KEY}$"
+# A ForEach lane's document: ``{key}.{step}.{lane}`` (a dot never appears in a key).
+LANE_ID_PATTERN = rf"^{_KEY}\.[a-z][a-z0-9_]{{0,62}}\.[0-9]{{1,4}}$"
+TASK_FLOW_PATTERN = rf"^{_KEY}(\.[a-z][a-z0-9_]{{0,62}}\.[0-9]{{1,4}})?$"
 STEP_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 MAX_TASK_ID = 500
 _TASK_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
@@ -138,13 +143,14 @@ def task_id(flow_id: str, position: Position) -> str:
     p = position
     item = "" if p.scope is None else f"-s{p.scope}-i{p.item}"
     body = (
-        f"{flow_id.replace('.', '-')}-{p.step_index}{p.step}{item}-{_KIND_LETTER[p.kind]}"
+        f"{flow_id.replace('.', '-').replace('~', '-')}-{p.step_index}{p.step}{item}-"
+        f"{_KIND_LETTER[p.kind]}"
         f"{p.attempt}-p{p.poll}-g{p.generation}r{p.rescue}"
         + (f"d{p.deferral}" if p.deferral else "")
         + (f"u{p.undo_round}" if p.undo_round else "")
     )
-    # The raw id in the hash: a lane's dots become dashes in the body, and must not collide
-    # with a flow id that has dashes there.
+    # The raw key in the hash: a lane's dots and a tenant's ``~`` become dashes in the body,
+    # and must not collide with a flow id that has dashes there.
     prefix = hashlib.sha256(f"{flow_id}|{body}".encode()).hexdigest()[:8]
     candidate = f"{prefix}-{body}"
     if len(candidate) <= MAX_TASK_ID and _TASK_ID_OK.match(candidate):

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from relayflow.core.position import TASK_FLOW_PATTERN, Position, TaskKind
 from relayflow.core.state import Status
+from relayflow.core.tenants import DEFAULT_TENANT
 
 
 class _Model(BaseModel):
@@ -148,6 +149,19 @@ class Track(_Model):
     sent: dict[str, Any] | None = None
     early: dict[str, Any] | None = None
     fanout: FanOut | None = None
+
+
+def flow_key(tenant: str, flow_id: str) -> str:
+    """The key of tenant ``tenant``'s flow ``flow_id``: what its document, its tasks and its
+    callback tokens are named by. Flow ids are each tenant's own (tenant B's ``order-42`` is
+    not tenant A's); the default tenant's flows are keyed by their id."""
+    return flow_id if tenant == DEFAULT_TENANT else f"{tenant}~{flow_id}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """The tenant and the flow id (or lane id, for a lane's key) that ``key`` names."""
+    tenant, sep, rest = key.partition("~")
+    return (tenant, rest) if sep else (DEFAULT_TENANT, key)
 
 
 UNDO_TRACK = "~undo"
@@ -309,6 +323,12 @@ class FlowRecord(_Model):
     def track_at(self, position: Position) -> str | None:
         """The key of the track at exactly ``position``, or None."""
         return next((k for k, t in self.tracks.items() if t.position == position), None)
+
+    @property
+    def key(self) -> str:
+        """What the flow's document, tasks and tokens are named by (``flow_key``); a lane's
+        id is its key."""
+        return self.flow_id if self.is_lane else flow_key(self.tenant, self.flow_id)
 
     @property
     def cleaning(self) -> bool:

@@ -94,7 +94,7 @@ class FlowStore:
         """Create the flow document; False if one with that id exists already."""
         self._counters.add("firestore_writes")
         try:
-            self._docs.create(self._path(record.flow_id), record.to_doc(), timeout=RPC_TIMEOUT_S)
+            self._docs.create(self._path(record.key), record.to_doc(), timeout=RPC_TIMEOUT_S)
         except AlreadyExists:
             return False
         return True
@@ -167,6 +167,13 @@ class FlowStore:
             return Snapshot(updated, version, doc)
         message = f"flow {flow_id}: {CHANGE_ATTEMPTS} conflicting changes in a row"
         raise Aborted(message)  # type: ignore[no-untyped-call]
+
+    def find(self, flow_id: str, *, limit: int = 10) -> list[FlowRecord]:
+        """Every tenant's flow with the id ``flow_id`` (its field, not its key)."""
+        query = self._flows.where(filter=firestore.FieldFilter("flow_id", "==", flow_id))
+        found = list(self._parse(query.limit(limit).stream(timeout=RPC_TIMEOUT_S)))
+        self._counters.add("firestore_reads", max(1, len(found)))
+        return found
 
     def mark_published(
         self, flow_id: str, generation: int, *, start: Snapshot | None = None

@@ -217,7 +217,7 @@ class Harness:
     def deliver_next(self, flow_id: str | None = None) -> Ran | None:
         """Deliver the task due first (of ``flow_id``), moving the clock to when it is due;
         what the engine did, or None when no task is queued (or the delivery failed)."""
-        task = self.queue.due_first(flow_id)
+        task = self.queue.due_first(self.key(flow_id) if flow_id is not None else None)
         if task is None:
             return None
         self.advance_to(task.next.run_at)
@@ -271,15 +271,15 @@ class Harness:
 
     def cancel(self, flow_id: str, reason: str = "cancelled in a test") -> FlowRecord:
         """Cancel as an operator would."""
-        return self.engine.cancel(flow_id, reason)
+        return self.engine.cancel(self.key(flow_id), reason)
 
     def retry(self, flow_id: str) -> FlowRecord:
         """Retry an ended flow as an operator would (a new generation)."""
-        return self.engine.retry(flow_id)
+        return self.engine.retry(self.key(flow_id))
 
     def undo(self, flow_id: str, reason: str = "undone again in a test") -> FlowRecord:
         """Undo again what an ended flow left live, as an operator would (a new clean-up)."""
-        return self.engine.undo(flow_id, reason=reason)
+        return self.engine.undo(self.key(flow_id), reason=reason)
 
     def sweep(self, grace_s: float = 120.0) -> SweepReport:
         """Run the sweeper once."""
@@ -306,11 +306,19 @@ class Harness:
     # -- what a test asserts -------------------------------------------------------------
 
     def flow(self, flow_id: str) -> FlowRecord:
-        """The flow's document as stored."""
-        record = self.store.get(flow_id)
+        """The flow's document as stored, by its id (whichever tenant's it is, when only one
+        tenant uses the id) or by its key (``FlowRecord.key``)."""
+        record = self.store.get(self.key(flow_id))
         if record is None:
             raise AssertionError(f"no flow {flow_id!r}")
         return record
+
+    def key(self, flow_id: str) -> str:
+        """The key of the flow ``flow_id`` names (an id, or already a key)."""
+        if flow_id in self.store.docs:
+            return flow_id
+        found = self.store.find(flow_id)
+        return found[0].key if len(found) == 1 else flow_id
 
     def calls_of(self, step: str, *, undo: bool = False) -> list[StepContext]:
         """The contexts ``step``'s handler (or, with ``undo``, its compensation) was called

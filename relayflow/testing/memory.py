@@ -64,7 +64,7 @@ class MemoryStore:
         self.refuse: Callable[[dict[str, Any]], str | None] = lambda doc: None
 
     def create(self, record: FlowRecord) -> bool:
-        if record.flow_id in self.docs:
+        if record.key in self.docs:
             return False
         self._write(record)
         return True
@@ -103,6 +103,9 @@ class MemoryStore:
             return None
         self._write(updated)
         return Snapshot(updated, self.versions[flow_id])
+
+    def find(self, flow_id: str, *, limit: int = 10) -> list[FlowRecord]:
+        return [r for r in self._records() if r.flow_id == flow_id and not r.is_lane][:limit]
 
     def mark_published(
         self, flow_id: str, generation: int, *, start: Snapshot | None = None
@@ -277,8 +280,8 @@ class MemoryStore:
         if refused:
             raise UnstorableChange(refused)
         self.writes += 1
-        self.docs[record.flow_id] = doc
-        self.versions[record.flow_id] = self._version(record.flow_id) + timedelta(microseconds=1)
+        self.docs[record.key] = doc
+        self.versions[record.key] = self._version(record.key) + timedelta(microseconds=1)
 
     def _version(self, flow_id: str) -> datetime:
         return self.versions.get(flow_id, EPOCH)

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from flask import Flask, Response, g, redirect, request, url_for
 
 from relayflow.core.engine import Engine
-from relayflow.core.errors import FlowNotFound, InvalidTransition, RelayflowError
+from relayflow.core.errors import AmbiguousFlow, FlowNotFound, InvalidTransition, RelayflowError
 from relayflow.core.flows import Registry
 from relayflow.core.listing import FlowSummary, Page
 from relayflow.core.ports import Store
@@ -62,6 +62,7 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     FlowNotFound: (404, "NOT_FOUND"),
     DeadLetterNotFound: (404, "NOT_FOUND"),
     InvalidTransition: (409, "FAILED_PRECONDITION"),
+    AmbiguousFlow: (400, "INVALID_ARGUMENT"),
 }
 
 
@@ -215,14 +216,14 @@ def _register_flows(app: Flask, ops: Operations) -> None:
     @guarded(ops.access, Role.OPERATOR, "cancel flows")
     def cancel_flow(flow_id: str) -> Any:
         why = params.reason(_body().get("reason"), required=False, default=DEFAULT_CANCEL_REASON)
-        record = ops.engine.cancel(shown_flow(ops, flow_id).flow_id, why, by=caller().identity)
+        record = ops.engine.cancel(shown_flow(ops, flow_id).key, why, by=caller().identity)
         return record.model_dump(mode="json")
 
     @app.post("/flows/<flow_id>:retry")
     @guarded(ops.access, Role.OPERATOR, "retry flows")
     def retry_flow(flow_id: str) -> Any:
         why = params.reason(_body().get("reason"), required=False)
-        flow = shown_flow(ops, flow_id).flow_id
+        flow = shown_flow(ops, flow_id).key
         record = ops.engine.retry(flow, reason=why, by=caller().identity)
         return record.model_dump(mode="json")
 
@@ -305,8 +306,10 @@ def _tenant_action(app: Flask, ops: Operations, action: str, *, paused: bool) ->
 
 
 def shown_flow(ops: Operations, flow_id: str) -> FlowRecord:
-    """The flow, if the caller may see its tenant; FlowNotFound (404) as for a missing one."""
-    return caller().shown(ops.engine.get(params.flow_id(flow_id)))
+    """The flow with that id (``tenant=`` says whose, when several tenants use the id), if the
+    caller may see its tenant; FlowNotFound (404) as for a missing one."""
+    tenant = params.tenant(request.args.get("tenant"))
+    return ops.engine.find(params.flow_id(flow_id), tenant=tenant, visible=caller().sees)
 
 
 def page_of(store: Store, query: params.ListQuery) -> Page[FlowSummary] | Page[FlowRecord]:

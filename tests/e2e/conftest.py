@@ -101,11 +101,16 @@ class Harness:
         )
         return str(response.message_ids[0])
 
+    def flow(self, flow_id: str) -> FlowRecord | None:
+        """The flow with that id, whichever tenant's it is (ids are each tenant's own)."""
+        found = self.store.get(flow_id) or next(iter(self.store.find(flow_id)), None)
+        return found
+
     def wait_terminal(self, flow_id: str, timeout_s: float = 60.0) -> FlowRecord:
         found: list[FlowRecord] = []
 
         def ended() -> bool:
-            record = self.store.get(flow_id)
+            record = self.flow(flow_id)
             if record is not None and record.status in TERMINAL and record.result_published:
                 found.append(record)
                 return True

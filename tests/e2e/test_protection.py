@@ -47,7 +47,7 @@ def test_a_start_naming_a_tenant_on_the_shared_topic_is_rejected_and_recorded(
     assert poll_until(recorded, timeout_s=30)
     rejected = harness.store.rejected(message_id)
     assert rejected is not None and "flow-requests.e2e-limited" in rejected["reason"]
-    assert harness.store.get(flow_id) is None
+    assert harness.flow(flow_id) is None
 
 
 def _most_running(records: list[FlowRecord]) -> int:
@@ -88,7 +88,7 @@ def test_a_high_priority_tenants_tasks_take_the_high_queues(
     queues: set[str] = set()
 
     def polling() -> bool:
-        record = harness.store.get(flow_id)
+        record = harness.flow(flow_id)
         if record is not None and record.next is not None:
             queues.add(record.next.queue)
         return "flow-polls-high" in queues
@@ -109,7 +109,7 @@ def test_operators_pause_and_resume_a_tenant_with_the_cli(
     _start(harness, flow_id, "e2e-paused")
 
     def put_off() -> bool:
-        record = harness.store.get(flow_id)
+        record = harness.flow(flow_id)
         return record is not None and any(e.outcome == "deferred" for e in record.history)
 
     assert poll_until(put_off, timeout_s=30)
@@ -146,7 +146,7 @@ def test_an_outage_opens_the_breaker_puts_steps_off_and_every_flow_succeeds(
     assert shown.returncode == 0 and "client-api" in shown.stdout, shown.stderr
 
     def deferred() -> bool:
-        records = [harness.store.get(flow_id) for flow_id in ids]
+        records = [harness.flow(flow_id) for flow_id in ids]
         return any(
             r is not None and any(e.outcome == "deferred" for e in r.history) for r in records
         )

@@ -356,6 +356,7 @@ def test_the_last_step_ends_the_flow_and_publishes_the_result_once(
         "tenant": "default",
         "status": "SUCCEEDED",
         "generation": "0",
+        "event": "result",
     }
     assert json.loads(event.message.data)["data"] == done.result.data
     assert pull(subscriber, results_subscription, count=1, timeout_s=1.0) == []

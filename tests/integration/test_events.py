@@ -34,6 +34,7 @@ def test_a_success_is_published_with_its_data(
         "tenant": "default",
         "status": "SUCCEEDED",
         "generation": "0",
+        "event": "result",
     }
     assert json.loads(received.message.data) == {
         "flow_id": "flow-ok",
@@ -46,6 +47,8 @@ def test_a_success_is_published_with_its_data(
         "message": "flow completed",
         "data": {"first": {"id": 7}},
         "error": None,
+        "event": "result",
+        "cleanup": None,
     }
 
 
@@ -67,6 +70,7 @@ def test_a_failure_is_published_with_its_error(
         "tenant": "default",
         "status": "FAILED",
         "generation": "0",
+        "event": "result",
     }
     assert json.loads(received.message.data) == {
         "flow_id": "flow-bad",
@@ -79,6 +83,8 @@ def test_a_failure_is_published_with_its_error(
         "message": "the client said no",
         "data": None,
         "error": error,
+        "event": "result",
+        "cleanup": None,
     }
 
 

@@ -25,6 +25,21 @@ def test_create_is_create_if_absent(flow_store: FlowStore) -> None:
     assert flow_store.get("flow-a") == first
 
 
+def test_two_tenants_flows_with_one_id_are_two_documents_found_by_id(
+    flow_store: FlowStore,
+) -> None:
+    acme = make_record("order-42").model_copy(update={"tenant": "acme"})
+    globex = make_record("order-42", input={"other": True}).model_copy(update={"tenant": "globex"})
+
+    assert flow_store.create(acme) is True
+    assert flow_store.create(globex) is True  # not taken by acme's
+
+    assert flow_store.get("acme~order-42") == acme
+    assert flow_store.get("globex~order-42") == globex
+    assert flow_store.get("order-42") is None  # no default tenant's flow has that id
+    assert sorted(r.tenant for r in flow_store.find("order-42")) == ["acme", "globex"]
+
+
 def test_get_of_a_missing_flow_is_none(flow_store: FlowStore) -> None:
     assert flow_store.get("no-such-flow") is None
 

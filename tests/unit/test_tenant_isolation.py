@@ -12,6 +12,7 @@ import pytest
 from relayflow import CallbackStep, Flow, StepContext
 from relayflow.core import engine as engine_module
 from relayflow.core.engine import Completion, Started
+from relayflow.core.errors import AmbiguousFlow, FlowNotFound
 from relayflow.core.state import Status
 from relayflow.core.tenants import TenantPolicy, Tenants
 from relayflow.testing import Harness
@@ -98,3 +99,38 @@ def test_callback_tokens_are_compared_in_constant_time(monkeypatch: pytest.Monke
     assert h.engine.complete(guess, {"output": {}}).outcome is Completion.IGNORED
     assert (token.encode(), guess.encode()) in compared
     assert h.engine.complete(token, {"output": {}}).outcome is Completion.COMPLETED
+
+
+def test_each_tenant_has_its_own_flow_ids() -> None:
+    h = Harness(waiting_flow(), tenants=ACME)
+    a = h.publish(start_message(flow_id="order-42"), tenant="acme")
+    b = h.publish(start_message(flow_id="order-42"), tenant="globex")
+
+    assert (a.outcome, b.outcome) == (Started.STARTED, Started.STARTED)  # not a duplicate
+    assert sorted(h.store.docs) == ["acme~order-42", "globex~order-42"]
+    acme, globex = (h.engine.find("order-42", tenant=t) for t in ("acme", "globex"))
+    assert (acme.tenant, globex.tenant) == ("acme", "globex")
+    assert acme.flow_id == globex.flow_id == "order-42"
+    assert acme.next is not None and globex.next is not None
+    assert acme.next.task_id != globex.next.task_id  # their tasks never collide either
+    with pytest.raises(AmbiguousFlow, match="tenants acme, globex"):
+        h.engine.find("order-42")
+    assert h.engine.find("order-42", visible={"globex"}.__contains__).tenant == "globex"
+    with pytest.raises(FlowNotFound):
+        h.engine.find("order-42", visible={"initech"}.__contains__)
+
+
+def test_a_tenants_callback_completes_its_own_flow_only() -> None:
+    h = Harness(waiting_flow(), tenants=ACME)
+    h.publish(start_message(flow_id="same"), tenant="acme")
+    h.publish(start_message(flow_id="same"), tenant="globex")
+    h.run_until(h.now)
+    acme = h.engine.find("same", tenant="acme")
+    token = acme.tracks["approve"].token
+    assert token is not None and token.startswith("acme~same.")
+
+    answer = h.engine.complete(token, {"output": {"ok": True}})
+
+    assert answer.outcome is Completion.COMPLETED and answer.flow_id == "same"
+    assert h.engine.find("same", tenant="acme").status is Status.SUCCEEDED
+    assert h.engine.find("same", tenant="globex").status is Status.RUNNING

@@ -153,9 +153,9 @@ def test_a_freed_slot_is_handed_straight_to_the_oldest_waiting_flow() -> None:
     nxt = h.flow("a1")
     assert nxt.admission == "admitted" and nxt.slot == h.flow(first).slot
     assert h.store.slot_writes - writes_before == 1  # one hand-over, no release and take
-    assert h.store.slots[nxt.slot]["holder"] == "a1"
+    assert h.store.slots[nxt.slot]["holder"] == nxt.key  # the flow's key: acme~a1
     h.engine._settle(h.flow(first))  # settling the ended flow again passes nothing on
-    assert h.store.slots[nxt.slot]["holder"] == "a1"
+    assert h.store.slots[nxt.slot]["holder"] == nxt.key
 
 
 def test_metric_labels_name_configured_tenants_only() -> None:
