@@ -132,6 +132,15 @@ class Settings(BaseSettings):
     # Share of new traces kept; a flow whose start message carries a sampled parent is kept.
     trace_sample_ratio: float = Field(default=1.0, ge=0, le=1)
 
+    # -- the api's guards (relayflow.web.guard)
+    # Origins of the pages whose forms and requests may change state through the api, besides
+    # its own URL's, as a JSON list of scheme://host[:port]: by default the documented
+    # `gcloud run services proxy api --port 8080`; [] refuses the proxy's browser forms.
+    api_origins: tuple[str, ...] = ("http://localhost:8080", "http://127.0.0.1:8080")
+    # With token verification off (the local stack), Host headers the api answers besides
+    # 127.0.0.1, localhost and [::1] at its port and its URL's host: JSON list of host[:port].
+    api_hosts: tuple[str, ...] = ()
+
     @field_validator("api_scopes")
     @classmethod
     def _scopes(cls, scopes: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
