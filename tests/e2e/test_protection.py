@@ -29,9 +29,11 @@ def _api(harness: Harness, path: str) -> Any:
 
 
 def _start(harness: Harness, flow_id: str, tenant: str) -> None:
-    """Start a flow of ``tenant`` as its publishers do: on its own topic."""
+    """Start a flow of ``tenant`` as its publishers do: on its own topic (the default
+    tenant's is flow-requests)."""
     body = {"flow": "registration", "flow_id": flow_id, "input": {"resource": flow_id}}
-    harness.publish({**body, "tenant": tenant}, topic=f"flow-requests.{tenant}")
+    topic = "flow-requests" if tenant == "default" else f"flow-requests.{tenant}"
+    harness.publish({**body, "tenant": tenant}, topic=topic)
 
 
 def test_a_start_naming_a_tenant_on_the_shared_topic_is_rejected_and_recorded(
