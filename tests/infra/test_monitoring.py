@@ -32,6 +32,9 @@ METRICS = {
     "relayflow.dependency.deferred": ("CUMULATIVE", "INT64", {"dependency", "reason"}),
     "relayflow.dependency.calls": ("CUMULATIVE", "INT64", {"dependency", "outcome"}),
     "relayflow.tenant.waiting": ("GAUGE", "INT64", {"tenant"}),
+    # Issue 18: clean-ups of failed flows, and those given up after the undo window.
+    "relayflow.cleanups.ended": ("CUMULATIVE", "INT64", {"flow", "tenant", "state"}),
+    "relayflow.cleanups.abandoned": ("CUMULATIVE", "INT64", {"flow", "tenant"}),
 }
 # Alert -> (what its filter must read, runbook section).
 ALERTS = {
@@ -55,6 +58,10 @@ ALERTS = {
     "breaker_open": (
         ['metric_type["relayflow.breaker.state"]', "metric.label.dependency"],
         "breaker-open",
+    ),
+    "cleanup_abandoned": (
+        ['metric_type["relayflow.cleanups.abandoned"]', "metric.label.flow", "metric.label.tenant"],
+        "cleanup-abandoned",
     ),
 }
 
@@ -170,6 +177,25 @@ def test_a_breaker_that_does_not_close_for_the_threshold_pages() -> None:
         assert "breaker_open_s" in load(path).variables["alert_thresholds"].body["type"]
 
 
+def test_any_abandoned_clean_up_pages_with_its_flow_and_tenant() -> None:
+    # A failed flow's undo was given up after the undo window: an effect may be live at a
+    # client API. One is enough: the delta of the counter over a period above 0, at once.
+    block = _alert_block("cleanup_abandoned")
+    assert 'aligner            = "ALIGN_DELTA"' in block
+    assert 'reducer            = "REDUCE_SUM"' in block
+    assert 'group_by           = ["metric.label.flow", "metric.label.tenant"]' in block
+    assert re.search(r"threshold\s+= 0\n", block)
+    assert 'duration           = "0s"' in block
+    assert 'severity           = "CRITICAL"' in block
+    assert "${local.workload_resource}" in block
+    assert 'runbook            = "cleanup-abandoned"' in block
+    # The counter the engine adds to (relayflow/metrics.py), under the name exported.
+    metrics = (REPO / "relayflow" / "metrics.py").read_text(encoding="utf-8")
+    assert '"relayflow.cleanups.abandoned"' in metrics
+    descriptor = load(MONITORING).locals["metrics"]["relayflow.cleanups.abandoned"]
+    assert set(descriptor["labels"]) == {"flow", "tenant"}
+
+
 def test_alerts_notify_the_channels_given_per_environment() -> None:
     policy = load(MONITORING).resource("google_monitoring_alert_policy", "main").body
     assert policy["notification_channels"] == "${var.notification_channels}"
@@ -257,6 +283,8 @@ def test_the_dashboard_shows_breakers_by_dependency_and_tenants_waiting_and_star
         "relayflow.dependency.calls": ["metric.label.dependency", "metric.label.outcome"],
         "relayflow.tenant.waiting": ["metric.label.tenant"],
         "relayflow.flows.started": ["metric.label.tenant"],
+        "relayflow.cleanups.ended": ["metric.label.state"],
+        "relayflow.cleanups.abandoned": ["metric.label.flow", "metric.label.tenant"],
     }
     for metric, group_by in groups.items():
         aggregations = tiles[f"{WORKLOAD}/{metric}"]

@@ -26,6 +26,8 @@ locals {
     "relayflow.dependency.deferred"        = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["dependency", "reason"], description = "Steps deferred instead of calling a dependency (reason: open, half_open, budget)." }
     "relayflow.dependency.calls"           = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["dependency", "outcome"], description = "Calls to a dependency, by outcome (ok, failed)." }
     "relayflow.tenant.waiting"             = { kind = "GAUGE", value_type = "INT64", unit = "1", labels = ["tenant"], description = "Flows waiting for their tenant's limits to admit them." }
+    "relayflow.cleanups.ended"             = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["flow", "tenant", "state"], description = "Clean-ups of ended flows over, by state (done, abandoned)." }
+    "relayflow.cleanups.abandoned"         = { kind = "CUMULATIVE", value_type = "INT64", unit = "1", labels = ["flow", "tenant"], description = "Clean-ups given up after the undo window: a failed flow may have left an effect live." }
   }
   metric_type = { for name, d in google_monitoring_metric_descriptor.relayflow : name => d.type }
 
@@ -105,6 +107,22 @@ locals {
         group_by           = ["resource.label.queue_id"]
         threshold          = var.task_failures_per_minute / 60
         duration           = "600s"
+      }
+      # A failed flow's undo of a side effect was given up after the undo window
+      # (RELAYFLOW_UNDO_WINDOW_S): the effect may be live at the client API. Each one pages.
+      cleanup_abandoned = {
+        display_name       = "relayflow: a failed flow's clean-up was abandoned"
+        runbook            = "cleanup-abandoned"
+        summary            = "A failed flow's undo of a side effect was given up after the undo window: the effect (a registration, say) may still be live at the client API. Find the flow, check the effect, undo it."
+        severity           = "CRITICAL"
+        filter             = "metric.type = \"${local.metric_type["relayflow.cleanups.abandoned"]}\" AND ${local.workload_resource}"
+        denominator_filter = null
+        alignment_period   = var.alignment_period
+        aligner            = "ALIGN_DELTA"
+        reducer            = "REDUCE_SUM"
+        group_by           = ["metric.label.flow", "metric.label.tenant"]
+        threshold          = 0
+        duration           = "0s"
       }
       breaker_open = {
         display_name = "relayflow: a dependency's breaker stays open"
