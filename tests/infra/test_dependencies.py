@@ -239,7 +239,7 @@ def test_deliveries_start_only_once_their_receivers_can_accept_them(graph: Graph
     assert readiness_problems(graph) == []
 
 
-def test_the_environments_have_two_push_subscriptions_and_a_schedule_to_check() -> None:
+def test_the_environments_have_their_push_subscriptions_and_a_schedule_to_check() -> None:
     for root in ROOTS:
         if root.parent.name != "envs":
             continue
@@ -249,12 +249,15 @@ def test_the_environments_have_two_push_subscriptions_and_a_schedule_to_check() 
             "module.relayflow.google_cloud_scheduler_job.sweep",
             "module.relayflow.module.messaging.google_pubsub_subscription.signals",
             "module.relayflow.module.messaging.google_pubsub_subscription.start",
+            # Each named tenant's start subscription (one resource, an instance per tenant).
+            "module.relayflow.module.messaging.google_pubsub_subscription.tenant",
         ]
 
 
 RECEIVERS = {
     # Each push names its receiver by its endpoint; the schedule's computed URL names none.
     "module.relayflow.module.messaging.google_pubsub_subscription.start": "start_flow",
+    "module.relayflow.module.messaging.google_pubsub_subscription.tenant": "start_flow",
     "module.relayflow.module.messaging.google_pubsub_subscription.signals": "api",
     "module.relayflow.google_cloud_scheduler_job.sweep": None,
 }

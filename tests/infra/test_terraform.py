@@ -289,7 +289,9 @@ PUSH_SUBSCRIPTIONS = {"start", "signals"}
 def test_every_push_subscription_of_the_topology_has_its_own_resource() -> None:
     messaging = load(MODULES / "messaging")
     pushed = {
-        r.name for r in messaging.resources_of("google_pubsub_subscription") if r.name != "hold"
+        r.name
+        for r in messaging.resources_of("google_pubsub_subscription")
+        if r.name not in ("hold", "tenant")  # each named tenant's: tests/infra/test_tenants.py
     }
     assert pushed == PUSH_SUBSCRIPTIONS
     for name in PUSH_SUBSCRIPTIONS:
@@ -367,12 +369,20 @@ def test_the_pubsub_service_agent_may_move_dead_letters_and_nothing_more() -> No
     assert signals["role"] == "roles/pubsub.subscriber"
     assert signals["subscription"] == "${google_pubsub_subscription.signals.name}"
     assert signals["member"] == "${var.pubsub_service_agent}"
+    # And each named tenant's start subscription (tests/infra/test_tenants.py).
+    tenants = messaging.resource(
+        "google_pubsub_subscription_iam_member", "tenant_dead_letter_subscriber"
+    ).body
+    assert tenants["for_each"] == "${google_pubsub_subscription.tenant}"
+    assert tenants["subscription"] == "${each.value.name}"
+    assert tenants["role"] == "roles/pubsub.subscriber"
+    assert tenants["member"] == "${var.pubsub_service_agent}"
     agent_grants = [
         r
         for r in messaging.resources
         if r.type.endswith("_iam_member") and "pubsub_service_agent" in r.body["member"]
     ]
-    assert len(agent_grants) == 3
+    assert len(agent_grants) == 4
 
 
 def test_the_signals_subscription_shares_the_start_dead_letter_topic() -> None:
@@ -388,12 +398,16 @@ def test_the_signals_subscription_shares_the_start_dead_letter_topic() -> None:
 
 
 def test_the_start_subscription_pushes_to_start_flow_with_an_oidc_token() -> None:
-    sub = load(MODULES / "messaging").resource("google_pubsub_subscription", "start").body
+    messaging = load(MODULES / "messaging")
+    sub = messaging.resource("google_pubsub_subscription", "start").body
     push = only_block(sub, "push_config")
     token = only_block(push, "oidc_token")
     assert token["service_account_email"] == "${var.push_service_account_email}"
+    # The path names the topic (functions-framework's CloudEvent source: the default tenant).
+    assert push["push_endpoint"] == "${local.push_path}/${var.start_subscription.topic}"
+    assert messaging.locals["push_path"] == "${var.push_url}/projects/${var.project_id}/topics"
     call = load(RELAYFLOW).modules["messaging"].body
-    assert call["push_endpoint"].startswith("${module.start_flow.uri}/")
+    assert call["push_url"] == "${module.start_flow.uri}"
     assert call["push_audience"] == "${module.start_flow.uri}"
     assert call["push_service_account_email"] == "${google_service_account.pubsub_push.email}"
 
@@ -457,7 +471,13 @@ def test_the_signals_subscription_waits_for_the_api_like_start_waits_for_start_f
     messaging = load(MODULES / "messaging")
     for sub, after in (("start", "push_after"), ("signals", "signals_push_after")):
         body = messaging.resource("google_pubsub_subscription", sub).body
-        assert body["depends_on"] == [f"${{var.{after}}}"]
+        assert body["depends_on"][0] == f"${{var.{after}}}"
+    # The api's own grants here (dead letters) are among what its identity holds before a push.
+    signals = messaging.resource("google_pubsub_subscription", "signals").body
+    assert signals["depends_on"][1:] == [
+        "${google_pubsub_subscription_iam_member.api_dead_letter_reader}",
+        "${google_pubsub_topic_iam_member.api_dead_letter_replayer}",
+    ]
     relayflow = load(RELAYFLOW)
     call = relayflow.modules["messaging"].body
     assert call["push_after"] == (
@@ -717,6 +737,11 @@ PENDING_IN_CORE = {
     "RELAYFLOW_METRICS_EXPORTER",
     "RELAYFLOW_DEPENDENCIES",
     "RELAYFLOW_API_SCOPES",
+    # Issue 18: the api's browser origins (relayflow/web/guard.py reads settings.api_origins),
+    # and the age limit of tokens for an extra audience (relayflow.gcp.auth.TokenVerifier's
+    # audience_max_age_s), asked of relayflow/settings.py.
+    "RELAYFLOW_API_ORIGINS",
+    "RELAYFLOW_API_AUDIENCE_MAX_AGE_S",
 }
 
 
@@ -839,10 +864,49 @@ def test_the_api_reads_the_same_callers_iam_lets_in_each_by_its_role() -> None:
     assert relayflow.locals["api_completer_members"] == "${{for m in var.api_completers : m => m}}"
 
 
-def test_the_api_admits_the_tokens_gcloud_run_services_proxy_sends() -> None:
-    default = load(RELAYFLOW).variables["api_token_audiences"].body["default"]
-    # googlecloudsdk.core.config.CLOUDSDK_CLIENT_ID: a person's gcloud ID token is issued to it.
-    assert default == ["32555940559.apps.googleusercontent.com"]
+GCLOUD_CLIENT = "32555940559.apps.googleusercontent.com"
+
+
+def test_the_api_admits_only_tokens_for_its_own_url_unless_told_otherwise() -> None:
+    # Every ID token gcloud mints for a person has gcloud's OAuth client as its audience,
+    # whatever service it was for: admitting it by default let any service the person ever
+    # sent one to replay it against the api (issue 18).
+    relayflow = load(RELAYFLOW)
+    assert relayflow.variables["api_token_audiences"].body["default"] == []
+    for path in env_dirs():
+        assert load(path).variables["api_token_audiences"].body["default"] == [], path.name
+    # Named explicitly, such tokens are young ones only: the age limit reaches the api with them.
+    optional = relayflow.locals["api_optional_env"]
+    assert (
+        "length(var.api_token_audiences) == 0 ? {} : "
+        "{RELAYFLOW_API_AUDIENCE_MAX_AGE_S = tostring(var.api_token_max_age_s)}"
+    ) in optional
+    assert "local.api_optional_env" in relayflow.modules["api"].body["env"]
+    max_age = relayflow.variables["api_token_max_age_s"].body
+    assert max_age["default"] == 300
+    assert "var.api_token_max_age_s <= 3600" in max_age["validation"][0]["condition"]
+    # What a person runs instead: a token minted for the api's own URL, handed to the proxy.
+    command = relayflow.outputs["api_proxy_command"].body["value"]
+    assert '--audiences=${local.url["api"]}' in command and "--token=" in command
+    for path in env_dirs():
+        example = (path / "terraform.tfvars.example").read_text(encoding="utf-8")
+        assert f'# api_token_audiences = ["{GCLOUD_CLIENT}"]' in example, path.name
+
+
+def test_the_api_origins_reach_the_api_only_when_set() -> None:
+    relayflow = load(RELAYFLOW)
+    variable = relayflow.variables["api_origins"].body
+    assert variable["type"] == "${list(string)}" and variable["default"] == []
+    assert "RELAYFLOW_API_ORIGINS" in variable["description"]
+    assert "http://localhost:8080" in variable["description"]
+    optional = relayflow.locals["api_optional_env"]
+    assert (
+        "length(var.api_origins) == 0 ? {} : {RELAYFLOW_API_ORIGINS = jsonencode(var.api_origins)}"
+    ) in optional
+    for call in ("start_flow", "worker", "poller"):
+        assert "RELAYFLOW_API_ORIGINS" not in _env_of(relayflow.modules[call].body, relayflow)
+    for path in env_dirs():
+        assert load(path).variables["api_origins"].body["default"] == [], path.name
 
 
 IDENTITY_PATTERNS = {
@@ -855,6 +919,8 @@ IDENTITY_PATTERNS = {
     r"var\.api_(?:viewers|operators)\b": "api-people",
     r"var\.api_completers\b": "api-completers",
     r"var\.request_publishers": "producers",
+    r"var\.tenant_publishers": "tenant-producers",
+    r"var\.api_member\b": "api",
     r"var\.signal_publishers": "signal-producers",
     r"var\.result_subscribers": "consumers",
     r"var\.dead_letter_replayers": "replayers",
@@ -879,21 +945,27 @@ def _members(resource: Block, config: Config) -> set[str]:
     return _identities(source, config)
 
 
-def _target(resource: Block) -> str:
+_NAMED_TARGET = re.compile(
+    r'\w+\.\w+\["(\w+)"\]|\["(\w+)"\]|google_service_account\.(\w+)|google_pubsub_\w+\.(\w+)'
+    r"|var\.start_subscription\.(\w+)"
+)
+
+
+def _targets(resource: Block, config: Config) -> set[str]:
+    """What a grant is on: a role key (["results"]) names it best, else the resource or input
+    named; a target taken from for_each (each.value) is every one its map names."""
     body = resource.body
     kind = resource.type.removeprefix("google_").removesuffix("_iam_member")
     if kind == "project":
-        return "project"
+        return {"project"}
     if kind == "cloud_tasks_queue":
-        return "queue:each"
+        return {"queue:each"}
     key = body.get("topic") or body.get("service_account_id") or body.get("subscription")
-    # A role key (["results"]) names the target best; otherwise the resource or input named.
-    named = re.search(r'\["(\w+)"\]', key) or re.search(
-        r"google_service_account\.(\w+)|google_pubsub_\w+\.(\w+)|var\.start_subscription\.(\w+)",
-        key,
-    )
+    if key.startswith("${each."):
+        key = _expand(body["for_each"], config)
+    named = {next(g for g in m.groups() if g) for m in _NAMED_TARGET.finditer(key)}
     assert named, key
-    return f"{kind}:{next(g for g in named.groups() if g)}"
+    return {f"{kind}:{name}" for name in named}
 
 
 RUN_GRANT_ARGUMENTS = (("invoker_members", "run.invoker"), ("viewer_members", "run.viewer"))
@@ -920,7 +992,8 @@ def _iam_matrix() -> set[tuple[str, str, str]]:
         for resource in config.resources:
             if resource.type.endswith("_iam_member"):
                 for who in _members(resource, config):
-                    grants.add((who, resource.body["role"], _target(resource)))
+                    for target in _targets(resource, config):
+                        grants.add((who, resource.body["role"], target))
     return grants
 
 
@@ -942,11 +1015,24 @@ EXPECTED_IAM = {
     ("pubsub-service-agent", "roles/pubsub.publisher", "pubsub_topic:dead_letter_topic"),
     ("pubsub-service-agent", "roles/pubsub.subscriber", "pubsub_subscription:start"),
     ("pubsub-service-agent", "roles/pubsub.subscriber", "pubsub_subscription:signals"),
-    # Producers and consumers outside relayflow (variables), each on one topic or subscription.
+    # ... and on each named tenant's own start subscription.
+    ("pubsub-service-agent", "roles/pubsub.subscriber", "pubsub_subscription:tenant"),
+    # Producers and consumers outside relayflow (variables), each on one topic or subscription:
+    # the shared requests topic starts the default tenant's flows, a named tenant's producers
+    # publish on that tenant's own topic (tests/infra/test_tenants.py: on it alone).
     ("producers", "roles/pubsub.publisher", "pubsub_topic:requests"),
+    ("tenant-producers", "roles/pubsub.publisher", "pubsub_topic:tenant"),
     ("consumers", "roles/pubsub.subscriber", "pubsub_topic:results"),
+    # Dead letters are replayed where they came from: requests, a tenant's topic, signals.
     ("replayers", "roles/pubsub.subscriber", "pubsub_subscription:dead_letter"),
     ("replayers", "roles/pubsub.publisher", "pubsub_topic:requests"),
+    ("replayers", "roles/pubsub.publisher", "pubsub_topic:tenant"),
+    # The console's and the CLI's dead-letter pages run as the api: the same rights, no more
+    # (pull, modifyAckDeadline and acknowledge on the hold; publish on the replay targets).
+    ("api", "roles/pubsub.subscriber", "pubsub_subscription:dead_letter"),
+    ("api", "roles/pubsub.publisher", "pubsub_topic:requests"),
+    ("api", "roles/pubsub.publisher", "pubsub_topic:tenant"),
+    ("api", "roles/pubsub.publisher", "pubsub_topic:signals"),
     # External systems complete callback tokens on the signals topic; a dead-lettered signal is
     # replayed there.
     ("signal-producers", "roles/pubsub.publisher", "pubsub_topic:signals"),
@@ -968,6 +1054,36 @@ EXPECTED_IAM = {
 
 def test_the_iam_matrix_is_exactly_the_intended_one() -> None:
     assert _iam_matrix() == EXPECTED_IAM
+
+
+def test_the_api_may_list_and_replay_dead_letters_and_nothing_more_on_pubsub() -> None:
+    # relayflow.gcp.dead_letters pulls from the hold subscription, releases what it read
+    # (modifyAckDeadline 0) and acknowledges a replayed one: roles/pubsub.subscriber on that
+    # subscription; a replay publishes back where the letter came from.
+    relayflow, messaging = load(RELAYFLOW), load(MODULES / "messaging")
+    assert relayflow.modules["messaging"].body["api_member"] == (
+        "${module.api.service_account_member}"
+    )
+    reader = messaging.resource("google_pubsub_subscription_iam_member", "api_dead_letter_reader")
+    assert reader.body["subscription"] == '${google_pubsub_subscription.hold["dead_letter"].name}'
+    assert reader.body["role"] == "roles/pubsub.subscriber"
+    replayer = messaging.resource("google_pubsub_topic_iam_member", "api_dead_letter_replayer")
+    assert replayer.body["for_each"] == "${local.replay_topics}"
+    assert replayer.body["role"] == "roles/pubsub.publisher"
+    targets = messaging.locals["replay_topics"]
+    for topic in ('google_pubsub_topic.main["requests"]', 'google_pubsub_topic.main["signals"]'):
+        assert topic in targets
+    assert "for tenant, topic in google_pubsub_topic.tenant" in targets
+    api_grants = {
+        (role, target) for who, role, target in _iam_matrix() if who == "api" and "pubsub" in role
+    }
+    assert api_grants == {
+        ("roles/pubsub.subscriber", "pubsub_subscription:dead_letter"),
+        *{
+            ("roles/pubsub.publisher", f"pubsub_topic:{t}")
+            for t in ("requests", "tenant", "signals", "results")
+        },
+    }
 
 
 def test_queue_grants_cover_every_topology_queue() -> None:

@@ -124,9 +124,21 @@ variable "api_operators" {
 }
 
 variable "api_token_audiences" {
-  description = "Audiences the api accepts besides its URL; the default, gcloud's OAuth client, admits operators who reach it with `gcloud run services proxy`."
+  description = "Audiences the api accepts besides its own URL (RELAYFLOW_API_AUDIENCES). Empty, the default: only tokens minted for the api's URL. gcloud's OAuth client (32555940559.apps.googleusercontent.com) admits a person's plain `gcloud run services proxy`, and with it any gcloud token of that person replayed from another service, for api_token_max_age_s: infra/terraform/README.md, \"People and the api\"."
   type        = list(string)
-  default     = ["32555940559.apps.googleusercontent.com"]
+  default     = []
+}
+
+variable "api_token_max_age_s" {
+  description = "Seconds since issue after which the api refuses a token for one of api_token_audiences (tokens for its own URL keep their hour)."
+  type        = number
+  default     = 300
+}
+
+variable "api_origins" {
+  description = "Browser origins allowed to send state-changing requests to the api (RELAYFLOW_API_ORIGINS); empty: the api's own URL's origin, http://localhost:8080 and http://127.0.0.1:8080 (the proxy)."
+  type        = list(string)
+  default     = []
 }
 
 variable "api_completers" {
@@ -136,8 +148,14 @@ variable "api_completers" {
 }
 
 variable "request_publishers" {
-  description = "Producers allowed to publish flow requests, keyed by a static label."
+  description = "Producers allowed to publish on the shared requests topic, which starts the default tenant's flows only, keyed by a static label."
   type        = map(string)
+  default     = {}
+}
+
+variable "tenant_publishers" {
+  description = "Producers of a named tenant's flows, tenant => { static label => member }: publisher on that tenant's own topic only. Each tenant must be named in tenants."
+  type        = map(map(string))
   default     = {}
 }
 
@@ -154,7 +172,7 @@ variable "result_subscribers" {
 }
 
 variable "dead_letter_replayers" {
-  description = "Principals allowed to read and replay dead-lettered start messages and signals, keyed by a static label."
+  description = "Principals allowed to read and replay dead-lettered start messages (to the requests topic or a tenant's own) and signals, keyed by a static label."
   type        = map(string)
   default     = {}
 }

@@ -40,7 +40,10 @@ module "relayflow" {
   api_operators                    = var.api_operators
   api_completers                   = var.api_completers
   api_token_audiences              = var.api_token_audiences
+  api_token_max_age_s              = var.api_token_max_age_s
+  api_origins                      = var.api_origins
   request_publishers               = var.request_publishers
+  tenant_publishers                = var.tenant_publishers
   signal_publishers                = var.signal_publishers
   result_subscribers               = var.result_subscribers
   dead_letter_replayers            = var.dead_letter_replayers

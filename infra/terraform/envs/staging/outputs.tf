@@ -78,3 +78,8 @@ output "alert_policy_ids" {
   description = "Alert policy ids keyed by alert."
   value       = module.relayflow.alert_policy_ids
 }
+
+output "tenant_topics" {
+  description = "Each named tenant's own start topic, keyed by tenant (its tenant_publishers publish there)."
+  value       = module.relayflow.tenant_topics
+}

@@ -37,3 +37,13 @@ output "signals_subscription_name" {
   description = "Name of the push subscription that delivers signals to the api."
   value       = google_pubsub_subscription.signals.name
 }
+
+output "tenant_topic_names" {
+  description = "Each named tenant's own start topic, keyed by tenant: its publishers publish there."
+  value       = { for k, t in google_pubsub_topic.tenant : k => t.name }
+}
+
+output "tenant_subscription_names" {
+  description = "Each named tenant's start push subscription, keyed by tenant."
+  value       = { for k, s in google_pubsub_subscription.tenant : k => s.name }
+}

@@ -96,14 +96,23 @@ variable "hold_subscriptions" {
   default = {}
 }
 
-variable "push_endpoint" {
-  description = "HTTPS URL the start subscription pushes to (the start-flow service)."
+variable "push_url" {
+  description = "HTTPS URL of the start-flow service. Each start subscription (the shared one and each tenant's) pushes to {push_url}/projects/{project_id}/topics/{its topic}: functions-framework names the topic in the CloudEvent's source from that path, and the start function takes the tenant from it."
   type        = string
 
   validation {
-    condition     = startswith(var.push_endpoint, "https://")
-    error_message = "push_endpoint must be an https URL."
+    condition     = startswith(var.push_url, "https://") && !endswith(var.push_url, "/")
+    error_message = "push_url must be an https URL without a trailing slash."
   }
+}
+
+variable "tenant_requests" {
+  description = "Each tenant named in RELAYFLOW_TENANTS, with the names of its own start topic and push subscription (relayflow/topology.json tenant_requests, {tenant} filled in). Each subscription delivers as the shared start subscription does."
+  type = map(object({
+    topic        = string
+    subscription = string
+  }))
+  default = {}
 }
 
 variable "push_audience" {
@@ -134,13 +143,24 @@ variable "labels" {
 }
 
 variable "request_publishers" {
-  description = "Principals allowed to publish flow requests (roles/pubsub.publisher on the requests topic), keyed by a static label."
+  description = "Principals allowed to publish flow requests on the shared requests topic (roles/pubsub.publisher on it), which starts the default tenant's flows only, keyed by a static label."
   type        = map(string)
   default     = {}
 
   validation {
     condition     = alltrue([for m in values(var.request_publishers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
     error_message = "request_publishers must not contain allUsers or allAuthenticatedUsers."
+  }
+}
+
+variable "tenant_publishers" {
+  description = "Principals allowed to start a named tenant's flows: tenant => { static label => member }, each granted roles/pubsub.publisher on that tenant's own topic only. Every tenant must be in tenant_requests."
+  type        = map(map(string))
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in flatten([for members in values(var.tenant_publishers) : values(members)]) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "tenant_publishers must not contain allUsers or allAuthenticatedUsers."
   }
 }
 
@@ -167,12 +187,22 @@ variable "result_subscribers" {
 }
 
 variable "dead_letter_replayers" {
-  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back where they came from, the requests or the signals topic (replay), keyed by a static label."
+  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back where they came from, the requests topic, a tenant's own topic or the signals topic (replay), keyed by a static label."
   type        = map(string)
   default     = {}
 
   validation {
     condition     = alltrue([for m in values(var.dead_letter_replayers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
     error_message = "dead_letter_replayers must not contain allUsers or allAuthenticatedUsers."
+  }
+}
+
+variable "api_member" {
+  description = "IAM member of the api's runtime account: it lists and replays dead letters for the console and the CLI, so it gets subscriber on the dead-letter hold subscription and publisher on the topics a dead letter is replayed to (requests, each tenant's, signals)."
+  type        = string
+
+  validation {
+    condition     = startswith(var.api_member, "serviceAccount:")
+    error_message = "api_member is the api's runtime account: serviceAccount:EMAIL."
   }
 }

@@ -38,6 +38,15 @@ locals {
     RELAYFLOW_DEPENDENCIES = local.dependencies_json
   }
 
+  # Each tenant named in RELAYFLOW_TENANTS starts its flows on a topic of its own, with its own
+  # push subscription to start-flow (topology.json tenant_requests, {tenant} filled in).
+  tenant_requests = {
+    for tenant in keys(coalesce(var.tenants.tenants, {})) : tenant => {
+      topic        = replace(local.topology.tenant_requests.topic, "{tenant}", tenant)
+      subscription = replace(local.topology.tenant_requests.subscription, "{tenant}", tenant)
+    }
+  }
+
   # The JSON the services read, as `relayflow local up --tenants FILE` reads it: fields left
   # unset in Terraform are left out, so relayflow's own defaults apply (one place defines them),
   # and no settings at all is {}.
@@ -99,6 +108,15 @@ locals {
   # needs; completers only invoke. Keys are the members themselves (static).
   api_people_members    = { for m in distinct(concat(var.api_viewers, var.api_operators)) : m => m }
   api_completer_members = { for m in var.api_completers : m => m }
+
+  # Settings the api gets only when set, so that relayflow's own defaults apply otherwise: the
+  # browser origins allowed to send state-changing requests (default: the api's own URL's
+  # origin and the proxy's http://localhost:8080 and http://127.0.0.1:8080), and how young a
+  # token for an extra audience must be.
+  api_optional_env = merge(
+    length(var.api_origins) == 0 ? {} : { RELAYFLOW_API_ORIGINS = jsonencode(var.api_origins) },
+    length(var.api_token_audiences) == 0 ? {} : { RELAYFLOW_API_AUDIENCE_MAX_AGE_S = tostring(var.api_token_max_age_s) },
+  )
 
   # APIs this module enables. serviceusage and cloudresourcemanager must be on before Terraform
   # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
@@ -372,9 +390,11 @@ module "messaging" {
     dead_letter = local.topology.subscriptions.dead_letter
     results     = local.topology.subscriptions.results
   }
-  # A push path of projects/P/topics/T lets functions-framework name the topic in the
-  # CloudEvent's source; any path reaches the function.
-  push_endpoint              = "${module.start_flow.uri}/projects/${var.project_id}/topics/${local.topology.subscriptions.start.topic}"
+  # Each start subscription pushes to {uri}/projects/P/topics/T, T its own topic: the path lets
+  # functions-framework name the topic in the CloudEvent's source, and the start function takes
+  # the tenant from it; any path reaches the function.
+  push_url                   = module.start_flow.uri
+  tenant_requests            = local.tenant_requests
   push_audience              = module.start_flow.uri
   push_service_account_email = google_service_account.pubsub_push.email
   labels                     = var.labels
@@ -394,9 +414,12 @@ module "messaging" {
   signals_push_after    = concat(module.api.access_grant_ids, local.push_prerequisites)
 
   request_publishers    = var.request_publishers
+  tenant_publishers     = var.tenant_publishers
   signal_publishers     = var.signal_publishers
   result_subscribers    = var.result_subscribers
   dead_letter_replayers = var.dead_letter_replayers
+  # The console's and the CLI's dead-letter pages and replays run as the api.
+  api_member = module.api.service_account_member
 
   depends_on = [google_project_service.main]
 }
@@ -481,7 +504,8 @@ module "api" {
   image              = var.image
   env = merge(local.common_env, {
     COMPONENT = "api"
-    # Tokens for the api's URL, and those `gcloud run services proxy` sends (gcloud's client).
+    # Tokens for the api's URL, and for the audiences named here (none by default:
+    # infra/terraform/README.md, "People and the api").
     RELAYFLOW_API_AUDIENCES = jsonencode(var.api_token_audiences)
     RELAYFLOW_API_VIEWERS   = jsonencode([for m in var.api_viewers : split(":", m)[1]])
     RELAYFLOW_API_OPERATORS = jsonencode([for m in var.api_operators : split(":", m)[1]])
@@ -489,7 +513,7 @@ module "api" {
     RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", m)[1]], [google_service_account.pubsub_push.email]))
     # Which tenants each caller may see and operate; callers not listed see all.
     RELAYFLOW_API_SCOPES = jsonencode(var.api_scopes)
-  })
+  }, local.api_optional_env)
   # Operators reach the api (and its console) with `gcloud run services proxy api`, which needs
   # the service reachable from their machine (ingress) and run.invoker + run.viewer on it.
   # External systems that complete callback tokens over HTTP are invokers in the same way.

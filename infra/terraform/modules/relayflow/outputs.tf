@@ -83,8 +83,18 @@ output "callback_url_prefix" {
 }
 
 output "api_proxy_command" {
-  description = "What a person in api_viewers or api_operators runs to reach the api and its console on http://localhost:8080."
-  value       = "gcloud run services proxy ${module.api.name} --project ${var.project_id} --region ${var.region} --port 8080"
+  description = "What a person runs to reach the api and its console on http://localhost:8080: the proxy sends a token minted for the api's URL as SERVICE_ACCOUNT, an account in api_viewers or api_operators the person may impersonate (roles/iam.serviceAccountTokenCreator on it). See infra/terraform/README.md, \"People and the api\"."
+  value       = "gcloud run services proxy ${module.api.name} --project ${var.project_id} --region ${var.region} --port 8080 --impersonate-service-account=SERVICE_ACCOUNT --token=\"$(gcloud auth print-identity-token --impersonate-service-account=SERVICE_ACCOUNT --audiences=${local.url["api"]} --include-email)\""
+}
+
+output "tenant_topics" {
+  description = "Each named tenant's own start topic, keyed by tenant: its producers (tenant_publishers) publish there, as `relayflow publish --tenant TENANT` does; the shared requests topic starts the default tenant's flows only."
+  value       = module.messaging.tenant_topic_names
+
+  precondition {
+    condition     = alltrue([for tenant in keys(var.tenant_publishers) : contains(keys(local.tenant_requests), tenant)])
+    error_message = "Every tenant of tenant_publishers must be named in tenants (tenants = { tenants = { NAME = {} } }): only a named tenant has a topic of its own."
+  }
 }
 
 output "dashboard_url" {

@@ -64,10 +64,39 @@ variable "api_operators" {
 }
 
 variable "api_token_audiences" {
-  description = "Audiences the api accepts in callers' ID tokens besides its own URL (RELAYFLOW_API_AUDIENCES). The default is gcloud's OAuth client: `gcloud run services proxy` sends a person's token issued to it, so without it the api refuses the operators who reach it that way."
+  description = "Audiences the api accepts in callers' ID tokens besides its own URL (RELAYFLOW_API_AUDIENCES). Empty, the default: only tokens minted for the api's URL, e.g. by `gcloud auth print-identity-token --impersonate-service-account=SA --audiences=API_URL` handed to `gcloud run services proxy --token`. Adding gcloud's OAuth client (32555940559.apps.googleusercontent.com) lets a person's plain `gcloud run services proxy` in, but every ID token gcloud mints for that person carries that audience whatever service it was for, so any service the person sent one to could replay it here: such tokens are accepted for api_token_max_age_s only. See infra/terraform/README.md, \"People and the api\"."
   type        = list(string)
-  default     = ["32555940559.apps.googleusercontent.com"]
+  default     = []
   nullable    = false
+
+  validation {
+    condition     = alltrue([for a in var.api_token_audiences : trimspace(a) != "" && a == trimspace(a)])
+    error_message = "api_token_audiences holds audiences (a URL or an OAuth client id), none empty or padded."
+  }
+}
+
+variable "api_token_max_age_s" {
+  description = "How old a token for one of api_token_audiences may be when the api gets it, in seconds since it was issued (RELAYFLOW_API_AUDIENCE_MAX_AGE_S, set only when api_token_audiences is not empty). It bounds how long a token minted for such an audience can be replayed; tokens for the api's own URL keep their lifetime (an hour)."
+  type        = number
+  default     = 300
+  nullable    = false
+
+  validation {
+    condition     = var.api_token_max_age_s >= 30 && var.api_token_max_age_s <= 3600
+    error_message = "api_token_max_age_s must be from 30 to 3600 seconds."
+  }
+}
+
+variable "api_origins" {
+  description = "Origins (scheme://host[:port]) allowed to send state-changing requests to the api from a browser (RELAYFLOW_API_ORIGINS, set only when not empty). Empty, the default: the api's own URL's origin and http://localhost:8080 and http://127.0.0.1:8080, where the documented `gcloud run services proxy --port 8080` serves the console. Add the origin of a proxy on another port or of a load balancer in front of the api."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for o in var.api_origins : can(regex("^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$", o))])
+    error_message = "api_origins holds origins: scheme://host or scheme://host:port (http or https), no path, no trailing slash."
+  }
 }
 
 variable "api_completers" {
@@ -183,13 +212,30 @@ variable "api_ingress" {
 }
 
 variable "request_publishers" {
-  description = "Producers: principals allowed to publish on the requests topic, keyed by a static label, e.g. { orders = \"serviceAccount:orders@p.iam.gserviceaccount.com\" }."
+  description = "Producers of the default tenant's flows: principals allowed to publish on the shared requests topic, which starts the default tenant's flows only (a message naming another tenant is refused), keyed by a static label, e.g. { orders = \"serviceAccount:orders@p.iam.gserviceaccount.com\" }. A named tenant's producers are tenant_publishers."
   type        = map(string)
   default     = {}
 
   validation {
     condition     = alltrue([for m in values(var.request_publishers) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
     error_message = "request_publishers must not contain allUsers or allAuthenticatedUsers."
+  }
+}
+
+variable "tenant_publishers" {
+  description = "Producers of a named tenant's flows: tenant => { static label => member }, each granted roles/pubsub.publisher on that tenant's own topic only (topology.json tenant_requests; the tenant_topics output names them), e.g. { acme = { orders = \"serviceAccount:orders@acme.iam.gserviceaccount.com\" } }. Every tenant must be named in tenants (it has a topic only then)."
+  type        = map(map(string))
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for m in flatten([for members in values(var.tenant_publishers) : values(members)]) : !contains(["allUsers", "allAuthenticatedUsers"], m)])
+    error_message = "tenant_publishers must not contain allUsers or allAuthenticatedUsers."
+  }
+
+  validation {
+    condition     = alltrue([for name in keys(var.tenant_publishers) : can(regex("^[a-z0-9][a-z0-9-]{0,62}$", name))])
+    error_message = "tenant_publishers is keyed by tenant names, each matching ^[a-z0-9][a-z0-9-]{0,62}$."
   }
 }
 
@@ -216,7 +262,7 @@ variable "result_subscribers" {
 }
 
 variable "dead_letter_replayers" {
-  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back where they came from, the requests or the signals topic (replay), keyed by a static label."
+  description = "Principals allowed to read the dead-letter hold subscription and publish the messages back where they came from, the requests topic, a tenant's own topic or the signals topic (replay), keyed by a static label. The api's own account gets the same rights for the console's and the CLI's replays."
   type        = map(string)
   default     = {}
 
