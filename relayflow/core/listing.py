@@ -12,18 +12,25 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from relayflow.core.errors import RelayflowError
-from relayflow.core.position import Position
+from relayflow.core.position import Position, is_document_id
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
 
 T = TypeVar("T")
 MAX_CURSOR_ID = 1500  # Firestore's limit on a document id, in bytes
+# The longest cursor ``Cursor.encode`` makes: an id of MAX_CURSOR_ID bytes JSON-escaped (at
+# most 6 characters a byte) and a time, in base64. Longer text is refused before decoding, so
+# no one can make the api parse megabytes (or 100,000 nested brackets) of JSON.
+MAX_CURSOR_CHARS = 4 * (6 * MAX_CURSOR_ID + 64) // 3 + 4
+# What Firestore stores (and Python's datetime holds, in UTC): times outside are refused.
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
 # The document fields a summary is made of: what a Firestore projection of a list reads.
 SUMMARY_FIELDS = (
     "flow_id",
@@ -45,6 +52,23 @@ class InvalidCursor(RelayflowError):
     """Raised when a page cursor was not made by ``Cursor.encode`` (edited, or cut short)."""
 
 
+class OutOfRange(ValueError):
+    """Raised when a time is outside what Firestore stores (0001-01-01 to 9999-12-31, UTC)."""
+
+
+def in_utc(when: datetime) -> datetime:
+    """``when`` (naive: UTC) in UTC; OutOfRange if UTC cannot hold it, as Firestore cannot:
+    ``0001-01-01T00:00:00+14:00`` is still year 0 in UTC."""
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        raise OutOfRange(
+            f"{when.isoformat()} is outside {EARLIEST.isoformat()}..{LATEST.isoformat()}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Cursor:
     """Where a page ended: the last item's time and id. Opaque to callers."""
@@ -59,15 +83,31 @@ class Cursor:
     @classmethod
     def decode(cls, text: str) -> Cursor:
         """The cursor ``text`` encodes, or InvalidCursor."""
+        if len(text) > MAX_CURSOR_CHARS:
+            raise InvalidCursor(f"cursor is longer than any this service gives out ({len(text)})")
         try:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
             at, id_ = json.loads(raw.decode("utf-8"))
             when = datetime.fromisoformat(at)
-        except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
+        except (binascii.Error, UnicodeDecodeError, ValueError, TypeError, RecursionError):
             raise InvalidCursor("cursor is not one this service gave out") from None
-        if when.tzinfo is None or not isinstance(id_, str) or not 0 < len(id_) <= MAX_CURSOR_ID:
+        if when.tzinfo is None or not isinstance(id_, str) or not _cursor_id(id_):
             raise InvalidCursor("cursor is not one this service gave out")
-        return cls(when, id_)
+        try:
+            return cls(in_utc(when), id_)
+        except OutOfRange as exc:
+            raise InvalidCursor(f"cursor is not one this service gave out: {exc}") from None
+
+
+def _cursor_id(id_: str) -> bool:
+    """Whether ``id_`` can be a Firestore document id, as every id a cursor names is: the
+    store makes a document reference of it (rejected messages)."""
+    try:
+        size = len(id_.encode("utf-8"))  # a lone surrogate (JSON allows "\\ud800") is no id
+    except UnicodeEncodeError:
+        return False
+    plain = "/" not in id_ and id_ not in (".", "..") and is_document_id(id_)
+    return 0 < size <= MAX_CURSOR_ID and plain
 
 
 @dataclass(frozen=True)
@@ -206,13 +246,17 @@ def paged(items: list[T], limit: int, cursor_of: Any) -> Page[T]:
 
 
 __all__ = [
+    "EARLIEST",
+    "LATEST",
     "SUMMARY_FIELDS",
     "Cursor",
     "FlowFilter",
     "FlowSummary",
     "InvalidCursor",
+    "OutOfRange",
     "Page",
     "RejectedMessage",
+    "in_utc",
     "paged",
     "record_cursor",
 ]

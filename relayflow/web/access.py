@@ -130,7 +130,7 @@ class Access:
         if self._verifier is None:
             return _local(remote_addr)
         try:
-            email = self._verifier.verify(authorization)
+            email = verify(self._verifier, authorization)
         except NotAllowed as exc:
             raise Forbidden(
                 f"{exc}: add the email to RELAYFLOW_API_VIEWERS (read), "
@@ -151,6 +151,15 @@ class Access:
                 f"{caller.identity} is a {caller.role.label} and may not {action}: that needs "
                 f"the {role.label} role ({_granting(role)})"
             )
+
+
+def verify(verifier: TokenVerifier, authorization: str | None) -> str:
+    """``verifier.verify``, with a token whose JSON nests too deep for the parser (google-auth
+    lets RecursionError through) refused like any other malformed token, not a 500."""
+    try:
+        return verifier.verify(authorization)
+    except RecursionError:
+        raise Unauthorized("invalid token: its JSON is nested too deep to be a JWT") from None
 
 
 def _granting(role: Role) -> str:
@@ -197,4 +206,12 @@ def access_from_settings(settings: Settings) -> Access:
     )
 
 
-__all__ = ["Access", "Caller", "Forbidden", "Role", "Unauthorized", "access_from_settings"]
+__all__ = [
+    "Access",
+    "Caller",
+    "Forbidden",
+    "Role",
+    "Unauthorized",
+    "access_from_settings",
+    "verify",
+]

@@ -4,7 +4,8 @@
 |---|---|---|
 | ``GET /flows`` | viewer | a page of flows: filters, ``cursor``, ``limit``, ``view``, ``counts`` |
 | ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
-| ``GET /flows/{id}`` | viewer | the whole document |
+| ``GET /flows/{id}`` | viewer | the whole document (callback tokens for operators only) |
+| ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
 | ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
 | ``GET /rejected`` | viewer | refused messages with their reasons (``cursor``, ``limit``) |
 | ``GET /dead-letters`` | viewer | held dead-lettered start messages |
@@ -13,9 +14,12 @@
 | ``POST /tenants/{t}:pause``, ``:resume`` | operator | ``{"reason"}``: stop or go on dispatching |
 | ``GET /breakers`` | viewer | each dependency's breaker: state, window, budget, transitions |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
-| ``POST /callbacks/{token}``, ``/signals`` | completer | complete a callback token |
+| ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
+| ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
 
 A caller scoped to tenants (``RELAYFLOW_API_SCOPES``) sees and acts on those tenants only.
+Before any route, ``guard`` refuses what only another site's page would send (every
+state-changing route: JSON bodies, console forms from the api's own origins, known hosts).
 
 Routes are thin: identify the caller, read and check the parameters (``params``), call one
 engine or store method. Errors raise; one table maps them to Google-style JSON errors.
@@ -27,7 +31,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from flask import Flask, Response, g, redirect, request, url_for
@@ -44,19 +48,24 @@ from relayflow.gcp.dead_letters import DeadLetter, DeadLetterNotFound
 from relayflow.metrics import Metrics
 from relayflow.runtime import Runtime
 from relayflow.telemetry import Counters
-from relayflow.web import params
+from relayflow.web import guard, params
 from relayflow.web.access import Access, Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
+from relayflow.web.guard import RequestGuard, guard_from_settings
 from relayflow.web.services import base_app, error
 
 log = logging.getLogger("relayflow.web.api")
 View = Callable[..., Any]
 Guard = Callable[[View], View]
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
+# What a caller below the operator role sees of a live callback token: a viewer may not
+# complete it, and a token it could read it could complete through any completer.
+REDACTED = "(redacted: operators only)"
 
 # How each refusal is answered: HTTP status and Google's status name.
 ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     params.BadRequest: (400, "INVALID_ARGUMENT"),
+    params.UnsupportedMediaType: (415, "UNSUPPORTED_MEDIA_TYPE"),
     Unauthorized: (401, "UNAUTHENTICATED"),
     Forbidden: (403, "PERMISSION_DENIED"),
     FlowNotFound: (404, "NOT_FOUND"),
@@ -88,6 +97,8 @@ class Operations:
     metrics: Metrics
     # The deployed flow definitions: the console draws poll waits against their curves.
     registry: Registry | None = None
+    # Which pages may change state, and (token verification off) which hosts it answers.
+    guard: RequestGuard = field(default_factory=RequestGuard)
 
 
 def api_app(runtime: Runtime) -> Flask:
@@ -101,6 +112,7 @@ def api_app(runtime: Runtime) -> Flask:
             counters=runtime.counters,
             metrics=runtime.metrics,
             registry=runtime.registry,
+            guard=guard_from_settings(runtime.settings),
         )
     )
 
@@ -108,7 +120,9 @@ def api_app(runtime: Runtime) -> Flask:
 def build_api(ops: Operations) -> Flask:
     from relayflow.web import console
 
-    app = base_app("relayflow-api", ops.counters, ops.metrics)
+    reader = guarded(ops.access, Role.VIEWER, "read the api's counters and metrics", unscoped=True)
+    app = base_app("relayflow-api", ops.counters, ops.metrics, reader=reader)
+    guard.install(app, ops.guard, check_hosts=not ops.access.verifying)
     _register_timing(app)
     _register_errors(app)
     _register_flows(app, ops)
@@ -127,14 +141,17 @@ def build_api(ops: Operations) -> Flask:
     return app
 
 
-def guarded(access: Access, role: Role, action: str) -> Guard:
-    """Identify the caller (``g.caller``) and refuse one whose role may not ``action``."""
+def guarded(access: Access, role: Role, action: str, *, unscoped: bool = False) -> Guard:
+    """Identify the caller (``g.caller``) and refuse one whose role may not ``action`` (or,
+    with ``unscoped``, one scoped to tenants: what ``action`` reads spans them all)."""
 
     def wrap(view: View) -> View:
         @functools.wraps(view)
         def checked(*args: Any, **kwargs: Any) -> Any:
             caller = access.caller(request.headers.get("Authorization"), request.remote_addr)
             access.require(caller, role, action)
+            if unscoped:
+                caller.unscoped(action)
             g.caller = caller
             return view(*args, **kwargs)
 
@@ -178,7 +195,8 @@ def _register_errors(app: Flask) -> None:
         if status == 500:
             raise exc  # not a refusal: the 500 handler answers, and Flask logs it
         if status in (401, 403):
-            log.warning("refused", extra={"path": request.path, "reason": str(exc)})
+            path = guard.logged_path(request.path)
+            log.warning("refused", extra={"path": path, "reason": str(exc)})
         return error(status, code, str(exc))
 
 
@@ -193,7 +211,7 @@ def _register_flows(app: Flask, ops: Operations) -> None:
         with_counts = params.flag(request.args.get("counts"), name="counts")
         page = page_of(ops.store, query)
         body: dict[str, Any] = {
-            "flows": [item.model_dump(mode="json") for item in page.items],
+            "flows": [shown_json(item, caller()) for item in page.items],
             "next_cursor": page.next.encode() if page.next else None,
             "view": query.view,
         }
@@ -210,22 +228,24 @@ def _register_flows(app: Flask, ops: Operations) -> None:
     @app.get("/flows/<flow_id>")
     @viewer
     def get_flow(flow_id: str) -> Any:
-        return shown_flow(ops, flow_id).model_dump(mode="json")
+        return flow_json(shown_flow(ops, flow_id), caller())
 
     @app.post("/flows/<flow_id>:cancel")
     @guarded(ops.access, Role.OPERATOR, "cancel flows")
     def cancel_flow(flow_id: str) -> Any:
-        why = params.reason(_body().get("reason"), required=False, default=DEFAULT_CANCEL_REASON)
+        why = params.reason(
+            guard.body().get("reason"), required=False, default=DEFAULT_CANCEL_REASON
+        )
         record = ops.engine.cancel(shown_flow(ops, flow_id).key, why, by=caller().identity)
-        return record.model_dump(mode="json")
+        return flow_json(record, caller())
 
     @app.post("/flows/<flow_id>:retry")
     @guarded(ops.access, Role.OPERATOR, "retry flows")
     def retry_flow(flow_id: str) -> Any:
-        why = params.reason(_body().get("reason"), required=False)
+        why = params.reason(guard.body().get("reason"), required=False)
         flow = shown_flow(ops, flow_id).key
         record = ops.engine.retry(flow, reason=why, by=caller().identity)
-        return record.model_dump(mode="json")
+        return flow_json(record, caller())
 
     @app.get("/whoami")
     @viewer
@@ -265,7 +285,7 @@ def _register_messages(app: Flask, ops: Operations) -> None:
     @guarded(ops.access, Role.OPERATOR, "replay dead letters")
     def replay_dead_letter(message_id: str) -> Any:
         caller().unscoped("replay dead letters")
-        body = _body()
+        body = guard.body()
         published = ops.dead_letters.replay(
             params.message_id(message_id),
             by=caller().identity,
@@ -299,7 +319,7 @@ def _tenant_action(app: Flask, ops: Operations, action: str, *, paused: bool) ->
         assert name is not None  # a route segment is never empty
         if not caller().sees(name):
             raise Forbidden(f"{caller().identity} may not {action} tenant {name!r}")
-        why = params.reason(_body().get("reason"), required=True)
+        why = params.reason(guard.body().get("reason"), required=True)
         change = ops.engine.pause_tenant if paused else ops.engine.resume_tenant
         state = change(name, by=caller().identity, reason=why)
         return {"tenant": state.tenant, "paused": state.paused, "by": state.by, "reason": why}
@@ -310,6 +330,26 @@ def shown_flow(ops: Operations, flow_id: str) -> FlowRecord:
     caller may see its tenant; FlowNotFound (404) as for a missing one."""
     tenant = params.tenant(request.args.get("tenant"))
     return ops.engine.find(params.flow_id(flow_id), tenant=tenant, visible=caller().sees)
+
+
+def flow_json(record: FlowRecord, viewer: Caller) -> dict[str, Any]:
+    """``record`` as JSON for ``viewer``: its callback tokens only for callers who may complete
+    them (operators); a viewer sees that a step waits, not the token that would end the wait."""
+    doc = record.model_dump(mode="json")
+    if not viewer.may(Role.OPERATOR):
+        # A track holds its step's live token; an effect, the token its run sent (for its
+        # undo), live until the step completes.
+        for holder in (*doc.get("tracks", {}).values(), *doc.get("effects", [])):
+            if holder.get("token"):
+                holder["token"] = REDACTED
+    return doc
+
+
+def shown_json(item: FlowSummary | FlowRecord, viewer: Caller) -> dict[str, Any]:
+    """A list's item as JSON: a whole document as ``flow_json`` shows it."""
+    if isinstance(item, FlowRecord):
+        return flow_json(item, viewer)
+    return item.model_dump(mode="json")
 
 
 def page_of(store: Store, query: params.ListQuery) -> Page[FlowSummary] | Page[FlowRecord]:
@@ -332,16 +372,6 @@ def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
 
 def _counts(counts: dict[Status, int]) -> dict[str, int]:
     return {status.value: counts.get(status, 0) for status in Status}
-
-
-def _body() -> dict[str, Any]:
-    """The request's JSON object body; an empty body is an empty object."""
-    if not request.get_data():
-        return {}
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise params.BadRequest("the body must be a JSON object")
-    return body
 
 
 def _dead_letter_hold(runtime: Runtime) -> DeadLetters:

@@ -1,5 +1,12 @@
-"""Completing callback tokens: ``POST /callbacks/{token}`` on the api, and the ``flow-signals``
-topic pushed to ``POST /signals``. Thin: decode, call ``Engine.complete``, map its answer."""
+"""Completing callback tokens: ``POST /callbacks`` on the api, and the ``flow-signals`` topic
+pushed to ``POST /signals``. Thin: decode, call ``Engine.complete``, map its answer.
+
+A token never goes in a URL: URLs reach access logs and Cloud Run's request log, and a token
+read there completes the step. It goes in the body (``{"token", "output" | "error"}``) or in
+the ``X-Relayflow-Callback-Token`` header; the old ``POST /callbacks/{token}`` says so and
+completes nothing. A caller scoped to tenants completes only their flows' tokens: another
+tenant's token is answered exactly as one no flow has.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,23 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 
 from relayflow.core.engine import CallbackAnswer, Completion, Engine
 from relayflow.core.errors import InvalidMessage
 from relayflow.core.messages import decode_json, unwrap_pubsub
+from relayflow.web import guard, params
+from relayflow.web.access import Caller
+from relayflow.web.guard import CALLBACK_TOKEN_HEADER
 
 log = logging.getLogger("relayflow.web.callbacks")
 MAX_BODY_BYTES = 256 * 1024
 _STATUS = {Completion.COMPLETED: 200, Completion.KEPT: 202, Completion.IGNORED: 409}
+MOVED = (
+    "a callback token goes in the body of POST /callbacks "
+    '({"token": "...", "output": {...}} or {"token": "...", "error": {...}}) or in its '
+    f"{CALLBACK_TOKEN_HEADER} header, never in the URL (URLs are logged): nothing was completed"
+)
 
 
 def completion_of(body: dict[str, Any]) -> dict[str, Any]:
@@ -35,18 +50,25 @@ def add_callback_routes(app: Flask, engine: Engine, completer: Guard) -> None:
     """The routes that complete callback tokens: for completers (the external systems, the
     signals push account) and operators, not viewers."""
 
-    @app.post("/callbacks/<token>")
+    @app.post("/callbacks")
     @completer
-    def complete(token: str) -> Any:
-        data = request.get_data()
-        if len(data) > MAX_BODY_BYTES:
+    def complete() -> Any:
+        if len(request.get_data(cache=True)) > MAX_BODY_BYTES:
             return _error(413, "PAYLOAD_TOO_LARGE", f"at most {MAX_BODY_BYTES} bytes")
+        body = dict(guard.body())
+        in_body = body.pop("token", None)  # never part of the output
+        sent = request.headers.get(CALLBACK_TOKEN_HEADER) or in_body
+        token = params.callback_token(sent)
         try:
-            body = decode_json(data) if data.strip() else {}
-            answer = engine.complete(token, completion_of(body))
+            answer = engine.complete(token, completion_of(body), visible=_scope(g.caller))
         except InvalidMessage as exc:
             return _error(400, "INVALID_ARGUMENT", exc.reason)
         return _answer(answer)
+
+    @app.post("/callbacks/<path:_>")
+    def moved(_: str) -> Any:
+        """The old route: the token was in the URL. Refused before anything reads it."""
+        return _error(410, "GONE", MOVED)
 
     @app.post("/signals")
     @completer
@@ -54,16 +76,21 @@ def add_callback_routes(app: Flask, engine: Engine, completer: Guard) -> None:
         """A Pub/Sub push of ``{"token", "output" | "error"}``: acked unless it may succeed
         later (a 5xx makes Pub/Sub deliver it again)."""
         try:
-            message = unwrap_pubsub(request.get_json(silent=True) or {})
+            message = unwrap_pubsub(guard.body())
             body = decode_json(message.data)
             token = body.pop("token", None)
             if not isinstance(token, str):
                 raise InvalidMessage("a signal needs a string 'token'")
-            answer = engine.complete(token, completion_of(body))
+            answer = engine.complete(token, completion_of(body), visible=_scope(g.caller))
         except InvalidMessage as exc:
             log.warning("signal refused", extra={"reason": exc.reason})
             return {"outcome": "refused", "reason": exc.reason}
         return {"outcome": answer.outcome.value, "reason": answer.reason}
+
+
+def _scope(caller: Caller) -> Callable[[str], bool] | None:
+    """The tenants a caller's tokens may belong to (None: every tenant's)."""
+    return caller.sees if caller.scoped else None
 
 
 def _answer(answer: CallbackAnswer) -> tuple[Response, int]:
@@ -78,25 +105,16 @@ def _error(status: int, code: str, message: str) -> tuple[Response, int]:
     return jsonify({"error": {"code": status, "status": code, "message": message}}), status
 
 
-__all__ = ["add_callback_routes", "add_item_routes", "completion_of"]
-
-
 def add_item_routes(app: Flask, engine: Engine, viewer: Guard) -> None:
-    """``GET /flows/{id}/lanes``: where each ForEach item of a flow is (its lanes' progress)."""
+    """``GET /flows/{id}/lanes``: where each ForEach item of a flow is (its lanes' progress).
+    Another tenant's flow answers as a missing one (the api's 404 for FlowNotFound)."""
 
     @app.get("/flows/<flow_id>/lanes")
     @viewer
     def lanes(flow_id: str) -> Any:
-        from flask import g
-
-        from relayflow.core.errors import FlowNotFound
-
-        try:
-            g.caller.shown(engine.get(flow_id))
-            found = engine.lanes(flow_id)
-        except FlowNotFound as exc:
-            return _error(404, "NOT_FOUND", str(exc))
-        return {"lanes": [_lane_view(lane) for lane in found]}
+        tenant = params.tenant(request.args.get("tenant"))
+        found = engine.find(params.flow_id(flow_id), tenant=tenant, visible=g.caller.sees)
+        return {"lanes": [_lane_view(lane) for lane in engine.lanes(found.key)]}
 
 
 def _lane_view(lane: Any) -> dict[str, Any]:
@@ -111,3 +129,6 @@ def _lane_view(lane: Any) -> dict[str, Any]:
         "failed": lane.failed_items,
         "updated_at": lane.updated_at.isoformat(),
     }
+
+
+__all__ = ["MOVED", "add_callback_routes", "add_item_routes", "completion_of"]

@@ -4,7 +4,12 @@ Flows (filters, counts per status, cursor paging, newest first); one flow (its t
 input, outputs, result, next due task, refreshed every second while it runs); cancel and
 retry behind a confirmation page that asks why; rejected messages; dead letters and their
 replay. Jinja templates, one stylesheet and a few lines of JavaScript for the live view: no
-build step. Every action goes through the same engine and store calls as the JSON api.
+build step, and nothing inline (the Content-Security-Policy admits the api's own files only).
+Every action goes through the same engine and store calls as the JSON api; its forms pass the
+api's guard (``relayflow.web.guard``: only from the api's own origins).
+
+A flow is named by its id and, when it is not the default tenant's, ``?tenant=``: flow ids
+are each tenant's own.
 """
 
 from __future__ import annotations
@@ -12,8 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as Redirect
@@ -22,8 +26,9 @@ from relayflow.core.errors import RelayflowError, UnknownFlow
 from relayflow.core.flows import Flow
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
+from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.web import params, timeline
-from relayflow.web.access import Forbidden, Role
+from relayflow.web.access import Role
 
 if TYPE_CHECKING:
     from relayflow.web.api import Guard, Operations
@@ -57,20 +62,12 @@ def blueprint(ops: Operations) -> Blueprint:
 
 
 def _register_guards(bp: Blueprint) -> None:
-    @bp.before_request
-    def same_origin() -> None:
-        # Forms post with the browser's credentials (a proxy's token, or none on 127.0.0.1):
-        # a page on another site must not be able to post them here (CSRF).
-        if request.method != "POST":
-            return
-        origin = request.headers.get("Origin")
-        site = request.headers.get("Sec-Fetch-Site")
-        if (origin and urlsplit(origin).netloc != request.host) or site in ("cross-site",):
-            raise Forbidden("the console accepts forms only from its own pages")
+    # Forms post with the browser's credentials (a proxy's token, or none on 127.0.0.1): the
+    # api's guard (relayflow.web.guard) admits them only from the api's own origins.
 
     @bp.context_processor
-    def roles() -> dict[str, Any]:
-        return {"Role": Role}
+    def helpers() -> dict[str, Any]:
+        return {"Role": Role, "flow_url": flow_url}
 
     @bp.errorhandler(RelayflowError)
     def refused(exc: RelayflowError) -> tuple[str, int]:
@@ -108,7 +105,7 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
     @bp.get("/flows/<flow_id>")
     @viewer
     def flow(flow_id: str) -> str:
-        context = _flow_context(ops, params.flow_id(flow_id))
+        context = _flow_context(ops, flow_id)
         notice = NOTICES.get(request.args.get("notice", ""))
         return render_template("console/flow.html", notice=notice, **context)
 
@@ -119,8 +116,22 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
         return render_template("console/_flow_live.html", **_flow_context(ops, flow_id))
 
 
+def flow_url(endpoint: str, flow: Any, **values: Any) -> str:
+    """The URL of a console page of ``flow`` (a record or a summary): its id, and its tenant
+    unless it is the default one."""
+    tenant = None if flow.tenant == DEFAULT_TENANT else flow.tenant
+    return url_for(endpoint, flow_id=flow.flow_id, tenant=tenant, **values)
+
+
+def _shown(ops: Operations, flow_id: str) -> FlowRecord:
+    """The flow the URL names (``?tenant=`` says whose), if the caller may see it; FlowNotFound
+    (404) as for a missing one."""
+    tenant = params.tenant(request.args.get("tenant"))
+    return ops.engine.find(params.flow_id(flow_id), tenant=tenant, visible=g.caller.sees)
+
+
 def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
-    record = g.caller.shown(ops.engine.get(params.flow_id(flow_id)))
+    record = _shown(ops, flow_id)
     now = datetime.now(UTC)
     definition = _definition(ops, record)
     return {
@@ -147,22 +158,22 @@ def _register_actions(bp: Blueprint, ops: Operations, operator: Guard) -> None:
     @bp.route("/flows/<flow_id>/cancel", methods=["GET", "POST"])
     @operator
     def cancel(flow_id: str) -> Any:
-        record = g.caller.shown(ops.engine.get(params.flow_id(flow_id)))
+        record = _shown(ops, flow_id)
         if request.method == "GET":
             return _confirm(record, "cancel")
         why = params.reason(request.form.get("reason"), required=True)
-        ops.engine.cancel(record.flow_id, why, by=g.caller.identity)
-        return redirect(url_for(".flow", flow_id=record.flow_id, notice="cancelled"), 303)
+        ops.engine.cancel(record.key, why, by=g.caller.identity)
+        return redirect(flow_url(".flow", record, notice="cancelled"), 303)
 
     @bp.route("/flows/<flow_id>/retry", methods=["GET", "POST"])
     @operator
     def retry(flow_id: str) -> Any:
-        record = g.caller.shown(ops.engine.get(params.flow_id(flow_id)))
+        record = _shown(ops, flow_id)
         if request.method == "GET":
             return _confirm(record, "retry")
         why = params.reason(request.form.get("reason"), required=True)
-        ops.engine.retry(record.flow_id, reason=why, by=g.caller.identity)
-        return redirect(url_for(".flow", flow_id=record.flow_id, notice="retried"), 303)
+        ops.engine.retry(record.key, reason=why, by=g.caller.identity)
+        return redirect(flow_url(".flow", record, notice="retried"), 303)
 
 
 def _confirm(record: FlowRecord, action: str) -> str:
@@ -192,8 +203,10 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
         return render_template(
             "console/dead_letters.html",
             letters=ops.dead_letters.held(limit=100),
-            replayed=request.args.get("replayed"),
-            flow_id=request.args.get("flow_id"),
+            replayed=params.message_id(request.args["replayed"])
+            if request.args.get("replayed")
+            else None,
+            started=_started(request.args),
         )
 
     @bp.route("/dead-letters/<message_id>/replay", methods=["GET", "POST"])
@@ -208,16 +221,33 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
         data = params.replay_data(request.form.get("data")) if edited else None
         why = params.reason(request.form.get("reason"), required=True)
         published = ops.dead_letters.replay(message_id, by=g.caller.identity, reason=why, data=data)
-        shown: dict[str, Any] = {"replayed": published, "flow_id": _flow_id_of(data)}
+        shown: dict[str, Any] = {"replayed": published, **_named(data)}
         return redirect(url_for(".dead_letters", **{k: v for k, v in shown.items() if v}), 303)
 
 
-def _flow_id_of(data: bytes | None) -> str | None:
-    """The flow id an edited start message names, for a link to the flow it starts."""
+def _named(data: bytes | None) -> dict[str, str]:
+    """The flow id (and tenant) an edited start message names, for a link to the flow it
+    starts (``replay_data`` checked it is a start message)."""
     if data is None:
+        return {}
+    message = json.loads(data)
+    return {k: v for k in ("flow_id", "tenant") if isinstance(v := message.get(k), str)}
+
+
+class Named(NamedTuple):
+    """A flow as a URL names it."""
+
+    flow_id: str
+    tenant: str
+
+
+def _started(args: Any) -> Named | None:
+    """The flow a replay started, from the redirect's parameters, checked like any others
+    (they are the caller's to edit): None if they name none."""
+    if not args.get("flow_id"):
         return None
-    value = json.loads(data).get("flow_id")
-    return value if isinstance(value, str) else None
+    tenant = params.tenant(args.get("tenant"))
+    return Named(params.flow_id(args["flow_id"]), tenant or DEFAULT_TENANT)
 
 
 def duration(seconds: float) -> str:

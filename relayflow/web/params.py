@@ -1,7 +1,11 @@
-"""Reading what callers send the api and the console: query parameters and form fields.
+"""Reading what callers send the api and the console: query parameters, form fields, route
+segments and bodies.
 
 Every value is checked here, at the boundary, and refused with a message that names the
-parameter and what it must be (the routes answer 400 with it).
+parameter and what it must be (the routes answer 400 with it). Nothing a caller sends may
+reach Firestore or a parser unchecked: a value Firestore refuses (a reserved id, a time
+outside its range) or a parser chokes on (a 5,000-digit number, 100,000 nested brackets)
+would otherwise be a 500, which any viewer could raise at will and the 5xx alert would page on.
 """
 
 from __future__ import annotations
@@ -10,20 +14,34 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from relayflow.core.errors import InvalidMessage, RelayflowError
-from relayflow.core.listing import Cursor, FlowFilter, InvalidCursor
+from relayflow.core.listing import (
+    Cursor,
+    FlowFilter,
+    InvalidCursor,
+    OutOfRange,
+    in_utc,
+)
 from relayflow.core.messages import StartMessage, decode_json, describe
-from relayflow.core.position import FLOW_ID_PATTERN
+from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
 from relayflow.core.state import Status
 from relayflow.core.tenants import TENANT_PATTERN
 
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+# ASCII digits only: str.isdigit() admits "²", which int() refuses, and int() refuses more
+# than 4,300 digits; seven digits bound every number a parameter here may be.
+SMALL_NUMBER = re.compile(r"[0-9]{1,7}")
 MAX_LIMIT = 500
+MAX_TIME_CHARS = 64
+FIRST, LAST = "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"  # listing.EARLIEST, LATEST
+# A callback token is ``{flow or lane key}.{40 hex}`` (a key: ``[{tenant}~]{id}``): at most
+# 274 characters of these.
+CALLBACK_TOKEN = re.compile(r"[A-Za-z0-9_.~-]{1,300}")
 MAX_REASON_CHARS = 500
 MAX_MESSAGE_ID = 200
 MAX_REPLAY_BYTES = 256 * 1024
@@ -32,6 +50,10 @@ VIEWS = ("summary", "full")
 
 class BadRequest(RelayflowError):
     """Raised when a parameter or field is missing or not what it must be."""
+
+
+class UnsupportedMediaType(RelayflowError):
+    """Raised when a body is not sent as the JSON it must be (``Content-Type``)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,8 @@ class ListQuery:
 def flow_id(text: str) -> str:
     if not re.fullmatch(FLOW_ID_PATTERN[1:-1], text):
         raise BadRequest(f"flow id must match {FLOW_ID_PATTERN}")
+    if not is_document_id(text):
+        raise BadRequest("flow id must not start and end with __ (Firestore reserves those ids)")
     return text
 
 
@@ -113,7 +137,7 @@ def status(raw: str | None) -> Status | None:
 def version(raw: str | None) -> int | None:
     if not raw:
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+    if not SMALL_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= 1_000_000:
         raise BadRequest(f"version must be an integer 1..1000000, got {raw[:40]!r}")
     return int(raw)
 
@@ -121,7 +145,7 @@ def version(raw: str | None) -> int | None:
 def limit(raw: str | None, *, default: int = 50) -> int:
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not SMALL_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadRequest(f"limit must be an integer 1..{MAX_LIMIT}")
     return int(raw)
 
@@ -145,17 +169,26 @@ def cursor(raw: str | None) -> Cursor | None:
 
 
 def timestamp(args: Mapping[str, str], name: str) -> datetime | None:
-    """An ISO 8601 time (``2026-03-01T12:00:00Z``; a date or a time without a zone is UTC)."""
+    """An ISO 8601 time (``2026-03-01T12:00:00Z``; a date or a time without a zone is UTC),
+    in UTC, within what Firestore stores."""
     raw = args.get(name)
     if not raw:
         return None
     try:
+        if len(raw) > MAX_TIME_CHARS:
+            raise ValueError("too long")
         when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00").replace(" ", "T"))
     except ValueError:
         raise BadRequest(
             f"{name} must be an ISO 8601 time like 2026-03-01T12:00:00Z, got {raw[:40]!r}"
         ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    try:
+        return in_utc(when)
+    except OutOfRange:
+        raise BadRequest(
+            f"{name} must be from {FIRST} to {LAST} in UTC (what Firestore stores), "
+            f"got {raw[:40]!r}"
+        ) from None
 
 
 def reason(raw: Any, *, required: bool, default: str = "") -> str:
@@ -187,6 +220,37 @@ def replay_data(raw: Any) -> bytes | None:
     except ValidationError as exc:
         raise BadRequest(f"the edited message would be rejected: {describe(exc)}") from None
     return data
+
+
+def json_object(data: bytes) -> dict[str, Any]:
+    """A request body as the JSON object it must be; BadRequest saying why not (the parser's
+    own limits included: 100,000 nested brackets raise RecursionError, not a 500)."""
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadRequest("the body must be UTF-8 JSON") from None
+    except (ValueError, RecursionError):
+        raise BadRequest(
+            "the body is not JSON this api reads (malformed, or nested too deep)"
+        ) from None
+    if not isinstance(value, dict):
+        raise BadRequest("the body must be a JSON object")
+    return value
+
+
+def callback_token(raw: Any) -> str:
+    """A callback token as sent: a string of the characters tokens are made of. Whether it is
+    one a flow awaits is for the engine to say."""
+    if raw is None or raw == "":
+        raise BadRequest(
+            'a callback needs its token: in the body as {"token": "..."} or in the '
+            "X-Relayflow-Callback-Token header"
+        )
+    if not isinstance(raw, str) or not CALLBACK_TOKEN.fullmatch(raw):
+        raise BadRequest(
+            "token must be the callback token the flow handed out (1..300 of A-Za-z0-9_.~-)"
+        )
+    return raw
 
 
 def _json(value: Any) -> str:

@@ -7,7 +7,9 @@ Routes are thin: authenticate, decode, call one engine method, map the outcome t
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -20,15 +22,23 @@ from pydantic import ValidationError
 from relayflow import telemetry
 from relayflow.core.engine import Ran
 from relayflow.core.messages import describe
-from relayflow.core.position import TaskPayload
+from relayflow.core.position import TaskPayload, is_document_id
 from relayflow.gcp.auth import TokenVerifier, Unauthorized
 from relayflow.gcp.store import FlowStore
 from relayflow.metrics import Metrics
 from relayflow.runtime import Runtime
 from relayflow.telemetry import Counters
+from relayflow.web.access import verify
 
 log = logging.getLogger("relayflow.web.services")
 View = Callable[[], Any]
+Reader = Callable[[Callable[..., Any]], Callable[..., Any]]
+# Every request body, on every service: a task is at most 1 MB (Cloud Tasks' limit), and
+# nothing the api reads needs more (a callback's output is at most 256 KiB).
+MAX_REQUEST_BYTES = 1024 * 1024
+# A task name as a document id: as it is when it is one of ours, hashed when it is not.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")  # MAX_TASK_ID: every name we give
+MAX_SHOWN_NAME = 500
 
 
 def error(status: int, code: str, message: str) -> tuple[Response, int]:
@@ -36,21 +46,33 @@ def error(status: int, code: str, message: str) -> tuple[Response, int]:
     return jsonify({"error": {"code": status, "status": code, "message": message}}), status
 
 
-def base_app(name: str, counters: Counters, metrics: Metrics | None = None) -> Flask:
+def base_app(
+    name: str,
+    counters: Counters,
+    metrics: Metrics | None = None,
+    *,
+    reader: Reader | None = None,
+) -> Flask:
     """A Flask app with what every service serves: health, cost counters, metrics, and
-    Google-style JSON errors."""
+    Google-style JSON errors. ``reader`` guards the counters and metrics (the api's viewers);
+    without one they are open to whoever reaches the service (the worker and the poller,
+    which only Cloud Tasks may invoke)."""
     app = Flask(name)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     metrics = metrics or Metrics()
+    readers = reader or (lambda view: view)
 
     @app.get("/healthz")
     def healthz() -> Any:
         return {"status": "ok"}
 
     @app.get("/stats")
+    @readers
     def stats() -> Any:
         return {"counters": counters.snapshot()}
 
     @app.get("/metrics")
+    @readers
     def metrics_page() -> Any:
         # JSON, named as in Cloud Monitoring: {name: {unit, points: [{labels, value | count,
         # sum, min, max, buckets}]}}; this process's values since it started.
@@ -73,6 +95,12 @@ def base_app(name: str, counters: Counters, metrics: Metrics | None = None) -> F
     def not_allowed(_: Exception) -> Any:
         return error(405, "METHOD_NOT_ALLOWED", f"{request.method} not allowed on {request.path}")
 
+    @app.errorhandler(413)
+    def too_large(_: Exception) -> Any:
+        return error(
+            413, "PAYLOAD_TOO_LARGE", f"a request body is at most {MAX_REQUEST_BYTES} bytes"
+        )
+
     return app
 
 
@@ -86,7 +114,7 @@ def _authenticated(verifier: TokenVerifier | None) -> Callable[[View], View]:
         @functools.wraps(view)
         def checked() -> Any:
             try:
-                verifier.verify(request.headers.get("Authorization"))
+                verify(verifier, request.headers.get("Authorization"))
             except Unauthorized as exc:
                 log.warning("unauthorized request", extra={"reason": str(exc)})
                 return error(401, "UNAUTHENTICATED", str(exc))
@@ -157,6 +185,10 @@ def task_app(
         except ValidationError as exc:
             runtime.metrics.message_rejected("", "INVALID_TASK")
             return _reject_task(store, describe(exc), runtime.settings.retention_days)
+        if not is_document_id(payload.flow_id):  # Firestore would refuse the read: a 500
+            runtime.metrics.message_rejected("", "INVALID_TASK")
+            reason = "flow_id: of the form __…__, which Firestore reserves"
+            return _reject_task(store, reason, runtime.settings.retention_days)
         ran = engine.run_task(payload, redelivery=_retried(request.headers))
         body = {"outcome": ran.value, "flow_id": payload.flow_id}
         if ran is Ran.BUSY:
@@ -178,20 +210,32 @@ def task_app(
 def _retried(headers: Any) -> bool:
     """Whether Cloud Tasks says this delivery retries a failed one (not a first delivery or a
     duplicate of one, which carry the count of the delivery they copy)."""
-    count = headers.get("X-CloudTasks-TaskRetryCount", "0")
-    return count.isdigit() and int(count) > 0
+    count = str(headers.get("X-CloudTasks-TaskRetryCount", "0"))
+    # Read as digits, not with int(): int() refuses more than 4,300 of them (a 500).
+    return re.fullmatch(r"[0-9]+", count) is not None and count.strip("0") != ""
+
+
+def rejected_task_id(task_name: str) -> str:
+    """The ``rejected`` document id of a task: ``task-{name}`` for a name Cloud Tasks could
+    have given (ours are ``[A-Za-z0-9_-]``), else a hash of it. A ``/``, ``..`` or ``__x__``
+    in a document id would make Firestore refuse the write: a 500, so the task retried."""
+    if SAFE_NAME.fullmatch(task_name):
+        return f"task-{task_name}"
+    digest = hashlib.sha256(task_name.encode("utf-8", errors="replace")).hexdigest()
+    return f"task-sha256-{digest[:40]}"
 
 
 def _reject_task(store: FlowStore, reason: str, retention_days: float) -> Any:
     """A task body that can never be run: record it and answer 2xx so it is not retried."""
-    task_name = request.headers.get("X-CloudTasks-TaskName", f"unnamed-{uuid.uuid4().hex}")
-    log.error("task payload rejected", extra={"task": task_name, "reason": reason})
+    task_name = request.headers.get("X-CloudTasks-TaskName") or f"unnamed-{uuid.uuid4().hex}"
+    shown = task_name[:MAX_SHOWN_NAME]
+    log.error("task payload rejected", extra={"task": shown, "reason": reason})
     now = datetime.now(UTC)
     store.reject(
-        f"task-{task_name}"[:200],
+        rejected_task_id(task_name),
         {
             "kind": "task",
-            "task": task_name,
+            "task": shown,
             "reason": reason,
             "body": request.get_data()[:16384],
             "rejected_at": now,

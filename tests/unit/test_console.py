@@ -1,6 +1,7 @@
 """The console's pages rendered in process: what each shows, the confirmation and reason of
-every action, roles, and forms from other sites refused. (tests/e2e/test_console.py drives
-the same pages in a real browser against the local stack.)"""
+every action, roles, forms from other sites refused and forms through the proxy taken, and
+another tenant's flow by ``?tenant=``. (tests/console drives the same pages in a real browser
+against the local stack.)"""
 
 from __future__ import annotations
 
@@ -16,9 +17,20 @@ from relayflow.web import timeline
 from relayflow.web.access import Access
 from relayflow.web.console import duration
 
-from .test_api import API_URL, CERTS_URL, FLOW, VIEWER, Api, build, certs_transport, token
+from .test_api import (
+    API_URL,
+    CERTS_URL,
+    FLOW,
+    OPERATOR,
+    VIEWER,
+    Api,
+    build,
+    certs_transport,
+    token,
+)
 
-SAME_SITE = {"Origin": "http://localhost"}
+# The console's own pages on the local stack's api (the default api URL's origin).
+SAME_SITE = {"Origin": "http://127.0.0.1:8129"}
 
 
 @pytest.fixture
@@ -120,8 +132,52 @@ def test_a_form_posted_from_another_site_is_refused(console: Api) -> None:
         headers={"Origin": "https://evil.example"},
     )
     assert response.status_code == 403
-    assert "accepts forms only from its own pages" in text(response)
+    assert "takes forms and changes only from its own pages" in text(response)
+    assert 'id="error"' in text(response)  # the console's error page
     assert console.harness.flow("f-1").status is Status.RUNNING
+
+
+def operators_console() -> Api:
+    """The api in the cloud, as an operator reaches it: ID tokens verified."""
+    verifier = TokenVerifier(
+        audience=API_URL, allowed_emails={OPERATOR}, certs_url=CERTS_URL, request=certs_transport
+    )
+    return build(Access(verifier=verifier, operators=frozenset({OPERATOR})))
+
+
+def test_the_forms_work_through_a_proxy_that_rewrites_host() -> None:
+    # gcloud run services proxy: the browser is on http://localhost:8080; the proxy sends
+    # Host: the run.app name, the operator's token, and the browser's Origin as it was
+    cloud = operators_console()
+    cloud.running_flow("f-1")
+    through = {**token(OPERATOR), "Host": "api-xyz.a.run.app"}
+    done = cloud.client.post(
+        "/console/flows/f-1/cancel",
+        data={"reason": "via the proxy"},
+        headers={**through, "Origin": "http://localhost:8080", "Sec-Fetch-Site": "same-origin"},
+    )
+    assert done.status_code == 303, text(done)
+    assert done.headers["Location"] == "/console/flows/f-1?notice=cancelled"  # stays on :8080
+    assert cloud.harness.flow("f-1").status is not Status.RUNNING
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+        {"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site"},
+        {"Origin": "https://api-xyz.a.run.app"},  # what a Host comparison would have let in
+    ],
+)
+def test_a_cross_site_form_through_the_proxy_is_refused(page: dict[str, str]) -> None:
+    cloud = operators_console()
+    cloud.running_flow("f-1")
+    through = {**token(OPERATOR), "Host": "api-xyz.a.run.app"}
+    refused = cloud.client.post(
+        "/console/flows/f-1/cancel", data={"reason": "csrf"}, headers={**through, **page}
+    )
+    assert refused.status_code == 403
+    assert cloud.harness.flow("f-1").status is Status.RUNNING
 
 
 def test_a_viewer_sees_no_actions_and_is_refused_them() -> None:
@@ -232,3 +288,16 @@ def test_an_overdue_task_says_so(console: Api) -> None:
     # wording is checked here
     page = text(console.client.get("/console/flows/f-1"))
     assert re.search(r"on flow-polls, (in|overdue by) ", page)
+
+
+def test_a_flow_of_another_tenant_is_linked_and_shown_by_its_tenant(console: Api) -> None:
+    # flow ids are each tenant's own: "f-1" of acme is not the default tenant's "f-1"
+    console.harness.start("demo", {}, flow_id="f-1")
+    console.harness.start("demo", {"bad": True}, flow_id="f-1", tenant="acme")
+    listed = text(console.client.get("/console/flows?tenant=acme"))
+    (link,) = re.findall(r'href="(/console/flows/f-1[^"]*)"', listed)
+    assert link == "/console/flows/f-1?tenant=acme"
+    page = text(console.client.get(link))
+    assert re.search(r'id="tenant">acme ', page)
+    ambiguous = console.client.get("/console/flows/f-1")
+    assert ambiguous.status_code == 400 and "say which" in text(ambiguous)
