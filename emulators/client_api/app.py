@@ -76,7 +76,11 @@ def _register_registrations(app: Flask, state: ClientApiState) -> None:
     def create_registration() -> ResponseReturnValue:
         key = idempotency_key()
         body = parse(RegistrationRequest)
-        return created(state.create_registration(key, body.resource, body.callback_url))
+        return created(
+            state.create_registration(
+                key, body.resource, body.callback_url, callback_token=body.callback_token
+            )
+        )
 
     @app.get("/registrations/<registration_id>")
     def get_registration(registration_id: str) -> ResponseReturnValue:

@@ -1,10 +1,12 @@
 """Activation callbacks: the outbox of due deliveries and the thread that POSTs them.
 
 The state puts a delivery in the outbox when a registration is created with a ``callback_url``
-(its due time follows from the activation time and the callback mode). ``tick(now)`` sends every
-delivery due by ``now`` and retries a failed one a few times with backoff; the background thread
-only calls ``tick`` with the clock's time, so tests drive delivery by calling ``tick``
-themselves, with a fake clock and a fake ``post``, and never sleep.
+(its due time follows from the activation time and the callback mode), with the registration's
+``callback_token`` in the ``X-Relayflow-Callback-Token`` header: the caller's secret travels
+apart from the URL, as a real API sends a webhook's secret, so no access log holds it.
+``tick(now)`` sends every delivery due by ``now`` and retries a failed one a few times with
+backoff; the background thread only calls ``tick`` with the clock's time, so tests drive
+delivery by calling ``tick`` themselves, with a fake clock and a fake ``post``, and never sleep.
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
-# url, JSON body, timeout (s) -> HTTP status; raises (OSError ...) when no answer came.
-Post = Callable[[str, dict[str, Any], float], int]
+# url, JSON body, headers, timeout (s) -> HTTP status; raises (OSError ...) when no answer came.
+Post = Callable[[str, dict[str, Any], dict[str, str], float], int]
 Clock = Callable[[], float]
 
 MAX_TRIES = 4
 FIRST_BACKOFF_S = 0.5  # then 1 s, 2 s: a delivery is given up about 3.5 s after it was due
 POST_TIMEOUT_S = 5.0
 TICK_INTERVAL_S = 0.05
+# The header that carries a registration's callback_token (the one relayflow's api reads).
+CALLBACK_TOKEN_HEADER = "X-Relayflow-Callback-Token"
 
 
 @dataclass(frozen=True, order=True)
@@ -41,6 +45,7 @@ class Delivery:
     registration_id: str = field(compare=False)
     url: str = field(compare=False)
     body: dict[str, Any] = field(compare=False, hash=False)
+    headers: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     tries: int = field(default=0, compare=False)
 
 
@@ -52,8 +57,16 @@ class Outbox:
         self._heap: list[Delivery] = []
         self._seq = itertools.count()
 
-    def put(self, *, due: float, registration_id: str, url: str, body: dict[str, Any]) -> None:
-        delivery = Delivery(due, next(self._seq), registration_id, url, body)
+    def put(
+        self,
+        *,
+        due: float,
+        registration_id: str,
+        url: str,
+        body: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        delivery = Delivery(due, next(self._seq), registration_id, url, body, dict(headers or {}))
         self._push(delivery)
 
     def retry(self, delivery: Delivery, *, due: float) -> None:
@@ -150,19 +163,23 @@ class CallbackDispatcher:
 
     def _send(self, delivery: Delivery) -> bool:
         try:
-            status = self._post(delivery.url, delivery.body, POST_TIMEOUT_S)
+            status = self._post(delivery.url, delivery.body, delivery.headers, POST_TIMEOUT_S)
         except Exception as exc:  # no answer (refused, reset, timed out) is a failed try
             log.info("callback to %s failed: %s", delivery.url, exc)
             return False
         return 200 <= status < 300
 
 
-def post_json(url: str, body: dict[str, Any], timeout_s: float) -> int:
-    """POST ``body`` as JSON; the HTTP status of the answer."""
+def post_json(url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> int:
+    """POST ``body`` as JSON with ``headers``; the HTTP status of the answer."""
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "User-Agent": "relayflow-fake-client-api"},
+        headers={
+            **headers,
+            "Content-Type": "application/json",
+            "User-Agent": "relayflow-fake-client-api",
+        },
         method="POST",
     )
     try:

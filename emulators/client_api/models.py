@@ -26,8 +26,13 @@ class CallbackMode(StrEnum):
 
 class RegistrationRequest(_Strict):
     resource: str = Field(min_length=1, max_length=500)
-    # Opaque to the API: it POSTs there as given (a token in it is the caller's business).
+    # Opaque to the API: it POSTs there as given.
     callback_url: str | None = Field(default=None, min_length=1, max_length=2000)
+    # Opaque too: sent back with each callback in the CALLBACK_TOKEN_HEADER header, never in
+    # the URL (a URL reaches access logs), and never shown in a registration.
+    callback_token: str | None = Field(
+        default=None, min_length=1, max_length=500, pattern=r"^[\x21-\x7e]+$"
+    )
 
     @field_validator("callback_url")
     @classmethod
@@ -37,6 +42,12 @@ class RegistrationRequest(_Strict):
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError("callback_url must be an absolute http:// or https:// URL")
         return url
+
+    @model_validator(mode="after")
+    def _token_needs_url(self) -> Self:
+        if self.callback_token is not None and self.callback_url is None:
+            raise ValueError("callback_token needs a callback_url to send it to")
+        return self
 
 
 class EntityRequest(_Strict):

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from emulators.client_api.callbacks import Outbox
+from emulators.client_api.callbacks import CALLBACK_TOKEN_HEADER, Outbox
 from emulators.client_api.errors import ApiError
 from emulators.client_api.idempotency import IdempotencyKeys, Outcome
 from emulators.client_api.models import CallbackMode, ConfigUpdate
@@ -42,6 +42,7 @@ class Registration:
     # Fixed at creation, like a real long-running operation: None means it never activates.
     activates_at: float | None
     callback_url: str | None = None
+    callback_token: str | None = None  # sent with each callback, never shown
     cancelled_at: float | None = None
 
     def status(self, now: float) -> Status:
@@ -196,8 +197,19 @@ class ClientApiState:
 
     # ---- registrations ------------------------------------------------------------------
 
-    def create_registration(self, key: str, resource: str, callback_url: str | None) -> Outcome:
-        body = {"resource": resource, "callback_url": callback_url}
+    def create_registration(
+        self,
+        key: str,
+        resource: str,
+        callback_url: str | None,
+        *,
+        callback_token: str | None = None,
+    ) -> Outcome:
+        body = {
+            "resource": resource,
+            "callback_url": callback_url,
+            "callback_token": callback_token,
+        }
         with self._lock:
             now = self._clock()
             known = self._known_id("registrations", key, body)
@@ -211,6 +223,7 @@ class ClientApiState:
                 created_at=now,
                 activates_at=self._activation.activates_at(resource, now),
                 callback_url=callback_url,
+                callback_token=callback_token,
             )
             self._registrations[registration.id] = registration
             self._keys.remember("registrations", key, body, registration.id)
@@ -326,9 +339,15 @@ class ClientApiState:
             "status": Status.ACTIVE.value,
             "activated_at": rfc3339(activates_at),
         }
+        token = registration.callback_token
+        headers = {CALLBACK_TOKEN_HEADER: token} if token else {}
         for due in self._callbacks.due_times(registration.resource, activates_at):
             self.outbox.put(
-                due=due, registration_id=registration.id, url=registration.callback_url, body=body
+                due=due,
+                registration_id=registration.id,
+                url=registration.callback_url,
+                body=body,
+                headers=headers,
             )
 
     def _live(self, detail: bool) -> dict[str, Any]:

@@ -62,9 +62,17 @@ class ClientApi:
         )
 
     def register(
-        self, resource: str, *, key: str, callback_url: str | None = None
+        self,
+        resource: str,
+        *,
+        key: str,
+        callback_url: str | None = None,
+        callback_token: str | None = None,
     ) -> dict[str, Any]:
-        body = {"resource": resource, **({"callback_url": callback_url} if callback_url else {})}
+        """Register ``resource``; with ``callback_url``, the API POSTs there when it is ACTIVE,
+        sending ``callback_token`` back in a header (never in the URL: URLs get logged)."""
+        callback = {"callback_url": callback_url, "callback_token": callback_token}
+        body = {"resource": resource, **{k: v for k, v in callback.items() if v}}
         return dict(self._call("POST", "/registrations", key, json=body))
 
     def registration(self, registration_id: str) -> dict[str, Any]:
@@ -183,13 +191,16 @@ class FleetSteps:
 
     def __init__(self, api: ClientApi, *, callbacks_url: str) -> None:
         self._api = api
-        self._callbacks = callbacks_url.rstrip("/")
+        # The client API calls back here when a registration is ACTIVE, with the step's token
+        # apart from the URL: the api's POST /callbacks reads it from a header.
+        self._callback_url = f"{callbacks_url.rstrip('/')}/callbacks"
 
     def register(self, ctx: Ctx) -> dict[str, Any]:
-        # The client API calls back when the registration is ACTIVE; the URL holds the token.
-        url = f"{self._callbacks}/callbacks/{ctx.callback_token}"
         made = self._api.within(ctx).register(
-            str(ctx.item), key=ctx.idempotency_key, callback_url=url
+            str(ctx.item),
+            key=ctx.idempotency_key,
+            callback_url=self._callback_url,
+            callback_token=ctx.callback_token,
         )
         return {"registration_id": made["id"]}
 
@@ -198,8 +209,12 @@ class FleetSteps:
         sent = ctx.outputs.get("activate")
         reg_id = sent.get("registration_id") if isinstance(sent, dict) else None
         if not reg_id:  # the run's responses were lost: replay it under its key to learn its id
-            url = f"{self._callbacks}/callbacks/{ctx.callback_token}"
-            reg_id = api.register(str(ctx.item), key=ctx.action_key, callback_url=url)["id"]
+            reg_id = api.register(
+                str(ctx.item),
+                key=ctx.action_key,
+                callback_url=self._callback_url,
+                callback_token=ctx.callback_token,
+            )["id"]
         return api.cancel(str(reg_id), key=ctx.idempotency_key)
 
     def still_pending(self, ctx: Ctx) -> dict[str, Any]:

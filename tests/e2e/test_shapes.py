@@ -106,16 +106,22 @@ def test_a_duplicate_or_late_callback_changes_nothing_and_says_why(
         return False
 
     assert poll_until(waiting, timeout_s=30, interval_s=0.2)
-    url = harness.url(harness.ports.api, f"/callbacks/{tokens[0]}")
+    # the token goes in the body or a header of POST /callbacks, never in the URL
+    url = harness.url(harness.ports.api, "/callbacks")
+    in_url = requests.post(f"{url}/{tokens[0]}", json={}, timeout=10)
+    assert in_url.status_code == 410 and "never in the URL" in in_url.json()["error"]["message"]
     first = requests.post(
-        url, json={"registration_id": "by-hand", "resource": resource}, timeout=10
+        url,
+        json={"registration_id": "by-hand", "resource": resource},
+        headers={"X-Relayflow-Callback-Token": tokens[0]},
+        timeout=10,
     )
-    again = requests.post(url, json={"registration_id": "again"}, timeout=10)
+    again = requests.post(url, json={"token": tokens[0], "registration_id": "again"}, timeout=10)
     assert first.status_code == 200 and first.json()["outcome"] == "completed"
     assert again.status_code == 409 and "completed already" in again.json()["reason"]
     record = harness.wait_terminal(flow_id, timeout_s=60)
     assert record.outputs["register_all"]["items"][0]["registration_id"] == "by-hand"
-    late = requests.post(url, json={}, timeout=10)
+    late = requests.post(url, json={"token": tokens[0]}, timeout=10)
     assert late.status_code == 409 and "ended" in late.json()["reason"]
 
 

@@ -34,13 +34,18 @@ class FakeSleep:
 
 @dataclass
 class FakePost:
-    """Records callback POSTs and answers from a script (statuses, or exceptions to raise)."""
+    """Records callback POSTs (url and body in ``calls``, their headers in ``headers``) and
+    answers from a script (statuses, or exceptions to raise)."""
 
     answers: list[int | Exception] = field(default_factory=list)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
 
-    def __call__(self, url: str, body: dict[str, Any], timeout_s: float) -> int:
+    def __call__(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float
+    ) -> int:
         self.calls.append((url, body))
+        self.headers.append(dict(headers))
         answer = self.answers.pop(0) if self.answers else 200
         if isinstance(answer, Exception):
             raise answer

@@ -5,6 +5,7 @@ The dispatcher is driven by calling ``tick(now)`` with the fake clock's time: no
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,8 @@ from flask.testing import FlaskClient
 from emulators.client_api.app import callback_dispatcher, create_app
 
 DELAY_S = 2.0
-URL = "http://127.0.0.1:9/callbacks/tok-123?x=1"
+URL = "http://127.0.0.1:9/callbacks?x=1"
+TOKEN = "f-1.0123456789abcdef0123456789abcdef01234567"
 KEY_1 = {"Idempotency-Key": "k1"}
 
 
@@ -42,10 +44,12 @@ def tick(app: Flask, clock: FakeClock) -> Callable[[], int]:
     return lambda: callback_dispatcher(app).tick(clock())
 
 
-def register(api: FlaskClient, resource: str = "acme", key: str = "k1", url: str = URL) -> Any:
+def register(
+    api: FlaskClient, resource: str = "acme", key: str = "k1", url: str = URL, **more: Any
+) -> Any:
     return api.post(
         "/registrations",
-        json={"resource": resource, "callback_url": url},
+        json={"resource": resource, "callback_url": url, **more},
         headers={"Idempotency-Key": key},
     )
 
@@ -86,6 +90,60 @@ def test_on_time_callback_posts_to_the_url_as_given_once_active(
 
 def test_the_registration_shows_its_callback_url(api: FlaskClient) -> None:
     assert register(api).get_json()["callback_url"] == URL
+
+
+def test_a_callback_token_goes_back_in_a_header_apart_from_the_url(
+    api: FlaskClient, clock: FakeClock, posted: FakePost, tick: Callable[[], int]
+) -> None:
+    shown = register(api, callback_token=TOKEN).get_json()
+    assert TOKEN not in str(shown)  # a secret is not shown back
+    clock.advance(DELAY_S)
+    tick()
+    ((url, body),) = posted.calls
+    assert url == URL and TOKEN not in url and TOKEN not in str(body)
+    assert posted.headers == [{"X-Relayflow-Callback-Token": TOKEN}]
+
+
+def test_a_callback_without_a_token_sends_no_token_header(
+    api: FlaskClient, clock: FakeClock, posted: FakePost, tick: Callable[[], int]
+) -> None:
+    register(api)
+    clock.advance(DELAY_S)
+    tick()
+    assert posted.headers == [{}]
+
+
+@pytest.mark.parametrize("token", ["", "a b", "x" * 501, "tok\n"])
+def test_a_callback_token_must_be_printable_and_bounded(api: FlaskClient, token: str) -> None:
+    response = register(api, callback_token=token)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "INVALID_ARGUMENT"
+
+
+def test_a_callback_token_needs_a_callback_url(api: FlaskClient) -> None:
+    response = api.post(
+        "/registrations", json={"resource": "acme", "callback_token": TOKEN}, headers=KEY_1
+    )
+    assert response.status_code == 400
+    assert "callback_token needs a callback_url" in response.get_json()["error"]["message"]
+
+
+def test_a_failed_callback_is_logged_without_its_token(
+    api: FlaskClient,
+    clock: FakeClock,
+    posted: FakePost,
+    tick: Callable[[], int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    posted.answers.extend([ConnectionRefusedError("down")] + [500] * 3)
+    register(api, callback_token=TOKEN)
+    clock.advance(DELAY_S)
+    for _ in range(4):
+        tick()
+        clock.advance(10)
+    assert len(posted.calls) == 4 and "given up" in caplog.text
+    assert TOKEN not in caplog.text
 
 
 def test_late_callback_comes_callback_late_s_after_activation(
@@ -239,7 +297,8 @@ def test_callback_url_is_part_of_the_idempotent_body(
     first = register(api).get_json()
 
     replay = register(api)
-    other_url = register(api, url="http://127.0.0.1:9/callbacks/other")
+    other_url = register(api, url="http://127.0.0.1:9/other")
+    other_token = register(api, callback_token=TOKEN)
     no_url = api.post(
         "/registrations", json={"resource": "acme"}, headers={"Idempotency-Key": "k1"}
     )
@@ -247,7 +306,7 @@ def test_callback_url_is_part_of_the_idempotent_body(
     tick()
 
     assert (replay.status_code, replay.get_json()["id"]) == (200, first["id"])
-    assert other_url.status_code == no_url.status_code == 409
+    assert other_url.status_code == other_token.status_code == no_url.status_code == 409
     assert len(posted.calls) == 1  # a replay queues no second callback
 
 
