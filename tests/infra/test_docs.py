@@ -58,9 +58,19 @@ def test_the_callback_section_matches_the_routes_the_topic_and_the_variables() -
     doc = _doc()
     section = doc.split("### 10. External systems that complete callbacks", 1)[1].split("\n## ")[0]
     routes = (REPO / "relayflow" / "web" / "callbacks.py").read_text(encoding="utf-8")
-    for route in ('@app.post("/callbacks/<token>")', '@app.post("/signals")'):
+    for route in ('@app.post("/callbacks")', '@app.post("/signals")'):
         assert route in routes
-    assert "`POST /callbacks/{token}`" in section and "`POST /signals`" in section
+    assert 'CALLBACK_TOKEN_HEADER = "X-Relayflow-Callback-Token"' in (
+        REPO / "relayflow" / "web" / "guard.py"
+    ).read_text(encoding="utf-8")
+    # The token goes in the body or a header, never in the URL (the old route answers 410).
+    stale = (
+        "docs/deploy.md §10 must say `POST /callbacks` with the token in X-Relayflow-Callback-Token"
+    )
+    assert "`POST /callbacks`" in section and "`POST /signals`" in section, stale
+    assert "X-Relayflow-Callback-Token" in section, stale
+    in_url = re.findall(r"/callbacks/(?:\{token\}|<token>|<callback token>|\$\{?\w)", section)
+    assert not in_url, f"docs/deploy.md §10 still puts the token in the URL: {in_url}"
     topology = json.loads((REPO / "relayflow" / "topology.json").read_text(encoding="utf-8"))
     assert f"`{topology['topics']['signals']}`" in section
     assert f"`{topology['subscriptions']['signals']['name']}`" in section
