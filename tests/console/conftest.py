@@ -71,6 +71,8 @@ def browser() -> Iterator[WebDriver]:
     profile = tempfile.mkdtemp(prefix="relayflow-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
+    # The console's own messages, a Content-Security-Policy violation among them.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
