@@ -84,7 +84,7 @@ def list_query(args: Mapping[str, str], *, default_limit: int = 50) -> ListQuery
     """Filters, cursor, limit and view from a list request's parameters."""
     view = args.get("view") or "summary"
     if view not in VIEWS:
-        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {view!r}")
+        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {view[:40]!r}")
     return ListQuery(
         filter=flow_filter(args),
         after=cursor(args.get("cursor")),

@@ -39,6 +39,7 @@ MAX_REQUEST_BYTES = 1024 * 1024
 # A task name as a document id: as it is when it is one of ours, hashed when it is not.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")  # MAX_TASK_ID: every name we give
 MAX_SHOWN_NAME = 500
+MAX_SHOWN_PATH = 200  # of a path a 404 or 405 names: its reason stays short
 
 
 def error(status: int, code: str, message: str) -> tuple[Response, int]:
@@ -84,7 +85,7 @@ def base_app(
 
     @app.errorhandler(404)
     def not_found(_: Exception) -> Any:
-        return error(404, "NOT_FOUND", f"no route {request.method} {request.path}")
+        return error(404, "NOT_FOUND", f"no route {request.method} {request.path[:MAX_SHOWN_PATH]}")
 
     @app.errorhandler(500)
     def internal(_: Exception) -> Any:
@@ -93,7 +94,8 @@ def base_app(
 
     @app.errorhandler(405)
     def not_allowed(_: Exception) -> Any:
-        return error(405, "METHOD_NOT_ALLOWED", f"{request.method} not allowed on {request.path}")
+        shown = request.path[:MAX_SHOWN_PATH]
+        return error(405, "METHOD_NOT_ALLOWED", f"{request.method} not allowed on {shown}")
 
     @app.errorhandler(413)
     def too_large(_: Exception) -> Any:

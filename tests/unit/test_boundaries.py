@@ -311,3 +311,16 @@ def test_a_bearer_token_nested_too_deep_is_a_401_on_a_task_route() -> None:
     client = task_app(runtime, route="/tasks/step", verifier=verifier).test_client()
     response = client.post("/tasks/step", json={}, headers={"Authorization": nested_jwt()})
     assert response.status_code == 401
+
+
+def test_reasons_stay_short_whatever_was_sent(api: Api) -> None:
+    long = "x" * 5000
+    for response in (
+        api.client.get(f"/flows?view={long}"),
+        api.client.get(f"/nowhere/{long}"),
+        api.client.delete(f"/flows/{long}"),
+        api.client.get("/flows", query_string={"updated_from": long}),
+        api.client.get("/flows", query_string={"tenant": long, "flow": long, "status": long}),
+    ):
+        assert 400 <= response.status_code < 500
+        assert len(message(response)) < 300, message(response)[:80]
