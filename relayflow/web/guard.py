@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -83,12 +83,10 @@ class RequestGuard:
     """The origins whose pages may change state, and the hosts the api answers to when it
     verifies no tokens. The defaults are the settings' defaults with any port on loopback."""
 
-    origins: frozenset[str] = frozenset()
+    origins: frozenset[str] = field(
+        default_factory=lambda: default_origins(DEFAULT_API_URL, PROXY_ORIGINS)
+    )
     hosts: frozenset[Host] = frozenset((name, None) for name in LOOPBACK)
-
-    def __post_init__(self) -> None:
-        if not self.origins:
-            object.__setattr__(self, "origins", default_origins(DEFAULT_API_URL, PROXY_ORIGINS))
 
     def admit_host(self, header: str | None, scheme: str) -> None:
         """UnknownHost unless ``header`` (``Host``) names this api."""
