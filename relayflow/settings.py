@@ -104,7 +104,7 @@ class Settings(BaseSettings):
     # verified emails of callers, as JSON lists.
     api_viewers: tuple[str, ...] = ()
     api_operators: tuple[str, ...] = ()
-    # Who may only complete callback tokens (POST /callbacks/{token}, the flow-signals push to
+    # Who may only complete callback tokens (POST /callbacks, the flow-signals push to
     # /signals): the external systems callback steps wait on and the Pub/Sub push account.
     # Operators may complete tokens too; viewers may not (it is a write).
     api_completers: tuple[str, ...] = ()

@@ -265,7 +265,7 @@ class Harness:
         *,
         error: dict[str, Any] | None = None,
     ) -> CallbackAnswer:
-        """Complete a callback token, as ``POST /callbacks/{token}`` would."""
+        """Complete a callback token, as ``POST /callbacks`` would."""
         completion = {"error": error} if error is not None else {"output": output or {}}
         return self.engine.complete(token, completion)
 

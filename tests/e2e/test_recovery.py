@@ -84,7 +84,10 @@ def test_the_sweeper_rescues_a_flow_whose_next_task_was_lost(
     record = harness.store.get(flow_id)
     assert record is not None and record.status is Status.RUNNING
     assert any(h.outcome == "rescued" for h in record.history)
-    requests.post(f"http://{HOST}:{harness.ports.api}/flows/{flow_id}:cancel", timeout=10)
+    cancelled = requests.post(
+        f"http://{HOST}:{harness.ports.api}/flows/{flow_id}:cancel", json={}, timeout=10
+    )
+    assert cancelled.ok, cancelled.text  # tidy: nothing else would end it
 
 
 def _polls(harness: Harness, flow_id: str) -> int:
