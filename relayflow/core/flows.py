@@ -227,9 +227,10 @@ class CallbackStep:
     waits, with no task running but a timeout, until the token is completed — by
     ``POST /callbacks`` on the api (the token in a header or the body, never the URL) or a
     message on ``flow-signals`` — and the step's output is what the completion carried. No
-    completion within ``timeout_s`` ends the flow TIMED_OUT (``CALLBACK_TIMEOUT``). ``check``, if given, is a safety net for a completion that
-    never comes: it is polled with ``policy`` while the step waits, and its output completes
-    the step as a callback would (``NotReady``: keep waiting).
+    completion within ``timeout_s`` ends the flow TIMED_OUT (``CALLBACK_TIMEOUT``).
+    ``check``, if given, is a safety net for a completion that never comes: it is polled with
+    ``policy`` while the step waits, and its output completes the step as a callback would
+    (``NotReady``: keep waiting).
     """
 
     name: str
