@@ -45,6 +45,7 @@ SUMMARY_FIELDS = (
     "updated_at",
     "finished_at",
     "result.code",
+    "cleanup.state",
 )
 
 
@@ -177,6 +178,7 @@ class FlowSummary(_Model):
     updated_at: datetime
     finished_at: datetime | None = None
     code: str | None = None  # the result's code, once ended
+    cleanup: str | None = None  # the clean-up's state, if it ended with one
 
     @classmethod
     def from_record(cls, record: FlowRecord) -> FlowSummary:
@@ -188,12 +190,14 @@ class FlowSummary(_Model):
         pydantic.ValidationError if it does not parse."""
         position = Position.model_validate(doc.get("position"))
         result = doc.get("result") or {}
+        cleanup = doc.get("cleanup") or {}
         return cls.model_validate(
             {
-                **{k: v for k, v in doc.items() if k not in ("position", "result")},
+                **{k: v for k, v in doc.items() if k not in ("position", "result", "cleanup")},
                 "position": position.label(),
                 "generation": position.generation,
                 "code": result.get("code") if isinstance(result, dict) else None,
+                "cleanup": cleanup.get("state") if isinstance(cleanup, dict) else None,
             }
         )
 

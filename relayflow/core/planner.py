@@ -1325,6 +1325,13 @@ def _undone_again(record: FlowRecord, effect: Effect) -> bool:
     return effect.state in undoing and split_effect_name(effect.step)[0] is not None
 
 
+def undoable(record: FlowRecord) -> list[Effect]:
+    """What an operator's undo again would undo now (nothing while a clean-up runs)."""
+    if record.status not in TERMINAL or record.cleaning:
+        return []
+    return [e for e in record.effects if _undone_again(record, e)]
+
+
 def undo_again(plan: Plan, record: FlowRecord, reason: str, *, by: str = "") -> FlowRecord:
     """An operator's undo of what an ended flow left live (a clean-up given up, an undo that
     failed for good): a new clean-up round with a fresh window."""

@@ -7,6 +7,7 @@
 | ``GET /flows/{id}`` | viewer | the whole document (callback tokens for operators only) |
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
 | ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
+| ``POST /flows/{id}:undo`` | operator | ``{"reason"}``: undo again what an ended flow left live |
 | ``GET /rejected`` | viewer | refused messages with their reasons (``cursor``, ``limit``) |
 | ``GET /dead-letters`` | viewer | held dead-lettered start messages |
 | ``POST /dead-letters/{id}:replay`` | operator | ``{"reason", "data"?}``: publish, then ack |
@@ -58,6 +59,7 @@ log = logging.getLogger("relayflow.web.api")
 View = Callable[..., Any]
 Guard = Callable[[View], View]
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
+DEFAULT_UNDO_REASON = "undone again by an operator"
 # What a caller below the operator role sees of a live callback token: a viewer may not
 # complete it, and a token it could read it could complete through any completer.
 REDACTED = "(redacted: operators only)"
@@ -245,6 +247,14 @@ def _register_flows(app: Flask, ops: Operations) -> None:
         why = params.reason(guard.body().get("reason"), required=False)
         flow = shown_flow(ops, flow_id).key
         record = ops.engine.retry(flow, reason=why, by=caller().identity)
+        return flow_json(record, caller())
+
+    @app.post("/flows/<flow_id>:undo")
+    @guarded(ops.access, Role.OPERATOR, "undo flows again")
+    def undo_flow(flow_id: str) -> Any:
+        why = params.reason(guard.body().get("reason"), required=False, default=DEFAULT_UNDO_REASON)
+        flow = shown_flow(ops, flow_id).key
+        record = ops.engine.undo(flow, reason=why, by=caller().identity)
         return flow_json(record, caller())
 
     @app.get("/whoami")

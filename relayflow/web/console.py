@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from flask import Blueprint, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
+from relayflow.core import planner
 from relayflow.core.errors import RelayflowError, UnknownFlow
 from relayflow.core.flows import Flow
 from relayflow.core.records import FlowRecord
@@ -37,6 +38,7 @@ FILTER_FIELDS = ("flow", "status", "version", "tenant", "updated_from", "updated
 NOTICES = {
     "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
     "retried": "Retry recorded: a new generation has started.",
+    "undone": "Undo recorded: a new clean-up undoes what the flow left live, newest first.",
 }
 
 
@@ -137,9 +139,13 @@ def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
     return {
         "record": record,
         "now": now,
-        "active": record.status in ACTIVE,
+        # An ended flow whose clean-up runs still changes: the page keeps refreshing.
+        "active": record.status in ACTIVE or record.cleaning,
         "can_cancel": record.status in ACTIVE and record.status is not Status.COMPENSATING,
-        "can_retry": record.status in TERMINAL and record.status is not Status.SUCCEEDED,
+        "can_retry": record.status in TERMINAL
+        and record.status is not Status.SUCCEEDED
+        and not record.cleaning,
+        "can_undo": bool(planner.undoable(record)),
         "timeline": timeline.build(record, definition, now=now),
         "operator": g.caller.may(Role.OPERATOR),
     }
@@ -175,9 +181,19 @@ def _register_actions(bp: Blueprint, ops: Operations, operator: Guard) -> None:
         ops.engine.retry(record.key, reason=why, by=g.caller.identity)
         return redirect(flow_url(".flow", record, notice="retried"), 303)
 
+    @bp.route("/flows/<flow_id>/undo", methods=["GET", "POST"])
+    @operator
+    def undo(flow_id: str) -> Any:
+        record = _shown(ops, flow_id)
+        if request.method == "GET":
+            return _confirm(record, "undo", undoable=planner.undoable(record))
+        why = params.reason(request.form.get("reason"), required=True)
+        ops.engine.undo(record.key, reason=why, by=g.caller.identity)
+        return redirect(flow_url(".flow", record, notice="undone"), 303)
 
-def _confirm(record: FlowRecord, action: str) -> str:
-    return render_template("console/confirm.html", record=record, action=action)
+
+def _confirm(record: FlowRecord, action: str, **extra: Any) -> str:
+    return render_template("console/confirm.html", record=record, action=action, **extra)
 
 
 def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, operator: Guard) -> None:

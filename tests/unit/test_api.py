@@ -313,7 +313,7 @@ def test_lists_are_summaries_by_default_and_whole_documents_on_request(local_api
     assert set(summary) == {
         "flow_id", "flow", "version", "tenant", "status", "position", "generation", "polls",
         "attempts",
-        "created_at", "updated_at", "finished_at", "code",
+        "created_at", "updated_at", "finished_at", "code", "cleanup",
     }  # fmt: skip
     assert summary["position"] == "await_ready poll 1"
     (full,) = local_api.client.get("/flows?view=full").get_json()["flows"]
