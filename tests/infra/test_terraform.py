@@ -1329,9 +1329,11 @@ def test_every_firestore_collection_of_the_topology_has_its_large_fields_exempt(
 
 def test_callback_steps_hand_out_the_api_url() -> None:
     relayflow = load(RELAYFLOW)
-    # Every component loads the app, whose callback steps build {RELAYFLOW_API_URL}/callbacks/.
+    # Every component loads the app, whose callback steps hand out {RELAYFLOW_API_URL}/callbacks
+    # (the token apart, in a header: never in a URL).
     assert relayflow.locals["common_env"]["RELAYFLOW_API_URL"] == '${local.url["api"]}'
     assert "api_url" in Settings.model_fields
     assert relayflow.modules["api"].body["custom_audiences"] == ['${local.url["api"]}']
-    prefix = relayflow.outputs["callback_url_prefix"].body["value"]
-    assert prefix == '${local.url["api"]}/callbacks/'
+    url = relayflow.outputs["callback_url"].body["value"]
+    assert url == '${local.url["api"]}/callbacks'
+    assert "X-Relayflow-Callback-Token" in relayflow.outputs["callback_url"].body["description"]

@@ -59,9 +59,9 @@ output "pubsub_service_agent" {
   value       = module.relayflow.pubsub_service_agent
 }
 
-output "callback_url_prefix" {
-  description = "What callback steps hand external systems, followed by the token: POST it with an identity token for the api (audience: the URL without /callbacks/) as an account in api_completers (or api_operators)."
-  value       = module.relayflow.callback_url_prefix
+output "callback_url" {
+  description = "Where external systems POST callback tokens (in the X-Relayflow-Callback-Token header), with an identity token for the api (audience: this URL without /callbacks) as an account in api_completers."
+  value       = module.relayflow.callback_url
 }
 
 output "api_proxy_command" {

@@ -77,9 +77,9 @@ output "pubsub_service_agent" {
   value       = google_project_service_identity.pubsub.email
 }
 
-output "callback_url_prefix" {
-  description = "What callback steps hand external systems, followed by the token: POST it with an identity token for the api (audience: the URL without /callbacks/) as an account in api_completers (or api_operators)."
-  value       = "${local.url["api"]}/callbacks/"
+output "callback_url" {
+  description = "Where external systems complete callback tokens: POST here with the token in the X-Relayflow-Callback-Token header (never in the URL, which logs keep) and an identity token for the api (audience: this URL without /callbacks) as an account in api_completers (or api_operators)."
+  value       = "${local.url["api"]}/callbacks"
 }
 
 output "api_proxy_command" {
