@@ -1,7 +1,10 @@
-"""The bootstrap: state bucket, image repository, the build's account and its roles, triggers.
+"""The bootstrap: state bucket, image repository, relayflow's accounts, the build's account and
+its roles, the test build's account, triggers.
 
 Applied once per environment by a person; everything a build does afterwards runs as the
-account created here, so its roles are exactly what `terraform apply` of an environment needs.
+accounts created here: the build's roles are exactly what `terraform apply` of an environment
+needs (over service accounts, on each account alone), and the tests run as an account of their
+own that can reach nothing that deploys.
 """
 
 from __future__ import annotations
@@ -39,15 +42,17 @@ ROLE_FOR_TYPE = {
     "google_monitoring_metric_descriptor": "roles/monitoring.metricWriter",
     "terraform_data": None,
 }
-# Creating these makes Google act as another account (a revision's identity, a push or job
-# OIDC token): iam.serviceAccounts.actAs.
-ACTS_AS = {
-    "google_cloud_run_v2_service",
-    "google_pubsub_subscription",
-    "google_cloud_scheduler_job",
+# Not tied to a resource type: a build running as a user-specified account writes its own logs,
+# and the dev deploy reads how the test build of its commit ended (deploy/await-tests.sh).
+FOR_THE_BUILD_ITSELF = {"roles/logging.logWriter", "roles/cloudbuild.builds.viewer"}
+# Roles over service accounts that the build must never hold project-wide: each would reach
+# every account of the project (actAs, keys, tokens, IAM on them).
+SERVICE_ACCOUNT_ROLES = {
+    "roles/iam.serviceAccountAdmin",
+    "roles/iam.serviceAccountUser",
+    "roles/iam.serviceAccountTokenCreator",
+    "roles/iam.serviceAccountKeyAdmin",
 }
-# Not tied to a resource type: a build running as a user-specified account writes its own logs.
-FOR_THE_BUILD_ITSELF = {"roles/logging.logWriter"}
 
 
 def _build_roles() -> dict[str, Any]:
@@ -102,19 +107,123 @@ def test_the_image_repository_has_a_cleanup_policy_and_immutable_tags() -> None:
 
 def test_the_build_has_one_dedicated_account_per_environment() -> None:
     boot = load(BOOT)
-    (account,) = boot.resources_of("google_service_account")
-    assert account.body["account_id"] == "relayflow-build"
-    for trigger in boot.resources_of("google_cloudbuild_trigger"):
-        assert trigger.body["service_account"] == "${google_service_account.build.id}"
+    accounts = {a.name: a.body for a in boot.resources_of("google_service_account")}
+    assert set(accounts) == {"build", "test", "relayflow"}
+    assert accounts["build"]["account_id"] == "relayflow-build"
+    assert accounts["test"]["account_id"] == "relayflow-test"
+    trigger = boot.resource("google_cloudbuild_trigger", "main").body
+    assert trigger["service_account"] == "${local.trigger_accounts[each.value.account]}"
+    assert boot.locals["trigger_accounts"] == (
+        "${merge({build = google_service_account.build.id}, {for a in google_service_account.test"
+        ' : "test" => a.id})}'
+    )
+    for env, triggers in boot.locals["triggers"].items():
+        for name, t in triggers.items():
+            assert t["account"] == ("test" if name == "test" else "build"), (env, name)
 
 
 def test_the_build_roles_are_exactly_what_an_environment_apply_needs() -> None:
     types = _environment_types()
     assert types <= set(ROLE_FOR_TYPE), f"say which role creates {types - set(ROLE_FOR_TYPE)}"
     needed = {ROLE_FOR_TYPE[t] for t in types} - {None}
-    if types & ACTS_AS:
-        needed.add("roles/iam.serviceAccountUser")
     assert set(_build_roles()) == needed | FOR_THE_BUILD_ITSELF
+
+
+def test_the_build_holds_no_role_over_every_service_account_of_the_project() -> None:
+    # It used to hold serviceAccountAdmin and serviceAccountUser project-wide: actAs (and IAM)
+    # on every account, the test tools' account and any later one included.
+    assert not SERVICE_ACCOUNT_ROLES & set(_build_roles())
+    project_grants = {r.body["role"] for r in load(BOOT).resources_of("google_project_iam_member")}
+    assert not SERVICE_ACCOUNT_ROLES & project_grants
+    # Nor does the environment's apply need any: it creates no account and sets no IAM on one.
+    for t in ("google_service_account", "google_service_account_iam_member"):
+        assert t not in _environment_types(), t
+
+
+def _env_account_ids() -> dict[str, set[str]]:
+    """The account ids envs/<env> runs or signs as (actAs), and those it only reads."""
+    relayflow = load(MODULES / "relayflow")
+    data = {
+        d.name: d.body["account_id"] for d in relayflow.data if d.type == "google_service_account"
+    }
+    # The Cloud Run services run as their own accounts; the push subscriptions and the sweeper
+    # job sign their OIDC tokens as one each.
+    acted = {
+        c.body["service_account_id"]
+        for c in relayflow.modules.values()
+        if "service_account_id" in c.body
+    }
+    job = relayflow.resource("google_cloud_scheduler_job", "sweep").body
+    signers = (
+        relayflow.modules["messaging"].body["push_service_account_email"],
+        only_block(only_block(job, "http_target"), "oidc_token")["service_account_email"],
+    )
+    for signer in signers:
+        (account,) = [
+            a for n, a in data.items() if f"data.google_service_account.{n}.email" in signer
+        ]
+        acted.add(account)
+    return {"acted": acted, "read": set(data.values()) - acted}
+
+
+def test_the_build_acts_as_exactly_the_accounts_the_apply_runs_or_signs_as() -> None:
+    boot = load(BOOT)
+    identities = boot.locals["identities"]
+    by_key = {k: v["account_id"] for k, v in identities.items()}
+    env = _env_account_ids()
+    assert set(by_key.values()) == env["acted"] | env["read"]
+    acts = boot.resource("google_service_account_iam_member", "build_acts_as").body
+    assert acts["for_each"] == "${toset(local.acted_as)}"
+    assert acts["service_account_id"] == "${google_service_account.relayflow[each.key].name}"
+    assert (acts["role"], acts["member"]) == (
+        "roles/iam.serviceAccountUser",
+        "${local.build_member}",
+    )
+    acted = set(boot.locals["runtime"]) | {"pubsub-push", "scheduler"}
+    assert boot.locals["acted_as"] == '${concat(local.runtime, ["pubsub-push", "scheduler"])}'
+    assert {by_key[k] for k in acted} == env["acted"]
+    reads = boot.resource("google_service_account_iam_member", "build_reads").body
+    assert reads["role"] == "roles/iam.serviceAccountViewer"
+    assert reads["for_each"] == "${local.read_only}"
+    assert {by_key[k] for k in set(identities) - acted} == env["read"] == {"relayflow-tasks"}
+
+
+def test_the_bootstrap_grants_relayflows_accounts_what_the_env_no_longer_can() -> None:
+    boot = load(BOOT)
+    tasks = boot.resource("google_service_account_iam_member", "tasks_invoker_user").body
+    assert (
+        tasks["service_account_id"] == '${google_service_account.relayflow["tasks-invoker"].name}'
+    )
+    assert tasks["for_each"] == "${toset(local.runtime)}"
+    assert tasks["member"] == "${google_service_account.relayflow[each.key].member}"
+    assert set(boot.locals["runtime"]) == {"start-flow", "worker", "poller", "api"}
+    token = boot.resource("google_service_account_iam_member", "pubsub_push_token_creator").body
+    assert token["service_account_id"] == '${google_service_account.relayflow["pubsub-push"].name}'
+    assert token["role"] == "roles/iam.serviceAccountTokenCreator"
+    assert token["member"] == "${google_project_service_identity.pubsub.member}"
+    assert "pubsub.googleapis.com" in boot.locals["services"]
+
+
+def test_the_tests_run_as_an_account_that_can_reach_nothing_that_deploys() -> None:
+    boot = load(BOOT)
+    test = boot.resource("google_service_account", "test").body
+    assert test["count"] == '${var.environment == "dev" ? 1 : 0}'
+    granted = [
+        r
+        for r in boot.resources
+        if r.type.endswith("_iam_member") and "google_service_account.test" in str(r.body)
+    ]
+    assert [(r.type, r.name, r.body["role"]) for r in granted] == [
+        ("google_project_iam_member", "test_logs", "roles/logging.logWriter")
+    ]
+    # No state bucket, repository, account or trigger right; nor the environment's names.
+    trigger = boot.resource("google_cloudbuild_trigger", "main").body
+    assert trigger["substitutions"] == (
+        '${merge(each.value.account == "build" ? local.common_substitutions : {}, '
+        "each.value.extra)}"
+    )
+    (test_trigger,) = [t for t in boot.locals["triggers"]["dev"].values() if t["account"] == "test"]
+    assert test_trigger["file"] == "deploy/cloudbuild/test.yaml" and test_trigger["on_push"]
 
 
 def test_each_build_role_is_justified_in_place() -> None:
@@ -162,7 +271,10 @@ def test_state_and_images_are_granted_on_their_resource_not_the_project() -> Non
 
 
 EXPECTED_TRIGGERS = {
-    "dev": {"build": ("cloudbuild.yaml", True, False)},
+    "dev": {
+        "test": ("deploy/cloudbuild/test.yaml", True, False),
+        "build": ("cloudbuild.yaml", True, False),
+    },
     "staging": {"promote": ("deploy/cloudbuild/promote.yaml", False, False)},
     "prod": {
         "plan": ("deploy/cloudbuild/promote.yaml", False, False),

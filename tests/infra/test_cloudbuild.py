@@ -1,8 +1,9 @@
-"""The build pipelines: isolation, one build promoted by digest, saved plans, approval for prod.
+"""The build pipelines: isolation, one build promoted by digest, saved plans, approval for prod;
+the tests as a build of their own, as an account that cannot deploy, with hashed test tools.
 
-The YAML of the three Cloud Build configs is read as Cloud Build reads it (step order and
-waitFor), and the deploy/ scripts their steps run are executed here against fake gcloud and
-terraform binaries, with a directory standing in for Cloud Storage.
+The YAML of the Cloud Build configs is read as Cloud Build reads it (step order and waitFor),
+and the deploy/ scripts their steps run are executed here against fake gcloud and terraform
+binaries, with a directory standing in for Cloud Storage.
 """
 
 from __future__ import annotations
@@ -19,19 +20,26 @@ import pytest
 import yaml
 from tfconfig import MODULES, REPO, load
 
+# The pipelines that deploy, as the environment's build account.
 CONFIGS = {
     "build": REPO / "cloudbuild.yaml",
     "promote": REPO / "deploy" / "cloudbuild" / "promote.yaml",
     "apply": REPO / "deploy" / "cloudbuild" / "apply.yaml",
 }
+# dev's tests, as the test account.
+TEST_CONFIG = REPO / "deploy" / "cloudbuild" / "test.yaml"
 BUILD_ACCOUNT = (
     "projects/${PROJECT_ID}/serviceAccounts/relayflow-build@${PROJECT_ID}.iam.gserviceaccount.com"
+)
+TEST_ACCOUNT = (
+    "projects/${PROJECT_ID}/serviceAccounts/relayflow-test@${PROJECT_ID}.iam.gserviceaccount.com"
 )
 DIGEST = "sha256:" + "ab" * 32
 
 
 def _config(pipeline: str) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(CONFIGS[pipeline].read_text(encoding="utf-8"))
+    path = TEST_CONFIG if pipeline == "test" else CONFIGS[pipeline]
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
     return data
 
 
@@ -115,19 +123,22 @@ def test_nothing_is_applied_but_a_saved_plan(pipeline: str) -> None:
 def test_triggers_pass_only_substitutions_their_config_uses() -> None:
     boot = load(MODULES / "bootstrap")
     common = set(boot.locals["common_substitutions"])
-    files = {str(f.relative_to(REPO)): p for p, f in CONFIGS.items()}
+    files = {str(f.relative_to(REPO)): p for p, f in {**CONFIGS, "test": TEST_CONFIG}.items()}
     for env, triggers in boot.locals["triggers"].items():
         for name, trigger in triggers.items():
             config = _config(files[trigger["file"]])
             declared = set(config["substitutions"])
             extra = set(trigger["extra"])
             assert extra <= declared, (env, name, extra - declared)
+            # Only the deploying builds get the environment's names (its state bucket).
+            passed = common if trigger["account"] == "build" else set()
             if config["options"].get("substitutionOption") != "ALLOW_LOOSE":
-                assert common <= declared, (env, name, common - declared)
+                assert passed <= declared, (env, name, passed - declared)
+            assert not (common & declared) or trigger["account"] == "build", (env, name)
 
 
 def test_terraform_runs_from_a_pinned_image() -> None:
-    for pipeline in CONFIGS:
+    for pipeline in [*CONFIGS, "test"]:
         image = _config(pipeline)["substitutions"]["_TERRAFORM_IMAGE"]
         assert re.fullmatch(r"hashicorp/terraform:\d+\.\d+\.\d+", image), image
 
@@ -150,11 +161,103 @@ def test_only_the_dev_pipeline_builds_and_it_records_provenance() -> None:
 
 def test_dev_pushes_only_what_passed_and_plans_with_the_pushed_digest() -> None:
     waits = _waits_on("build")
-    assert {"test", "checkov", "build"} <= waits["push"]
+    assert {"tested", "build"} <= waits["push"]
     assert "RepoDigests" in _text(_steps("build")["push"])
     assert {"push", "fetch-tfvars"} <= waits["plan"]
     assert "plan" in waits["apply"]
-    assert _steps("build")["test"]["args"] == ["deploy/ci-test.sh"]
+    # The commit's tests passed, in their own build: the gate waits for that build's end.
+    assert _steps("build")["tested"]["args"] == [
+        "deploy/await-tests.sh",
+        "${PROJECT_ID}",
+        "${_REGION}",
+        "${COMMIT_SHA}",
+    ]
+
+
+def test_the_deploying_build_installs_and_runs_no_test_tool() -> None:
+    # Cloud Build gives a whole build one account; the tests install third-party tools, so
+    # they run in a build of their own as an account that cannot deploy.
+    for pipeline in CONFIGS:
+        for step in _steps(pipeline).values():
+            text = _text(step)
+            assert not re.search(r"pip install|ci-test\.sh|ci-checkov\.sh|checkov", text), (
+                pipeline,
+                step["id"],
+            )
+    assert "_CHECKOV_VERSION" not in _config("build")["substitutions"]
+
+
+# --- dev: the tests, as the test account ------------------------------------------------------
+
+
+def test_the_tests_run_as_the_test_account_and_touch_no_environment() -> None:
+    config = _config("test")
+    assert config["serviceAccount"] == TEST_ACCOUNT
+    assert config["options"]["logging"] == "CLOUD_LOGGING_ONLY"
+    text = TEST_CONFIG.read_text(encoding="utf-8")
+    for never in ("_TF_STATE_BUCKET", "_ENV", "terraform.sh", "docker", "gcloud", "images:"):
+        assert never not in text.split("# In the shell scripts", 1)[1], never
+    assert "images" not in config
+    assert set(config["substitutions"]) == {"_TERRAFORM_IMAGE", "_CHECKOV_VERSION"}
+    steps = _steps("test")
+    assert steps["test"]["args"] == ["deploy/ci-test.sh"]
+    assert steps["checkov"]["args"] == ["deploy/ci-checkov.sh", "${_CHECKOV_VERSION}"]
+    assert "terraform-binary" in _waits_on("test")["test"]
+    # How the deploying build finds it: by its commit.
+    assert config["tags"] == ["relayflow-test", "commit-${COMMIT_SHA}"]
+    gate = (REPO / "deploy" / "await-tests.sh").read_text(encoding="utf-8")
+    assert 'tags=\\"relayflow-test\\" AND tags=\\"commit-${commit}\\"' in gate
+
+
+def test_every_package_the_tests_install_is_pinned_by_hash() -> None:
+    ci_test = (REPO / "deploy" / "ci-test.sh").read_text(encoding="utf-8")
+    ci_checkov = (REPO / "deploy" / "ci-checkov.sh").read_text(encoding="utf-8")
+    assert "--require-hashes --no-deps \\\n    -r requirements-dev.lock" in ci_test
+    assert "--no-deps --no-index \\\n    --no-build-isolation -e ." in ci_test
+    assert 'pip" check' in ci_test
+    # make's own install is skipped: its stamp is made newer than pyproject.toml.
+    assert 'touch "$VENV/.installed-stamp"' in ci_test and ci_test.rstrip().endswith("exec .ci/run")
+    assert "STAMP := $(VENV)/.installed-stamp" in (REPO / "Makefile").read_text(encoding="utf-8")
+    assert '--require-hashes -r "$lock"' in ci_checkov
+    for script in (ci_test, ci_checkov):
+        for line in script.splitlines():
+            if "pip" in line and " install" in line and not line.lstrip().startswith("#"):
+                assert "--require-hashes" in line or "--no-index" in line, line
+    version = _config("test")["substitutions"]["_CHECKOV_VERSION"]
+    lock = (REPO / "deploy" / "requirements-checkov.lock").read_text(encoding="utf-8")
+    assert f"\ncheckov=={version} \\\n" in lock
+    for path in (REPO / "requirements-dev.lock", REPO / "deploy" / "requirements-checkov.lock"):
+        _assert_hashed(path.read_text(encoding="utf-8"), path.name)
+
+
+def _assert_hashed(lock: str, name: str) -> None:
+    entries = re.split(r"\n(?=[A-Za-z0-9])", lock.split("\n\n", 1)[-1].strip())
+    entries = [e for e in entries if e.strip() and not e.startswith("#")]
+    assert entries, name
+    for entry in entries:
+        assert re.match(r"[A-Za-z0-9._-]+==\S+ \\\n", entry), (name, entry.splitlines()[0])
+        assert "--hash=sha256:" in entry, (name, entry.splitlines()[0])
+
+
+def _pins(text: str) -> dict[str, str]:
+    pins = re.findall(r"^([A-Za-z0-9._-]+)==([^\s\\]+)", text, re.M)
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in pins}
+
+
+def test_the_tests_run_the_dependency_versions_the_image_runs_and_every_dev_tool() -> None:
+    image = _pins((REPO / "requirements.lock").read_text(encoding="utf-8"))
+    tests = _pins((REPO / "requirements-dev.lock").read_text(encoding="utf-8"))
+    assert {k: tests.get(k) for k in image} == image, "run deploy/lock-test-tools.sh"
+    project = yaml.safe_load(json.dumps(_pyproject()))
+    for requirement in project["project"]["optional-dependencies"]["dev"]:
+        name = re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]
+        assert re.sub(r"[-_.]+", "-", name).lower() in tests, name
+
+
+def _pyproject() -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 # --- staging and prod: promote the digest ------------------------------------------------------
@@ -214,6 +317,11 @@ case "$1 $2" in
       echo "${FAKE_COPIED_DIGEST:-}"
     fi ;;
   "container images") ;;
+  "builds list")
+    # One line of comma-separated statuses per call, from $FAKE_BUILDS (the last one repeats).
+    n=$(($(cat "$FAKE_LOG.builds" 2>/dev/null || echo 0) + 1)); echo "$n" > "$FAKE_LOG.builds"
+    line=$(sed -n "${n}p" "$FAKE_BUILDS"); [[ -n "$line" ]] || line=$(tail -n1 "$FAKE_BUILDS")
+    tr ',' '\n' <<<"$line" | sed '/^$/d' ;;
   *) echo "fake gcloud: unexpected $*" >&2; exit 2 ;;
 esac
 """
@@ -433,3 +541,51 @@ def test_a_saved_plan_is_applied_only_from_the_commit_it_was_made_at(sandbox: Sa
     assert lock.read_text(encoding="utf-8") == "# providers\n"
     no_build = sandbox.run("plans.sh", "fetch", "prod", "prod-state", "", "c0ffee", cwd=checkout)
     assert no_build.returncode == 1
+
+
+# --- The dev deploy waits for the tests of its commit --------------------------------------------
+
+COMMIT = "c0ffee" + "0" * 34
+
+
+def _await(sandbox: Sandbox, *calls: str, commit: str = COMMIT) -> subprocess.CompletedProcess[str]:
+    builds = sandbox.root / "builds.txt"
+    builds.write_text("\n".join(calls) + "\n", encoding="utf-8")
+    sandbox.env.update(FAKE_BUILDS=str(builds), AWAIT_POLL_S="0", AWAIT_POLLS="5")
+    return sandbox.run("await-tests.sh", "rf-dev", "us-central1", commit)
+
+
+@pytest.mark.parametrize(
+    ("calls", "passes", "says"),
+    [
+        (("", "QUEUED", "WORKING", "SUCCESS"), True, "the tests of c0ffee"),
+        (("WORKING", "FAILURE"), False, "ended FAILURE; nothing is pushed"),
+        (("TIMEOUT",), False, "ended TIMEOUT"),
+        (("CANCELLED",), False, "ended CANCELLED"),
+        # A test build retried after a failure counts once it succeeds.
+        (("FAILURE,QUEUED", "SUCCESS,FAILURE"), True, "passed"),
+        # No test build of this commit at all (the test trigger did not run): no push.
+        (("",), False, "no test build of c0ffee"),
+        (("WORKING",), False, "after 5 polls"),
+    ],
+    ids=["passed", "failed", "timed-out", "cancelled", "retried", "none", "still-running"],
+)
+def test_the_deploy_goes_on_only_once_the_test_build_of_its_commit_succeeded(
+    sandbox: Sandbox, calls: tuple[str, ...], passes: bool, says: str
+) -> None:
+    result = _await(sandbox, *calls)
+    assert (result.returncode == 0) is passes, result.stderr
+    assert says in (result.stdout + result.stderr)
+    listed = [c for c in sandbox.calls() if c.startswith("gcloud builds list")]
+    assert 1 <= len(listed) <= 5
+    assert all(
+        f'--filter=tags="relayflow-test" AND tags="commit-{COMMIT}"' in c
+        and "--project=rf-dev --region=us-central1" in c
+        for c in listed
+    )
+
+
+def test_the_gate_refuses_a_build_without_a_commit(sandbox: Sandbox) -> None:
+    result = _await(sandbox, "SUCCESS", commit="")
+    assert result.returncode == 1 and "is not a commit" in result.stderr
+    assert sandbox.calls() == []

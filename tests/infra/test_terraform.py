@@ -409,7 +409,7 @@ def test_the_start_subscription_pushes_to_start_flow_with_an_oidc_token() -> Non
     call = load(RELAYFLOW).modules["messaging"].body
     assert call["push_url"] == "${module.start_flow.uri}"
     assert call["push_audience"] == "${module.start_flow.uri}"
-    assert call["push_service_account_email"] == "${google_service_account.pubsub_push.email}"
+    assert call["push_service_account_email"] == "${data.google_service_account.pubsub_push.email}"
 
 
 def test_the_signals_topic_and_subscription_come_from_the_topology() -> None:
@@ -458,12 +458,12 @@ def test_the_signals_subscription_pushes_to_the_api_signals_route_with_the_push_
     assert load(RELAYFLOW).locals["common_env"]["RELAYFLOW_API_URL"] == '${local.url["api"]}'
     assert load(RELAYFLOW).modules["api"].body["custom_audiences"] == ['${local.url["api"]}']
     # The same push account as the start subscription, which therefore invokes the api too.
-    assert call["push_service_account_email"] == "${google_service_account.pubsub_push.email}"
+    assert call["push_service_account_email"] == "${data.google_service_account.pubsub_push.email}"
     api = load(RELAYFLOW).modules["api"].body
     assert "pubsub_push = local.pubsub_push_member" in api["invoker_members"]
     assert "pubsub_push_member" not in api["viewer_members"]
     assert load(RELAYFLOW).locals["pubsub_push_member"] == (
-        "serviceAccount:${google_service_account.pubsub_push.email}"
+        "serviceAccount:${data.google_service_account.pubsub_push.email}"
     )
 
 
@@ -491,7 +491,6 @@ def test_the_signals_subscription_waits_for_the_api_like_start_waits_for_start_f
         "module.firestore.resource_ids",
         "values(module.queues.ids)",
         "local.runtime_grant_ids",
-        "google_service_account_iam_member.pubsub_push_token_creator.id",
     ):
         assert needed in prerequisites
 
@@ -699,10 +698,12 @@ def test_the_service_is_internal_only_by_default_and_runs_as_its_own_service_acc
     assert service.variables["ingress"].body["default"] == "INGRESS_TRAFFIC_INTERNAL_ONLY"
     assert "invoker_iam_disabled" not in run
     template = only_block(run, "template")
-    assert template["service_account"] == "${google_service_account.main.email}"
-    assert service.resource("google_service_account", "main").body["account_id"] == (
-        "${var.service_account_id}"
-    )
+    assert template["service_account"] == "${data.google_service_account.main.email}"
+    # The bootstrap creates the account, so that the build acts as it alone (test_bootstrap.py).
+    (account,) = service.data
+    assert (account.type, account.name) == ("google_service_account", "main")
+    assert account.body["account_id"] == "${var.service_account_id}"
+    assert service.resources_of("google_service_account") == []
 
 
 def test_each_component_is_a_service_module_call_with_a_distinct_service_account() -> None:
@@ -712,10 +713,15 @@ def test_each_component_is_a_service_module_call_with_a_distinct_service_account
     assert {c["name"] for c in calls.values()} == set(COMPONENTS.values())
     account_ids = [c["service_account_id"] for c in calls.values()]
     account_ids += [
-        sa.body["account_id"] for sa in relayflow.resources_of("google_service_account")
+        sa.body["account_id"] for sa in relayflow.data if sa.type == "google_service_account"
     ]
     assert len(account_ids) == len(set(account_ids)) == 7
     assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", a) for a in account_ids)
+    # Each one the bootstrap creates, and only those: the environment creates no account.
+    boot = load(MODULES / "bootstrap").locals["identities"]
+    assert sorted(i["account_id"] for i in boot.values()) == sorted(account_ids)
+    for path in [RELAYFLOW, MODULES / "service", MODULES / "messaging"]:
+        assert load(path).resources_of("google_service_account") == [], path.name
 
 
 def _expand(text: str, config: Config) -> str:
@@ -777,7 +783,7 @@ def test_the_task_handlers_get_the_client_api_and_the_worker_admits_the_schedule
     for component in ("worker", "poller"):
         assert "RELAYFLOW_CLIENT_API_URL" in _env_of(relayflow.modules[component].body, relayflow)
     worker_env = relayflow.modules["worker"].body["env"]
-    scheduler = "jsonencode([google_service_account.scheduler.email])"
+    scheduler = "jsonencode([data.google_service_account.scheduler.email])"
     assert f"RELAYFLOW_SCHEDULER_SERVICE_ACCOUNTS = {scheduler}" in worker_env
 
 
@@ -855,7 +861,7 @@ def test_the_api_reads_the_same_callers_iam_lets_in_each_by_its_role() -> None:
     # The push account completes the tokens of signals it pushes to /signals, nothing more.
     assert (
         'RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", '
-        "m)[1]], [google_service_account.pubsub_push.email]))"
+        "m)[1]], [data.google_service_account.pubsub_push.email]))"
     ) in env
     assert "RELAYFLOW_API_AUDIENCES = jsonencode(var.api_token_audiences)" in env
     assert relayflow.locals["api_people_members"] == (
@@ -946,8 +952,8 @@ def _members(resource: Block, config: Config) -> set[str]:
 
 
 _NAMED_TARGET = re.compile(
-    r'\w+\.\w+\["(\w+)"\]|\["(\w+)"\]|google_service_account\.(\w+)|google_pubsub_\w+\.(\w+)'
-    r"|var\.start_subscription\.(\w+)"
+    r'\w+\.\w+\["([\w-]+)"\]|\["([\w-]+)"\]|google_service_account\.(\w+)'
+    r"|google_pubsub_\w+\.(\w+)|var\.start_subscription\.(\w+)"
 )
 
 
@@ -965,7 +971,8 @@ def _targets(resource: Block, config: Config) -> set[str]:
         key = _expand(body["for_each"], config)
     named = {next(g for g in m.groups() if g) for m in _NAMED_TARGET.finditer(key)}
     assert named, key
-    return {f"{kind}:{name}" for name in named}
+    # The bootstrap keys its identities by role (tasks-invoker); the env named them tasks_invoker.
+    return {f"{kind}:{name.replace('-', '_')}" for name in named}
 
 
 RUN_GRANT_ARGUMENTS = (("invoker_members", "run.invoker"), ("viewer_members", "run.viewer"))
@@ -987,13 +994,35 @@ def _run_grants(relayflow: Config) -> set[tuple[str, str, str]]:
 def _iam_matrix() -> set[tuple[str, str, str]]:
     relayflow = load(RELAYFLOW)
     messaging = load(MODULES / "messaging")
-    grants = _run_grants(relayflow)
+    grants = _run_grants(relayflow) | _bootstrap_identity_grants()
     for config in (relayflow, messaging):
         for resource in config.resources:
             if resource.type.endswith("_iam_member"):
                 for who in _members(resource, config):
                     for target in _targets(resource, config):
                         grants.add((who, resource.body["role"], target))
+    return grants
+
+
+def _bootstrap_identity_grants() -> set[tuple[str, str, str]]:
+    """What the bootstrap grants relayflow's identities (it creates them; what it grants the
+    build and test accounts is tests/infra/test_bootstrap.py's)."""
+    boot = load(MODULES / "bootstrap")
+    grants = set()
+    for resource in boot.resources:
+        member = resource.body.get("member", "")
+        if not resource.type.endswith("_iam_member") or not (
+            "google_service_account.relayflow" in member or "service_identity" in member
+        ):
+            continue
+        if "[each.key]" in member:  # one of relayflow's accounts per for_each key
+            keys = _expand(resource.body["for_each"], boot)
+            who = set(re.findall(r"""["']([\w-]+)["']""", keys))
+        else:
+            who = _identities(member, boot)
+        for identity in who:
+            for target in _targets(resource, boot):
+                grants.add((identity, resource.body["role"], target))
     return grants
 
 
@@ -1173,7 +1202,7 @@ def test_the_scheduler_posts_sweep_to_the_worker_as_the_scheduler_account() -> N
     assert target["http_method"] == "POST"
     assert target["uri"] == '${local.url["worker"]}/sweep'
     token = only_block(target, "oidc_token")
-    assert token["service_account_email"] == "${google_service_account.scheduler.email}"
+    assert token["service_account_email"] == "${data.google_service_account.scheduler.email}"
     assert token["audience"] == '${local.url["worker"]}'
 
 

@@ -10,6 +10,16 @@ provider "google" {
   }
 }
 
+provider "google-beta" {
+  project = var.project_id
+  region  = var.region
+
+  default_labels = {
+    app         = "relayflow"
+    environment = var.environment
+  }
+}
+
 module "bootstrap" {
   source = "../modules/bootstrap"
 

@@ -18,6 +18,16 @@ output "build_roles" {
   value       = module.bootstrap.build_roles
 }
 
+output "test_service_account" {
+  description = "The account dev's test build runs as (null outside dev)."
+  value       = module.bootstrap.test_service_account
+}
+
+output "service_accounts" {
+  description = "relayflow's identities in this environment, by role."
+  value       = module.bootstrap.service_accounts
+}
+
 output "triggers" {
   description = "Cloud Build trigger names."
   value       = module.bootstrap.triggers

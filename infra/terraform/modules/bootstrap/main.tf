@@ -1,7 +1,8 @@
 # What one environment needs before its first build can run, applied once by a person with owner
 # rights on the environment's project: the APIs the build itself uses, the Terraform state bucket,
-# the Artifact Registry repository its images live in, the build's own service account with
-# exactly the roles the apply needs, and the Cloud Build triggers.
+# the Artifact Registry repository its images live in, relayflow's own service accounts, the
+# build's service account with exactly the roles the apply needs, in dev the test build's
+# account (which holds nearly nothing), and the Cloud Build triggers.
 #
 # One environment per project: the build of an environment holds rights in its own project only
 # (plus reading the images of the environment it promotes from), so it cannot touch another
@@ -15,25 +16,41 @@ locals {
     "cloudbuild.googleapis.com",
     "containeranalysis.googleapis.com",
     "iam.googleapis.com",
+    # The Pub/Sub service agent is granted on the push account here (below).
+    "pubsub.googleapis.com",
     "secretmanager.googleapis.com",
     "storage.googleapis.com",
   ]
 
   build_member = "serviceAccount:${google_service_account.build.email}"
 
-  # The two roles over service accounts, granted apart (see build_service_accounts).
-  service_account_roles = ["roles/iam.serviceAccountAdmin", "roles/iam.serviceAccountUser"]
+  # relayflow's identities in this environment, created here rather than by the environment's
+  # apply so that the build account is granted on each of them alone, never on every account
+  # of the project: it acts as the ones its resources run or sign as and only reads the rest.
+  # envs/<env> reads them (data sources), by these account ids.
+  identities = {
+    start-flow    = { account_id = "relayflow-start-flow", name = "relayflow start-flow", about = "Runtime identity of the Cloud Run service start-flow; holds only what start-flow needs." }
+    worker        = { account_id = "relayflow-worker", name = "relayflow worker", about = "Runtime identity of the Cloud Run service worker; holds only what worker needs." }
+    poller        = { account_id = "relayflow-poller", name = "relayflow poller", about = "Runtime identity of the Cloud Run service poller; holds only what poller needs." }
+    api           = { account_id = "relayflow-api", name = "relayflow api", about = "Runtime identity of the Cloud Run service api; holds only what api needs." }
+    tasks-invoker = { account_id = "relayflow-tasks", name = "relayflow Cloud Tasks invoker", about = "Identity in the OIDC token of every relayflow task; may invoke the worker and the poller, nothing else." }
+    pubsub-push   = { account_id = "relayflow-pubsub-push", name = "relayflow Pub/Sub push", about = "Identity in the OIDC token of each message Pub/Sub pushes; may invoke start-flow (flow requests) and the api (signals), nothing else." }
+    scheduler     = { account_id = "relayflow-scheduler", name = "relayflow sweeper schedule", about = "Identity in the OIDC token of the periodic POST /sweep; may invoke the worker, nothing else." }
+  }
+  # The Cloud Run services' identities: each creates tasks that carry the tasks-invoker's token.
+  runtime = ["start-flow", "worker", "poller", "api"]
+  # What the environment's apply makes Google run or sign as (iam.serviceAccounts.actAs): the
+  # services' revisions, the push subscriptions' OIDC token, the sweeper job's OIDC token. It
+  # never acts as the tasks-invoker (the services do, at run time): that one it only reads.
+  acted_as  = concat(local.runtime, ["pubsub-push", "scheduler"])
+  read_only = setsubtract(keys(local.identities), local.acted_as)
 
   # Exactly what `terraform apply` of envs/<env> does, role by role (project-wide because the
-  # resources do not exist before the apply that creates them).
+  # resources do not exist before the apply that creates them). Over service accounts the build
+  # holds nothing project-wide: see build_acts_as and build_reads.
   build_roles = {
     # google_project_service: enable the APIs relayflow uses; google_project_service_identity.
     "roles/serviceusage.serviceUsageAdmin" = null
-    # relayflow's seven service accounts, and the IAM on the tasks-invoker and push accounts.
-    "roles/iam.serviceAccountAdmin" = null
-    # actAs the runtime accounts (Cloud Run revisions), the push account (subscription OIDC) and
-    # the scheduler account (job OIDC): creating those resources requires it.
-    "roles/iam.serviceAccountUser" = null
     # google_project_iam_member, limited by the condition below to the three project roles
     # relayflow grants; without it this role could grant anything, owner included.
     "roles/resourcemanager.projectIamAdmin" = {
@@ -56,7 +73,17 @@ locals {
     "roles/monitoring.metricWriter"      = null
     # Build logs: a build that runs as a user-specified account writes them itself.
     "roles/logging.logWriter" = null
+    # The dev deploy waits for the test build of its commit and reads how it ended
+    # (deploy/await-tests.sh); Cloud Build has no IAM below the project.
+    "roles/cloudbuild.builds.viewer" = null
   }
+
+  # Which account each trigger's builds run as: the deploying build account, or (dev's tests)
+  # the test account, which can reach no state, image or deploy right.
+  trigger_accounts = merge(
+    { build = google_service_account.build.id },
+    { for a in google_service_account.test : "test" => a.id },
+  )
 
   repository_url = "${google_artifact_registry_repository.images.location}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
 
@@ -71,12 +98,24 @@ locals {
   # dev built and applies; prod promotes and plans, then applies the saved plan once approved.
   triggers = {
     dev = {
+      # The tests and checkov, with hashed test tools, as the test account: nothing they install
+      # can reach the build account's rights. Started by the same push as build, which waits
+      # for it and pushes nothing unless it succeeded.
+      test = {
+        description = "Run the tests and the policy checks of a commit, as the test account (no deploy rights)."
+        file        = "deploy/cloudbuild/test.yaml"
+        on_push     = true
+        approval    = false
+        extra       = {}
+        account     = "test"
+      }
       build = {
-        description = "Test, build and push the image once, then plan and apply dev with its digest."
+        description = "Build and push the image once the commit's test build passed, then plan and apply dev with its digest."
         file        = "cloudbuild.yaml"
         on_push     = true
         approval    = false
         extra       = {}
+        account     = "build"
       }
     }
     staging = {
@@ -86,6 +125,7 @@ locals {
         on_push     = false
         approval    = false
         extra       = { _SOURCE_REPOSITORY = var.upstream_repository, _IMAGE_DIGEST = "", _AUTO_APPLY = "true" }
+        account     = "build"
       }
     }
     prod = {
@@ -95,6 +135,7 @@ locals {
         on_push     = false
         approval    = false
         extra       = { _SOURCE_REPOSITORY = var.upstream_repository, _IMAGE_DIGEST = "", _AUTO_APPLY = "false" }
+        account     = "build"
       }
       apply = {
         description = "Apply a saved plan of prod, after a person approves it."
@@ -102,6 +143,7 @@ locals {
         on_push     = false
         approval    = true
         extra       = { _PLAN_BUILD_ID = "" }
+        account     = "build"
       }
     }
   }
@@ -215,7 +257,7 @@ resource "google_service_account" "build" {
 }
 
 resource "google_project_iam_member" "build" {
-  for_each = { for role, condition in local.build_roles : role => condition if !contains(local.service_account_roles, role) }
+  for_each = local.build_roles
 
   project = var.project_id
   role    = each.key
@@ -230,15 +272,89 @@ resource "google_project_iam_member" "build" {
   }
 }
 
-# Apart, so that the two policy exceptions below cover these two roles and nothing else.
-resource "google_project_iam_member" "build_service_accounts" {
-  # checkov:skip=CKV_GCP_41:The accounts the build must actAs (runtime, push, scheduler) are created by the apply itself, so no narrower resource exists to grant on beforehand; the project holds one environment and nothing else.
-  # checkov:skip=CKV_GCP_49:Same reason: the build creates relayflow's service accounts and sets IAM on two of them; only this environment's build account holds the role.
-  for_each = toset(local.service_account_roles)
+# --- relayflow's identities ---------------------------------------------------------------------
+
+resource "google_service_account" "relayflow" {
+  for_each = local.identities
+
+  project      = var.project_id
+  account_id   = each.value.account_id
+  display_name = each.value.name
+  description  = each.value.about
+
+  depends_on = [google_project_service.main]
+}
+
+# The build acts as these, each on its own (no project-wide serviceAccountUser): creating a Cloud
+# Run revision, a push subscription or the sweeper job that runs or signs as it requires actAs.
+resource "google_service_account_iam_member" "build_acts_as" {
+  for_each = toset(local.acted_as)
+
+  service_account_id = google_service_account.relayflow[each.key].name
+  role               = "roles/iam.serviceAccountUser"
+  member             = local.build_member
+}
+
+# The environment's apply reads the others (their email goes into the services' settings and
+# invoker grants), nothing more.
+resource "google_service_account_iam_member" "build_reads" {
+  for_each = local.read_only
+
+  service_account_id = google_service_account.relayflow[each.key].name
+  role               = "roles/iam.serviceAccountViewer"
+  member             = local.build_member
+}
+
+# Creating a task that carries an OIDC token for the tasks-invoker account requires actAs on it:
+# every service enqueues tasks.
+resource "google_service_account_iam_member" "tasks_invoker_user" {
+  for_each = toset(local.runtime)
+
+  service_account_id = google_service_account.relayflow["tasks-invoker"].name
+  role               = "roles/iam.serviceAccountUser"
+  member             = google_service_account.relayflow[each.key].member
+}
+
+# Pub/Sub's service agent mints the push OIDC token (projects created before April 2021 need the
+# grant explicitly; it is harmless elsewhere). The agent is created on demand: this resource
+# (google-beta only) makes it exist and names it.
+resource "google_project_service_identity" "pubsub" {
+  provider = google-beta
 
   project = var.project_id
-  role    = each.value
-  member  = local.build_member
+  service = "pubsub.googleapis.com"
+
+  depends_on = [google_project_service.main]
+}
+
+resource "google_service_account_iam_member" "pubsub_push_token_creator" {
+  service_account_id = google_service_account.relayflow["pubsub-push"].name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = google_project_service_identity.pubsub.member
+}
+
+# --- The test build's identity (dev) --------------------------------------------------------------
+
+# The tests install and run third-party test tools (hashed, but still other people's code): they
+# run as an account that may write its build's logs and do nothing else, never as the build
+# account that deploys.
+resource "google_service_account" "test" {
+  count = var.environment == "dev" ? 1 : 0
+
+  project      = var.project_id
+  account_id   = "relayflow-test"
+  display_name = "relayflow tests (${var.environment})"
+  description  = "Runs the relayflow-test trigger: the tests and policy checks of a commit. Writes its build logs; no state, image or deploy rights."
+
+  depends_on = [google_project_service.main]
+}
+
+resource "google_project_iam_member" "test_logs" {
+  for_each = { for a in google_service_account.test : "test" => a.member }
+
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = each.value
 }
 
 # State, tfvars and saved plans: this bucket only.
@@ -286,9 +402,10 @@ resource "google_cloudbuild_trigger" "main" {
   location        = var.region
   name            = "relayflow-${each.key}"
   description     = each.value.description
-  service_account = google_service_account.build.id
+  service_account = local.trigger_accounts[each.value.account]
   filename        = each.value.on_push ? each.value.file : null
-  substitutions   = merge(local.common_substitutions, each.value.extra)
+  # The environment's names (its state bucket included) go to the deploying builds only.
+  substitutions = merge(each.value.account == "build" ? local.common_substitutions : {}, each.value.extra)
 
   dynamic "repository_event_config" {
     for_each = each.value.on_push ? [1] : []
@@ -328,8 +445,10 @@ resource "google_cloudbuild_trigger" "main" {
   # The build runs as its own account from its first run: every role must be in place.
   depends_on = [
     google_project_iam_member.build,
-    google_project_iam_member.build_service_accounts,
+    google_service_account_iam_member.build_acts_as,
+    google_service_account_iam_member.build_reads,
     google_storage_bucket_iam_member.build_state,
     google_artifact_registry_repository_iam_member.build_writer,
+    google_project_iam_member.test_logs,
   ]
 }

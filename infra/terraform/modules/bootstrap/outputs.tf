@@ -14,8 +14,18 @@ output "build_service_account" {
 }
 
 output "build_roles" {
-  description = "Project roles the build account holds."
+  description = "Project roles the build account holds (over relayflow's service accounts it holds roles on each account alone)."
   value       = sort(keys(local.build_roles))
+}
+
+output "test_service_account" {
+  description = "Email of the account the tests run as (dev only; null elsewhere): it may write its build logs, nothing else."
+  value       = one(google_service_account.test[*].email)
+}
+
+output "service_accounts" {
+  description = "relayflow's identities in this environment (start-flow, worker, poller, api, tasks-invoker, pubsub-push, scheduler): their emails; envs/<env> reads them by account id."
+  value       = { for k, a in google_service_account.relayflow : k => a.email }
 }
 
 output "triggers" {

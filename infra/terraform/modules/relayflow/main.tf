@@ -1,6 +1,7 @@
 # relayflow on one project: messaging, queues, Firestore, four Cloud Run services, the scheduler
-# that runs the sweeper, alerts and a dashboard, and one least-privilege service account per
-# component.
+# that runs the sweeper, alerts and a dashboard, and what each component's least-privilege
+# service account may do. The accounts themselves are the bootstrap's (infra/terraform/bootstrap),
+# so that the build account acts as each of them alone; here they are read by account id.
 #
 # Names and delivery settings come from relayflow/topology.json, the file the local stack reads
 # too (DESIGN invariant 10). Nothing in this directory spells a topic, subscription or queue name.
@@ -23,7 +24,7 @@ locals {
     RELAYFLOW_LOCATION              = var.region
     RELAYFLOW_WORKER_URL            = local.url["worker"]
     RELAYFLOW_POLLER_URL            = local.url["poller"]
-    RELAYFLOW_TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
+    RELAYFLOW_TASKS_SERVICE_ACCOUNT = data.google_service_account.tasks_invoker.email
     # Callback steps hand external systems {this}/callbacks/{token}: the api's URL.
     RELAYFLOW_API_URL          = local.url["api"]
     RELAYFLOW_VERIFY_TOKENS    = "true"
@@ -97,9 +98,9 @@ locals {
     "${pair[0]}/${pair[1]}" => { member = local.runtime_members[pair[0]], queue = pair[1] }
   }
 
-  tasks_invoker_member = "serviceAccount:${google_service_account.tasks_invoker.email}"
-  scheduler_member     = "serviceAccount:${google_service_account.scheduler.email}"
-  pubsub_push_member   = "serviceAccount:${google_service_account.pubsub_push.email}"
+  tasks_invoker_member = "serviceAccount:${data.google_service_account.tasks_invoker.email}"
+  scheduler_member     = "serviceAccount:${data.google_service_account.scheduler.email}"
+  pubsub_push_member   = "serviceAccount:${data.google_service_account.pubsub_push.email}"
 
   # The api's callers by role, as IAM members (user:EMAIL or serviceAccount:EMAIL). IAM lets
   # them reach the service at all; the api gives each the role its email is listed under
@@ -153,13 +154,13 @@ locals {
   }
 
   # What a service that receives a Pub/Sub push needs besides its own invoker grants before the
-  # first message arrives: the database with its indexes and field settings, the queues, every
-  # grant a runtime account holds, and the service agent's right to mint the push token.
+  # first message arrives: the database with its indexes and field settings, the queues, and
+  # every grant a runtime account holds. (The service agent's right to mint the push token, and
+  # the services' actAs on the tasks-invoker, are the bootstrap's: they exist before this apply.)
   push_prerequisites = concat(
     module.firestore.resource_ids,
     values(module.queues.ids),
     local.runtime_grant_ids,
-    [google_service_account_iam_member.pubsub_push_token_creator.id],
   )
 
   # Everything a component's runtime account is granted: a component can serve only after these.
@@ -169,7 +170,6 @@ locals {
     [for g in google_project_iam_member.metric_writer : g.id],
     [for g in google_cloud_tasks_queue_iam_member.enqueuer : g.id],
     [for g in google_cloud_tasks_queue_iam_member.sweeper_viewer : g.id],
-    [for g in google_service_account_iam_member.tasks_invoker_user : g.id],
     [for g in google_pubsub_topic_iam_member.results_publisher : g.id],
   )
 }
@@ -186,9 +186,9 @@ resource "google_project_service" "main" {
   disable_on_destroy = false
 }
 
-# Pub/Sub's service agent moves dead letters and mints the push OIDC token. It is created on
-# demand, not necessarily when the API is enabled; granting it anything before it exists fails.
-# This resource (google-beta only) makes it exist and names it.
+# Pub/Sub's service agent moves dead letters (and mints the push OIDC token: the bootstrap grants
+# that). It is created on demand, not necessarily when the API is enabled; granting it anything
+# before it exists fails. This resource (google-beta only) makes it exist and names it.
 resource "google_project_service_identity" "pubsub" {
   provider = google-beta
 
@@ -200,29 +200,29 @@ resource "google_project_service_identity" "pubsub" {
 
 # --- Identities that are not a service's runtime account -------------------------------------
 
-resource "google_service_account" "tasks_invoker" {
-  project      = var.project_id
-  account_id   = "relayflow-tasks"
-  display_name = "relayflow Cloud Tasks invoker"
-  description  = "Identity in the OIDC token of every relayflow task; may invoke the worker and the poller, nothing else."
+# The bootstrap creates them (and lets each runtime account act as the tasks-invoker, and the
+# Pub/Sub agent mint the push account's token); this apply reads them.
+
+# In the OIDC token of every relayflow task; may invoke the worker and the poller, nothing else.
+data "google_service_account" "tasks_invoker" {
+  project    = var.project_id
+  account_id = "relayflow-tasks"
 
   depends_on = [google_project_service.main]
 }
 
-resource "google_service_account" "pubsub_push" {
-  project      = var.project_id
-  account_id   = "relayflow-pubsub-push"
-  display_name = "relayflow Pub/Sub push"
-  description  = "Identity in the OIDC token of each message Pub/Sub pushes; may invoke start-flow (flow requests) and the api (signals), nothing else."
+# In the OIDC token of each message Pub/Sub pushes; may invoke start-flow and the api.
+data "google_service_account" "pubsub_push" {
+  project    = var.project_id
+  account_id = "relayflow-pubsub-push"
 
   depends_on = [google_project_service.main]
 }
 
-resource "google_service_account" "scheduler" {
-  project      = var.project_id
-  account_id   = "relayflow-scheduler"
-  display_name = "relayflow sweeper schedule"
-  description  = "Identity in the OIDC token of the periodic POST /sweep; may invoke the worker, nothing else."
+# In the OIDC token of the periodic POST /sweep; may invoke the worker, nothing else.
+data "google_service_account" "scheduler" {
+  project    = var.project_id
+  account_id = "relayflow-scheduler"
 
   depends_on = [google_project_service.main]
 }
@@ -396,7 +396,7 @@ module "messaging" {
   push_url                   = module.start_flow.uri
   tenant_requests            = local.tenant_requests
   push_audience              = module.start_flow.uri
-  push_service_account_email = google_service_account.pubsub_push.email
+  push_service_account_email = data.google_service_account.pubsub_push.email
   labels                     = var.labels
 
   # start-flow writes the flow (database, indexes, field settings), enqueues its first task
@@ -459,7 +459,7 @@ module "worker" {
   env = merge(local.handler_env, {
     COMPONENT = "worker"
     # The worker's token check admits the scheduler's calls to POST /sweep.
-    RELAYFLOW_SCHEDULER_SERVICE_ACCOUNTS = jsonencode([google_service_account.scheduler.email])
+    RELAYFLOW_SCHEDULER_SERVICE_ACCOUNTS = jsonencode([data.google_service_account.scheduler.email])
   })
   invoker_members     = { tasks = local.tasks_invoker_member, scheduler = local.scheduler_member }
   custom_audiences    = [local.url["worker"]]
@@ -510,7 +510,7 @@ module "api" {
     RELAYFLOW_API_VIEWERS   = jsonencode([for m in var.api_viewers : split(":", m)[1]])
     RELAYFLOW_API_OPERATORS = jsonencode([for m in var.api_operators : split(":", m)[1]])
     # The push account delivers flow-signals to /signals: it may complete tokens, nothing else.
-    RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", m)[1]], [google_service_account.pubsub_push.email]))
+    RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", m)[1]], [data.google_service_account.pubsub_push.email]))
     # Which tenants each caller may see and operate; callers not listed see all.
     RELAYFLOW_API_SCOPES = jsonencode(var.api_scopes)
   }, local.api_optional_env)
@@ -585,15 +585,6 @@ resource "google_cloud_tasks_queue_iam_member" "sweeper_viewer" {
   member   = module.worker.service_account_member
 }
 
-# Creating a task that carries an OIDC token for the tasks-invoker account requires actAs on it.
-resource "google_service_account_iam_member" "tasks_invoker_user" {
-  for_each = local.runtime_members
-
-  service_account_id = google_service_account.tasks_invoker.name
-  role               = "roles/iam.serviceAccountUser"
-  member             = each.value
-}
-
 # Every component settles what it commits (Engine._settle): a terminal flow whose event is not
 # out yet gets it published by whoever sees it next (worker, poller, api cancel, a duplicate
 # start). Publish rights on the results topic only.
@@ -604,14 +595,6 @@ resource "google_pubsub_topic_iam_member" "results_publisher" {
   topic   = module.messaging.topic_names["results"]
   role    = "roles/pubsub.publisher"
   member  = each.value
-}
-
-# Projects created before April 2021 need the Pub/Sub service agent to mint the push OIDC token
-# explicitly; granting it on the push account alone is harmless elsewhere.
-resource "google_service_account_iam_member" "pubsub_push_token_creator" {
-  service_account_id = google_service_account.pubsub_push.name
-  role               = "roles/iam.serviceAccountTokenCreator"
-  member             = google_project_service_identity.pubsub.member
 }
 
 # --- Sweeper ----------------------------------------------------------------------------------
@@ -635,7 +618,7 @@ resource "google_cloud_scheduler_job" "sweep" {
     uri         = "${local.url["worker"]}/sweep"
 
     oidc_token {
-      service_account_email = google_service_account.scheduler.email
+      service_account_email = data.google_service_account.scheduler.email
       audience              = local.url["worker"]
     }
   }
@@ -652,7 +635,6 @@ resource "google_cloud_scheduler_job" "sweep" {
     google_project_iam_member.metric_writer,
     google_cloud_tasks_queue_iam_member.enqueuer,
     google_cloud_tasks_queue_iam_member.sweeper_viewer,
-    google_service_account_iam_member.tasks_invoker_user,
     google_pubsub_topic_iam_member.results_publisher,
   ]
 }

@@ -15,9 +15,9 @@ output "service_accounts" {
     worker        = module.worker.service_account_email
     poller        = module.poller.service_account_email
     api           = module.api.service_account_email
-    tasks-invoker = google_service_account.tasks_invoker.email
-    pubsub-push   = google_service_account.pubsub_push.email
-    scheduler     = google_service_account.scheduler.email
+    tasks-invoker = data.google_service_account.tasks_invoker.email
+    pubsub-push   = data.google_service_account.pubsub_push.email
+    scheduler     = data.google_service_account.scheduler.email
   }
 }
 

@@ -2,11 +2,11 @@
 # reaches it (ingress internal-only), and whatever the ingress, the only principals allowed to
 # invoke it are the ones passed in: Cloud Run checks run.invoker on every request.
 
-resource "google_service_account" "main" {
-  project      = var.project_id
-  account_id   = var.service_account_id
-  display_name = "relayflow ${var.name}"
-  description  = "Runtime identity of the Cloud Run service ${var.name}; holds only what ${var.name} needs."
+# The account is the bootstrap's (infra/terraform/bootstrap): created there so that the build
+# may act as it alone, not as every account of the project.
+data "google_service_account" "main" {
+  project    = var.project_id
+  account_id = var.service_account_id
 }
 
 resource "google_cloud_run_v2_service" "main" {
@@ -24,7 +24,7 @@ resource "google_cloud_run_v2_service" "main" {
   deletion_protection = var.deletion_protection
 
   template {
-    service_account                  = google_service_account.main.email
+    service_account                  = data.google_service_account.main.email
     timeout                          = "${var.request_timeout_s}s"
     max_instance_request_concurrency = var.max_concurrency
 

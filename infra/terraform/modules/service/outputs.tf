@@ -20,12 +20,12 @@ output "urls" {
 
 output "service_account_email" {
   description = "Email of the service's own runtime service account."
-  value       = google_service_account.main.email
+  value       = data.google_service_account.main.email
 }
 
 output "service_account_member" {
   description = "IAM member string of the service's runtime service account."
-  value       = "serviceAccount:${google_service_account.main.email}"
+  value       = "serviceAccount:${data.google_service_account.main.email}"
 }
 
 output "access_grant_ids" {

@@ -25,7 +25,7 @@ variable "description" {
 }
 
 variable "service_account_id" {
-  description = "account_id of the service account created for this service alone (6-30 characters)."
+  description = "account_id of this service's own service account (6-30 characters), which the bootstrap creates (infra/terraform/bootstrap): the service runs as it and nothing else does."
   type        = string
 
   validation {
