@@ -168,7 +168,7 @@ def _parse_certs(data: bytes) -> dict[str, Any] | None:
     ``{"keys": [JWK, …]}`` (at least one) — or None for anything else."""
     try:
         certs = json.loads(data, parse_constant=_no_constant)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
     if not isinstance(certs, dict) or not certs:
         return None
@@ -199,8 +199,9 @@ def _split(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes, bytes]:
             json.loads(_b64(part), parse_constant=_no_constant) for part in parts[:2]
         )
         signature = _b64(parts[2])
-    except (ValueError, binascii.Error) as exc:
-        raise ValueError(f"token is not a JWT: {exc}") from None
+    except (ValueError, binascii.Error, RecursionError) as exc:
+        # (json.loads raises RecursionError for JSON nested deeper than the interpreter's limit)
+        raise ValueError(f"token is not a JWT: {type(exc).__name__}: {exc}"[:300]) from None
     if not isinstance(header, dict) or not isinstance(payload, dict):
         raise ValueError("token is not a JWT: header and payload must be JSON objects")
     return header, payload, parts[0] + b"." + parts[1], signature
@@ -267,6 +268,8 @@ class TokenVerifier:
             raise VerifierUnavailable(f"cannot fetch the certs: {exc}") from None
         except (ValueError, auth_exceptions.GoogleAuthError) as exc:
             raise Unauthorized(f"invalid token: {exc}") from None
+        except RecursionError:  # google-auth's own parse of a token nested too deep
+            raise Unauthorized("invalid token: its JSON is nested too deep to be a JWT") from None
         self._check_age(claims)
         return self._check_claims(claims)
 

@@ -516,3 +516,32 @@ def test_a_client_audience_admits_only_tokens_younger_than_its_maximum_age(issue
 def test_a_token_for_the_services_own_url_keeps_its_whole_lifetime(issuer: Any) -> None:
     token = signed(issuer)
     assert with_client_audience(issuer, NOW_S + 3500).verify(f"Bearer {token}") == CALLER
+
+
+# --- JSON nested too deep: refused, never a 500 ------------------------------------------------
+
+
+def test_a_token_whose_json_nests_too_deep_is_unauthorized(issuer: Any) -> None:
+    import base64
+
+    checked, _ = keyed(issuer)
+    deep = base64.urlsafe_b64encode(b"[" * 200_000).rstrip(b"=").decode()
+    token = issuer.token(email=CALLER, audience=AUDIENCE, now_s=NOW_S)
+    for forged in (f"{deep}.{token.split('.', 1)[1]}", f"{token.split('.')[0]}.{deep}.AAAA"):
+        with pytest.raises(Unauthorized, match="not a JWT: RecursionError"):
+            checked.verify(f"Bearer {forged}")
+
+
+def test_a_recursion_error_in_google_auth_is_unauthorized() -> None:
+    with pytest.raises(Unauthorized, match="nested too deep"):
+        verifier(FakeVerify(error=RecursionError("maximum recursion depth exceeded"))).verify(
+            "Bearer tok"
+        )
+
+
+def test_certs_nested_too_deep_are_not_certs_and_not_cached() -> None:
+    inner = CountingTransport(body=b"[" * 200_000)
+    request = CachingRequest(inner)  # type: ignore[arg-type]
+    request(GOOGLE_CERTS_URL)
+    request(GOOGLE_CERTS_URL)
+    assert len(inner.calls) == 2
