@@ -743,10 +743,8 @@ PENDING_IN_CORE = {
     "RELAYFLOW_METRICS_EXPORTER",
     "RELAYFLOW_DEPENDENCIES",
     "RELAYFLOW_API_SCOPES",
-    # Issue 18: the api's browser origins (relayflow/web/guard.py reads settings.api_origins),
-    # and the age limit of tokens for an extra audience (relayflow.gcp.auth.TokenVerifier's
-    # audience_max_age_s), asked of relayflow/settings.py.
-    "RELAYFLOW_API_ORIGINS",
+    # Issue 18: the age limit of tokens for an extra audience (relayflow.gcp.auth.TokenVerifier's
+    # audience_max_age_s), asked of relayflow/settings.py and relayflow/web/access.py.
     "RELAYFLOW_API_AUDIENCE_MAX_AGE_S",
 }
 

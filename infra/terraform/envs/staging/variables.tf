@@ -136,7 +136,7 @@ variable "api_token_max_age_s" {
 }
 
 variable "api_origins" {
-  description = "Browser origins allowed to send state-changing requests to the api (RELAYFLOW_API_ORIGINS); empty: the api's own URL's origin, http://localhost:8080 and http://127.0.0.1:8080 (the proxy)."
+  description = "Browser origins allowed to send state-changing requests to the api besides its own URL's (RELAYFLOW_API_ORIGINS); empty: http://localhost:8080 and http://127.0.0.1:8080 (the proxy); a list replaces those."
   type        = list(string)
   default     = []
 }

@@ -88,7 +88,7 @@ variable "api_token_max_age_s" {
 }
 
 variable "api_origins" {
-  description = "Origins (scheme://host[:port]) allowed to send state-changing requests to the api from a browser (RELAYFLOW_API_ORIGINS, set only when not empty). Empty, the default: the api's own URL's origin and http://localhost:8080 and http://127.0.0.1:8080, where the documented `gcloud run services proxy --port 8080` serves the console. Add the origin of a proxy on another port or of a load balancer in front of the api."
+  description = "Origins (scheme://host[:port]) allowed to send state-changing requests to the api from a browser, besides the api's own URL's origin, which is always allowed (RELAYFLOW_API_ORIGINS, set only when not empty). Empty, the default: relayflow's default, http://localhost:8080 and http://127.0.0.1:8080, where the documented `gcloud run services proxy --port 8080` serves the console. A list replaces that default: name the origin of a proxy on another port or of a load balancer in front of the api, and the two above if people still use the proxy on port 8080."
   type        = list(string)
   default     = []
   nullable    = false
