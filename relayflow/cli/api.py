@@ -6,8 +6,9 @@ verified identity and role, recorded on each action. Standard library only: thes
 must start in milliseconds, so their time goes to the api and Firestore, not to imports.
 
 ``RELAYFLOW_API_URL`` says where the api is (the local stack's env file sets it; in the cloud,
-``gcloud run services proxy api --port 8080`` and ``http://127.0.0.1:8080``);
-``RELAYFLOW_API_TOKEN``, if set, is sent as the bearer token (the proxy adds its own).
+the environment's ``api_proxy_command`` — ``gcloud run services proxy api --port 8080`` with a
+token minted for the api's URL — and ``http://127.0.0.1:8080``); ``RELAYFLOW_API_TOKEN``, if
+set, is sent as the bearer token (the proxy adds its own).
 """
 
 from __future__ import annotations

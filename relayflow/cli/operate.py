@@ -28,7 +28,8 @@ from relayflow.cli.api import Api, quoted
 
 LOCAL_HINT = (
     "start the local stack with `relayflow local up` and run `source .relayflow/local/env` "
-    "first; in the cloud, run `gcloud run services proxy api --port 8080` and set "
+    "first; in the cloud, run the environment's api_proxy_command (`gcloud run services proxy "
+    "api --port 8080` with a token minted for the api's URL) and set "
     "RELAYFLOW_API_URL=http://127.0.0.1:8080"
 )
 WAIT_POLL_S = 0.5
