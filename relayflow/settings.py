@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     # (``api_audiences`` adds others, e.g. the OAuth client of a proxy that mints them).
     api_url: HttpUrl = HttpUrl("http://127.0.0.1:8129")
     api_audiences: tuple[str, ...] = ()
+    # A token for one of ``api_audiences`` (not minted for this api alone: gcloud's own ID
+    # tokens, say, which any service the person sent one to could replay) is admitted only
+    # this young.
+    api_audience_max_age_s: float = Field(default=300.0, ge=30, le=3600)
     # False only on a machine's loopback (the local stack): the api is then open to requests
     # from 127.0.0.1, which act as "local" with the operator role.
     api_verify_tokens: bool = True

@@ -196,6 +196,7 @@ def access_from_settings(settings: Settings) -> Access:
         audience=[audience, *settings.api_audiences],
         allowed_emails=viewers | operators | completers,
         certs_url=str(settings.oidc_certs_url) if settings.oidc_certs_url else None,
+        audience_max_age_s={a: settings.api_audience_max_age_s for a in settings.api_audiences},
     )
     return Access(
         verifier=verifier,

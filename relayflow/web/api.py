@@ -44,7 +44,7 @@ from relayflow.core.listing import FlowSummary, Page
 from relayflow.core.ports import Store
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
-from relayflow.gcp.auth import Unauthorized
+from relayflow.gcp.auth import Unauthorized, VerifierUnavailable
 from relayflow.gcp.dead_letters import DeadLetter, DeadLetterNotFound
 from relayflow.metrics import Metrics
 from relayflow.runtime import Runtime
@@ -69,6 +69,7 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     params.BadRequest: (400, "INVALID_ARGUMENT"),
     params.UnsupportedMediaType: (415, "UNSUPPORTED_MEDIA_TYPE"),
     Unauthorized: (401, "UNAUTHENTICATED"),
+    VerifierUnavailable: (503, "UNAVAILABLE"),
     Forbidden: (403, "PERMISSION_DENIED"),
     FlowNotFound: (404, "NOT_FOUND"),
     DeadLetterNotFound: (404, "NOT_FOUND"),

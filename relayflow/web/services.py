@@ -23,7 +23,7 @@ from relayflow import telemetry
 from relayflow.core.engine import Ran
 from relayflow.core.messages import describe
 from relayflow.core.position import TaskPayload, is_document_id
-from relayflow.gcp.auth import TokenVerifier, Unauthorized
+from relayflow.gcp.auth import TokenVerifier, Unauthorized, VerifierUnavailable
 from relayflow.gcp.store import FlowStore
 from relayflow.metrics import Metrics
 from relayflow.runtime import Runtime
@@ -120,6 +120,11 @@ def _authenticated(verifier: TokenVerifier | None) -> Callable[[View], View]:
             except Unauthorized as exc:
                 log.warning("unauthorized request", extra={"reason": str(exc)})
                 return error(401, "UNAUTHENTICATED", str(exc))
+            except VerifierUnavailable as exc:
+                # Google's certs cannot be had: not the caller's fault, and worth a retry
+                # (Cloud Tasks and Pub/Sub deliver a 503 again).
+                log.error("token verifier unavailable", extra={"reason": str(exc)})
+                return error(503, "UNAVAILABLE", str(exc))
             return view()
 
         return checked

@@ -743,9 +743,6 @@ PENDING_IN_CORE = {
     "RELAYFLOW_METRICS_EXPORTER",
     "RELAYFLOW_DEPENDENCIES",
     "RELAYFLOW_API_SCOPES",
-    # Issue 18: the age limit of tokens for an extra audience (relayflow.gcp.auth.TokenVerifier's
-    # audience_max_age_s), asked of relayflow/settings.py and relayflow/web/access.py.
-    "RELAYFLOW_API_AUDIENCE_MAX_AGE_S",
 }
 
 
