@@ -199,8 +199,9 @@ def _split(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes, bytes]:
             json.loads(_b64(part), parse_constant=_no_constant) for part in parts[:2]
         )
         signature = _b64(parts[2])
-    except (ValueError, binascii.Error, RecursionError) as exc:
-        # (json.loads raises RecursionError for JSON nested deeper than the interpreter's limit)
+    except RecursionError:  # json.loads, on JSON nested deeper than the interpreter's limit
+        raise ValueError("token is not a JWT: its JSON is nested too deep") from None
+    except (ValueError, binascii.Error) as exc:
         raise ValueError(f"token is not a JWT: {type(exc).__name__}: {exc}"[:300]) from None
     if not isinstance(header, dict) or not isinstance(payload, dict):
         raise ValueError("token is not a JWT: header and payload must be JSON objects")
