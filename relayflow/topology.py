@@ -115,6 +115,26 @@ class Topology(_Frozen):
     firestore: FirestoreNames
 
 
+def topic_of_subscription(topology: Topology, subscription: str) -> str | None:
+    """The topic a subscription of ours reads (the shared and each tenant's start
+    subscription, the signals one), or None: where a dead letter it gave up goes back to."""
+    subscriptions = topology.subscriptions
+    for known in (subscriptions.start, subscriptions.signals):
+        if known is not None and known.name == subscription:
+            return known.topic
+    names = topology.tenant_requests
+    head, _, tail = names.subscription.partition("{tenant}")
+    if (
+        subscription.startswith(head)
+        and subscription.endswith(tail)
+        and len(subscription) > len(head + tail)
+    ):
+        tenant = subscription[len(head) : len(subscription) - len(tail)]
+        if re.fullmatch(TENANT_PATTERN, tenant):
+            return names.topic_of(tenant)
+    return None
+
+
 def topic_of_source(source: str | None) -> str | None:
     """The topic a ``messagePublished`` CloudEvent came by, from its ``source``
     (``//pubsub.googleapis.com/projects/P/topics/T``): Eventarc sets it, and

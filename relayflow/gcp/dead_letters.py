@@ -1,7 +1,9 @@
-"""Dead-lettered start messages: browse them, and replay one onto ``flow-requests``.
+"""Dead-lettered messages: browse them, and replay one back where it came from.
 
-A start message that failed every delivery is moved by Pub/Sub to ``flow-requests-dead`` and
-kept by the pull subscription ``flow-requests-dead-hold``. Browsing pulls what is held and
+A start message (or a signal) that failed every delivery is moved by Pub/Sub to
+``flow-requests-dead`` and kept by the pull subscription ``flow-requests-dead-hold``; a replay
+publishes it on the topic of the subscription that gave it up (``flow-requests``, a tenant's
+own start topic, ``flow-signals``). Browsing pulls what is held and
 releases it at once (ack deadline 0), so it stays for the next reader; a replay publishes the
 message (as it was, or as an operator fixed it) and only then acks it, so a replay that fails
 to publish loses nothing.
@@ -10,7 +12,7 @@ to publish loses nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -25,6 +27,8 @@ log = logging.getLogger("relayflow.gcp.dead_letters")
 # Attributes Pub/Sub adds when it dead-letters a message; a replay leaves them behind.
 DEAD_LETTER_PREFIX = "CloudPubSubDeadLetter"
 DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
+# Which subscription gave the message up (``projects/P/subscriptions/NAME``, or the name).
+SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
 # Attributes a replay adds: the audit trail travels with the message (and into ``rejected``
 # if the start function refuses it again).
 REPLAYED_BY = "relayflow_replayed_by"
@@ -74,11 +78,15 @@ class DeadLetterHold:
         subscription: str,
         events: Events,
         requests_topic: str,
+        origins: Callable[[str], str | None] | None = None,
     ) -> None:
         self._subscriber = subscriber
         self._path = subscriber.subscription_path(project, subscription)
         self._events = events
         self._requests = requests_topic
+        # The topic a dead letter goes back to, by the subscription that gave it up: a
+        # tenant's start message to that tenant's topic, a signal to the signals topic.
+        self._origins = origins or (lambda subscription: None)
 
     def held(self, *, limit: int = 100) -> list[DeadLetter]:
         """Up to ``limit`` held messages (released again at once, for the next reader)."""
@@ -87,8 +95,10 @@ class DeadLetterHold:
         return [_letter(m) for m in received]
 
     def replay(self, message_id: str, *, by: str, reason: str, data: bytes | None = None) -> str:
-        """Publish the held message ``message_id`` on the requests topic — its own data, or
-        ``data`` — then ack it; the new message's id. DeadLetterNotFound if it is not held."""
+        """Publish the held message ``message_id`` back where it came from (the topic of the
+        subscription that gave it up; the requests topic if that is not known) — its own
+        data, or ``data`` — then ack it; the new message's id. DeadLetterNotFound if it is not
+        held."""
         received = self._pull(MAX_SCAN)
         found = next((m for m in received if m.message.message_id == message_id), None)
         try:
@@ -99,8 +109,9 @@ class DeadLetterHold:
                 )
             letter = _letter(found)
             attributes = _replay_attributes(letter, by=by, reason=reason)
+            topic = self.origin(letter)
             published = self._events.publish_raw(
-                self._requests, letter.data if data is None else data, **attributes
+                topic, letter.data if data is None else data, **attributes
             )
             self._subscriber.acknowledge(subscription=self._path, ack_ids=[found.ack_id])
         finally:
@@ -110,6 +121,11 @@ class DeadLetterHold:
             extra={"message_id": message_id, "published": published, "by": by, "reason": reason},
         )
         return published
+
+    def origin(self, letter: DeadLetter) -> str:
+        """The topic ``letter`` came by, as far as its dead-letter attributes say."""
+        source = letter.attributes.get(SOURCE_SUBSCRIPTION, "").rpartition("/")[2]
+        return (source and self._origins(source)) or self._requests
 
     def _pull(self, limit: int) -> list[ReceivedMessage]:
         received: list[ReceivedMessage] = []

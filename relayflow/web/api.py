@@ -388,6 +388,7 @@ def _counts(counts: dict[Status, int]) -> dict[str, int]:
 def _dead_letter_hold(runtime: Runtime) -> DeadLetters:
     from relayflow.gcp import events
     from relayflow.gcp.dead_letters import DeadLetterHold
+    from relayflow.topology import topic_of_subscription
 
     topology, settings = runtime.topology, runtime.settings
     return DeadLetterHold(
@@ -398,4 +399,5 @@ def _dead_letter_hold(runtime: Runtime) -> DeadLetters:
             events.build_publisher(), project=settings.project_id, counters=runtime.counters
         ),
         requests_topic=topology.topics.requests,
+        origins=functools.partial(topic_of_subscription, topology),
     )

@@ -32,10 +32,12 @@ class Hold:
     subscriber: SubscriberClient
     dead_topic: str
     requests_subscription: str
+    signals_subscription: str
+    signals_source: str  # the push subscription of the signals topic, as Pub/Sub names it
 
-    def dead_letter(self, body: dict[str, object]) -> str:
+    def dead_letter(self, body: dict[str, object], **extra: str) -> str:
         data = json.dumps(body).encode()
-        attributes = {"CloudPubSubDeadLetterSourceDeliveryCount": "5", "origin": "test"}
+        attributes = {"CloudPubSubDeadLetterSourceDeliveryCount": "5", "origin": "test", **extra}
         return str(self.publisher.publish(self.dead_topic, data, **attributes).result(timeout=10))
 
 
@@ -43,25 +45,31 @@ class Hold:
 def hold(settings: Settings) -> Iterator[Hold]:
     project, run = settings.project_id, uuid.uuid4().hex[:10]
     publisher, subscriber = events.build_publisher(), events.subscriber()
-    dead, requests = (publisher.topic_path(project, f"it-{t}-{run}") for t in ("dead", "req"))
-    held, replayed = (
-        subscriber.subscription_path(project, f"it-{s}-{run}") for s in ("hold", "req")
+    dead, requests, signals = (
+        publisher.topic_path(project, f"it-{t}-{run}") for t in ("dead", "req", "sig")
     )
-    for topic in (dead, requests):
+    held, replayed, signalled = (
+        subscriber.subscription_path(project, f"it-{s}-{run}") for s in ("hold", "req", "sig")
+    )
+    for topic in (dead, requests, signals):
         publisher.create_topic(name=topic)
     subscriber.create_subscription(name=held, topic=dead, ack_deadline_seconds=60)
     subscriber.create_subscription(name=replayed, topic=requests, ack_deadline_seconds=60)
+    subscriber.create_subscription(name=signalled, topic=signals, ack_deadline_seconds=60)
+    source = f"it-signals-push-{run}"
     dead_letters = DeadLetterHold(
         subscriber,
         project=project,
         subscription=f"it-hold-{run}",
         events=events.Events(publisher, project=project),
         requests_topic=f"it-req-{run}",
+        origins={source: f"it-sig-{run}"}.get,
     )
-    yield Hold(dead_letters, publisher, subscriber, dead, replayed)
-    for subscription in (held, replayed):
+    path = subscriber.subscription_path(project, source)
+    yield Hold(dead_letters, publisher, subscriber, dead, replayed, signalled, path)
+    for subscription in (held, replayed, signalled):
         subscriber.delete_subscription(subscription=subscription)
-    for topic in (dead, requests):
+    for topic in (dead, requests, signals):
         publisher.delete_topic(topic=topic)
 
 
@@ -108,3 +116,16 @@ def test_replaying_what_is_not_held_says_so_and_releases_the_rest(hold: Hold) ->
     with pytest.raises(DeadLetterNotFound, match="no dead letter 'nope' is held"):
         hold.hold.replay("nope", by="op", reason="try")
     assert [m.message_id for m in hold.hold.held()] == [other]
+
+
+def test_a_dead_signal_is_replayed_on_the_signals_topic_not_as_a_start_message(
+    hold: Hold,
+) -> None:
+    signal = {"token": "t.abc", "output": {"ok": True}}
+    dead = hold.dead_letter(signal, CloudPubSubDeadLetterSourceSubscription=hold.signals_source)
+
+    hold.hold.replay(dead, by="op", reason="api fixed")
+
+    (message,) = pull(hold.subscriber, hold.signals_subscription, count=1)
+    assert json.loads(message.message.data) == signal
+    assert pull(hold.subscriber, hold.requests_subscription, count=1, timeout_s=1.0) == []

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from relayflow.topology import load_topology, tenant_of_topic, topic_of_source
+from relayflow.topology import (
+    load_topology,
+    tenant_of_topic,
+    topic_of_source,
+    topic_of_subscription,
+)
 
 SOURCE = "//pubsub.googleapis.com/projects/relayflow-local/topics/"
 
@@ -32,3 +37,20 @@ def test_a_tenants_topic_and_subscription_names_round_trip() -> None:
     assert names.topic_of("acme") == "flow-requests.acme"
     assert names.subscription_of("acme") == "flow-requests.acme.start"
     assert names.tenant_of(names.topic_of("a-1")) == "a-1"
+
+
+@pytest.mark.parametrize(
+    ("subscription", "topic"),
+    [
+        ("flow-requests-start", "flow-requests"),
+        ("flow-signals-api", "flow-signals"),  # a dead signal goes back to flow-signals
+        ("flow-requests.acme.start", "flow-requests.acme"),
+        ("flow-requests..start", None),
+        ("flow-requests.Not_A_Tenant.start", None),
+        ("someone-elses", None),
+    ],
+)
+def test_a_dead_letter_goes_back_to_the_topic_of_the_subscription_that_gave_it_up(
+    subscription: str, topic: str | None
+) -> None:
+    assert topic_of_subscription(load_topology(), subscription) == topic
