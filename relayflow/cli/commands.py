@@ -187,10 +187,12 @@ def _register_flows(sub: Any) -> None:
 
     st = sub.add_parser("status", help="show a flow (through the api)")
     st.add_argument("flow_id", type=_flow_id)
+    _whose(st)
     st.add_argument("--json", action="store_true", help="print the whole document as JSON")
 
     watch = sub.add_parser("watch", help="follow a flow live until it ends")
     watch.add_argument("flow_id", type=_flow_id)
+    watch.add_argument("--tenant", type=_tenant, default="default", help="whose flow it is")
     watch.add_argument("--timeout-s", type=_positive, default=1800.0)
 
     ls = sub.add_parser("list", help="list flows, newest update first (through the api)")
@@ -206,12 +208,25 @@ def _register_flows(sub: Any) -> None:
     ls.add_argument("--json", action="store_true", help="print the api's answer as JSON")
 
 
+def _whose(parser: Any) -> None:
+    parser.add_argument(
+        "--tenant",
+        type=_tenant,
+        help="whose flow it is, when several of your tenants use the id",
+    )
+
+
 def _register_operations(sub: Any) -> None:
-    for name, does in (("cancel", "undo its done steps and end it"), ("retry", "run it again")):
+    for name, does, waits in (
+        ("cancel", "undo its done steps and end it", "it ends"),
+        ("retry", "run it again", "it ends"),
+        ("undo", "undo again what an ended flow left live", "its clean-up is over"),
+    ):
         action = sub.add_parser(name, help=f"{name} a flow: {does} (operator role)")
         action.add_argument("flow_id", type=_flow_id)
+        _whose(action)
         action.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
-        action.add_argument("--wait", action="store_true", help="follow it until it ends")
+        action.add_argument("--wait", action="store_true", help=f"follow it until {waits}")
 
     tenants = sub.add_parser("tenants", help="tenants' limits and state; pause and resume them")
     tenants_sub = tenants.add_subparsers(dest="tenants_action", required=True)
@@ -345,13 +360,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """Follow a flow through a Firestore listener: each new history entry as it lands."""
     from relayflow.cli import render
-    from relayflow.core.records import FlowRecord
+    from relayflow.core.records import FlowRecord, flow_key
     from relayflow.gcp.store import build_client
     from relayflow.topology import load_topology
 
     settings = _settings()
     client = build_client(settings)
-    ref = client.collection(load_topology().firestore.flows_collection).document(args.flow_id)
+    key = flow_key(args.tenant, args.flow_id)  # ids are each tenant's own
+    ref = client.collection(load_topology().firestore.flows_collection).document(key)
     ended = threading.Event()
     shown = [0]
 
@@ -445,6 +461,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": _operation("cmd_list"),
     "cancel": _operation("cmd_cancel"),
     "retry": _operation("cmd_retry"),
+    "undo": _operation("cmd_undo"),
     "tenants": _operation("cmd_tenants"),
     "breakers": _operation("cmd_breakers"),
     "rejected": _operation("cmd_rejected"),

@@ -41,9 +41,18 @@ def api() -> Api:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    doc = api().get(f"/flows/{quoted(args.flow_id)}")
+    doc = api().get(f"/flows/{quoted(args.flow_id)}", _whose(args))
     print(render.as_json(doc) if args.json else render.flow(doc))
     return 0
+
+
+def _whose(args: argparse.Namespace) -> dict[str, str]:
+    """``?tenant=`` when the command names the flow's tenant."""
+    return {"tenant": args.tenant} if getattr(args, "tenant", None) else {}
+
+
+def _flow_path(flow_id: str, action: str = "") -> str:
+    return f"/flows/{quoted(flow_id)}{action}"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -72,17 +81,30 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     client = api()
-    doc = client.post(f"/flows/{quoted(args.flow_id)}:cancel", {"reason": args.reason})
+    doc = client.post(_query(_flow_path(args.flow_id, ":cancel"), args), {"reason": args.reason})
     print(f"cancel of {args.flow_id} recorded ({render.text(doc['status'])}): {args.reason}")
     return _follow(client, doc, until=render.TERMINAL) if args.wait else 0
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
     client = api()
-    doc = client.post(f"/flows/{quoted(args.flow_id)}:retry", {"reason": args.reason})
+    doc = client.post(_query(_flow_path(args.flow_id, ":retry"), args), {"reason": args.reason})
     generation = render.text(doc["position"]["generation"])
     print(f"retry of {args.flow_id} recorded: generation {generation} started ({args.reason})")
     return _follow(client, doc, until=render.TERMINAL) if args.wait else 0
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    client = api()
+    doc = client.post(_query(_flow_path(args.flow_id, ":undo"), args), {"reason": args.reason})
+    print(f"undo of {args.flow_id} recorded: its clean-up undoes what it left ({args.reason})")
+    return _follow(client, doc, until=render.TERMINAL, cleanup=True) if args.wait else 0
+
+
+def _query(path: str, args: argparse.Namespace) -> str:
+    """``path`` with ``?tenant=`` when the command names the flow's tenant."""
+    whose = _whose(args)
+    return f"{path}?tenant={quoted(whose['tenant'])}" if whose else path
 
 
 def cmd_tenants(args: argparse.Namespace) -> int:
@@ -140,26 +162,34 @@ def _follow(
     doc: dict[str, Any],
     *,
     until: frozenset[str],
+    cleanup: bool = False,
     out: TextIO | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Print each new history entry of the flow until its status is in ``until``."""
+    """Print each new history entry of the flow until its status is in ``until`` (and, with
+    ``cleanup``, its clean-up is over)."""
     out = out or sys.stdout
     shown = _total(doc)
     began = time.monotonic()
-    path = f"/flows/{quoted(doc['flow_id'])}"
-    while doc["status"] not in until:
+    path = _flow_path(doc["flow_id"])
+    whose = {"tenant": doc.get("tenant", "default")}
+    while doc["status"] not in until or (cleanup and _cleaning(doc)):
         if time.monotonic() - began > WAIT_TIMEOUT_S:
             status = render.text(doc["status"])
             print(f"still {status} after {WAIT_TIMEOUT_S:.0f}s", file=sys.stderr)
             return 1
         sleep(WAIT_POLL_S)
-        doc = client.get(path)
+        doc = client.get(path, whose)
         for e in _new_entries(doc, shown):
             print(render.entry(e), file=out, flush=True)
         shown = _total(doc)
     print(f"{render.text(doc['flow_id'])} is {render.text(doc['status'])}", file=out)
     return 0
+
+
+def _cleaning(doc: dict[str, Any]) -> bool:
+    cleanup = doc.get("cleanup")
+    return isinstance(cleanup, dict) and cleanup.get("state") == "pending"
 
 
 def _total(doc: dict[str, Any]) -> int:

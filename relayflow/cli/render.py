@@ -203,10 +203,31 @@ def flow(doc: Mapping[str, Any], *, history: int = 20) -> str:
         payload = raw_result.get("data")
         payload = raw_result.get("error") if payload is None else payload
         lines.append(f"            {as_json(payload, indent=None)}")
+    lines += cleanup(doc.get("cleanup"))
     entries = list(doc.get("history") or [])
     lines.append("history:")
     lines.extend(entry(e) for e in entries[-history:])
     return "\n".join(lines)
+
+
+def cleanup(found: Mapping[str, Any] | None) -> list[str]:
+    """The clean-up of an ended flow (the undo that goes on after its end), if it has one."""
+    if not found:
+        return []
+    found = clean(found)
+    state = found.get("state")
+    if state == "pending":
+        until, tries = found.get("until"), found.get("tries", 0)
+        return [f"  cleanup   pending: undoing what it left until {until} ({tries} failed tries)"]
+    if state == "done":
+        return [f"  cleanup   done at {found.get('finished_at')}: everything it left was undone"]
+    left = ", ".join(str(e) for e in found.get("left") or [])
+    why = found.get("reason") or ""
+    return [
+        f"  cleanup   abandoned at {found.get('finished_at')}: left {left} (may be live)",
+        *([f"            {why}"] if why else []),
+        "            relayflow undo ID --reason … undoes them again",
+    ]
 
 
 def counts(found: Mapping[str, int]) -> str:

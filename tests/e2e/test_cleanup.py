@@ -17,6 +17,7 @@ from relayflow.core.state import Status
 from relayflow.local import statefile
 from relayflow.local.polling import poll_until
 from tests.e2e.conftest import Harness
+from tests.e2e.test_cli import _run
 
 pytestmark = pytest.mark.e2e
 
@@ -62,12 +63,20 @@ def test_a_flow_ends_at_once_during_an_outage_and_its_clean_up_finishes_after_it
     flow_id = new_id("cleanup")
     _failed_with_cleanup_pending(harness, flow_id)
 
+    shown = _run(harness, "status", flow_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "cleanup   pending: undoing what it left" in shown.stdout
+
     harness.client_api("DELETE", "/admin/faults")  # the API is back
 
     cleaned = _cleanup_over(harness, flow_id, timeout_s=60)
     assert cleaned.cleanup is not None and cleaned.cleanup.state is CleanupState.DONE
     assert cleaned.status is Status.FAILED
     assert _live(harness, flow_id) == []
+    shown = _run(harness, "status", flow_id)
+    assert "cleanup   done at" in shown.stdout, shown.stdout
+    again = _run(harness, "undo", flow_id, "--reason", "to be sure")
+    assert again.returncode != 0 and "nothing is left to undo" in again.stderr
 
 
 def test_the_clean_up_finishes_when_the_worker_is_killed_during_its_undo(

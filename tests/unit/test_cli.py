@@ -177,3 +177,49 @@ def test_the_tenants_table_shows_limits_state_and_counts() -> None:
     assert lines[1].split() == ["acme", "high", "50", "5.0", "50", "950", "active"]
     assert lines[2].split()[:6] == ["default", "low", "-", "-", "2", "0"]
     assert lines[2].endswith("paused by op@x: drill")
+
+
+def test_status_shows_a_flows_clean_up_and_how_to_undo_again() -> None:
+    ended = {
+        **doc("FAILED", ["failed", "clean-up abandoned"]),
+        "flow": "saga",
+        "position": {"step": "charge", "kind": "compensate", "attempt": 2, "poll": 0},
+    }
+    pending = {
+        **ended,
+        "cleanup": {"state": "pending", "until": "2030-01-02T00:00:00Z", "tries": 3},
+    }
+    abandoned = {
+        **ended,
+        "cleanup": {
+            "state": "abandoned",
+            "finished_at": "2030-01-02T00:00:00Z",
+            "left": ["charge", "reserve"],
+            "reason": "its undo window closed; last: 503",
+        },
+    }
+    assert "cleanup   pending: undoing what it left until 2030-01-02T00:00:00Z (3 failed" in (
+        render.flow(pending)
+    )
+    shown = render.flow(abandoned)
+    assert "left charge, reserve (may be live)" in shown
+    assert "relayflow undo ID --reason" in shown
+    assert "cleanup" not in render.flow(ended).split("history:")[0]
+
+
+def test_undo_follows_the_clean_up_until_it_is_over() -> None:
+    pending = {**doc("FAILED", ["undo requested"]), "cleanup": {"state": "pending"}}
+    done = {**doc("FAILED", ["undo requested", "compensated", "clean-up done"])}
+    done["cleanup"] = {"state": "done"}
+    fake = FakeApi([done])
+    out = io.StringIO()
+    code = operate._follow(
+        fake,  # type: ignore[arg-type]
+        pending,
+        until=render.TERMINAL,
+        cleanup=True,
+        out=out,
+        sleep=lambda s: None,
+    )
+    assert code == 0 and fake.docs == []  # it read again: FAILED was not the end of it
+    assert "compensated" in out.getvalue() and "clean-up done" in out.getvalue()
