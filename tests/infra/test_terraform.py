@@ -1278,8 +1278,10 @@ QUERIED = {
     "version",
     "tenant",
     "created_at",
+    "flow_id",  # Store.find: which tenants' flows have an id (the api, by id)
 }
-LARGE = {"input", "outputs", "history", "result", "pending_result", "effects", "tracks"}
+# (cleanup: read with the document, never queried)
+LARGE = {"input", "outputs", "history", "result", "pending_result", "effects", "tracks", "cleanup"}
 # A ForEach lane's document: a flow document plus its items and their outputs.
 LANE_LARGE = {
     "input",

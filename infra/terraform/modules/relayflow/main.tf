@@ -146,7 +146,7 @@ locals {
   # them (breaker_windows are found by dependency). Tenant slots and tenant states are a few
   # scalars each and keep the default indexes (slots are found by tenant).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup"]
     (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result"]
     (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason"]
     (local.topology.firestore.breakers_collection)        = ["transitions"]
