@@ -29,7 +29,8 @@ Each scenario runs --flows registration flows and one `fleet` flow per 20 of the
 a ForEach of five callback steps with a safety-net poll, an If, a join).
 
 For each it prints: flows, terminal, stuck (not ended when the drain times out), SUCCEEDED,
-live registrations and entities at the client API against SUCCEEDED flows, duplicate effects
+live registrations and entities at the client API against SUCCEEDED flows (a fleet's items that
+failed for good, and were undone, do not count; the few failed items are named), duplicate effects
 (two live registrations for one resource, two live entities for one registration), orphaned
 effects (live for a flow that did not succeed, or an entity whose registration is gone), and
 the time to drain (faults over -> every flow ended), and how many clean-ups (undos that went
@@ -271,7 +272,40 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
     drain_s = time.monotonic() - recovered
     stop.set()
     client_api(stack, "DELETE", "/admin/faults")
-    return outcome(stack, name, bodies, statuses, drain_s, cleanups)
+    for line in failed_items(db, flow_ids):
+        print(f"    {line}", flush=True)
+    failed = fleet_failures(db, [str(b["flow_id"]) for b in bodies if b["flow"] == "fleet"])
+    return outcome(stack, name, bodies, statuses, drain_s, cleanups, failed)
+
+
+def fleet_failures(db: Any, fleet_ids: list[str]) -> dict[str, set[int]]:
+    """Each fleet's items that failed for good (its result's ``failed``): a fleet succeeds
+    with a few of them, and their registrations must be undone, not live."""
+    refs = [db.collection("flows").document(flow_id) for flow_id in fleet_ids]
+    failed: dict[str, set[int]] = {}
+    for snap in db.get_all(refs):
+        data = ((snap.to_dict() or {}).get("result") or {}).get("data") or {}
+        failed[snap.id] = set(data.get("failed") or [])
+    return failed
+
+
+def failed_items(db: Any, flow_ids: list[str], shown: int = 5) -> list[str]:
+    """Why ForEach items failed (their lane's last entries), for a few of them: a fleet that
+    succeeded with a failed item has one registration fewer live than its resources."""
+    from google.cloud.firestore import FieldFilter
+
+    lines: list[str] = []
+    query = db.collection("flow_lanes").where(filter=FieldFilter("failed_items", "!=", []))
+    for snap in query.limit(50).stream():
+        lane = snap.to_dict() or {}
+        if lane.get("parent") not in flow_ids:
+            continue
+        last = [h for h in lane.get("history", []) if h.get("kind") != "compensate"][-2:]
+        said = "; ".join(f"{h['step']} {h['outcome']}: {h.get('detail', '')[:120]}" for h in last)
+        lines.append(f"item(s) {lane.get('failed_items')} of {snap.id} failed: {said}")
+        if len(lines) >= shown:
+            break
+    return lines
 
 
 def wait_cleaned(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, int]:
@@ -336,15 +370,22 @@ def outcome(
     statuses: dict[str, str],
     drain_s: float,
     cleanups: dict[str, int],
+    fleet_failed: dict[str, set[int]],
 ) -> Outcome:
     live = client_api(stack, "GET", "/stats?detail=1")["live"]
     by_resource: dict[str, list[str]] = live["registrations_by_resource"]
     entities: dict[str, list[str]] = live["entities_by_registration"]
     live_regs = {reg for regs in by_resource.values() for reg in regs}
     ok = [b for b in bodies if statuses.get(b["flow_id"]) == "SUCCEEDED"]
-    # what must be live: a registration for each resource of a flow that succeeded, and one
-    # entity per such flow (a fleet's group entity, on one of its registrations)
-    succeeded = {r for b in ok for r in b["input"].get("resources", [b["input"].get("resource")])}
+    # what must be live: a registration for each resource of a flow that succeeded (of a fleet,
+    # each item that did not fail: a failed item is undone), and one entity per such flow (a
+    # fleet's group entity, on one of its registrations)
+    succeeded = {
+        r
+        for b in ok
+        for i, r in enumerate(b["input"].get("resources", [b["input"].get("resource")]))
+        if i not in fleet_failed.get(b["flow_id"], set())
+    }
     duplicates = sum(len(regs) - 1 for regs in by_resource.values() if len(regs) > 1)
     duplicates += sum(
         len(ids) - 1 for reg, ids in entities.items() if reg in live_regs and len(ids) > 1
