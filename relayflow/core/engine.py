@@ -57,6 +57,7 @@ from relayflow.core.flows import (
     Step,
     StepContext,
 )
+from relayflow.core.kinds import REGISTRY
 from relayflow.core.listing import FlowFilter
 from relayflow.core.messages import bounded, parse_start
 from relayflow.core.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
@@ -1356,6 +1357,7 @@ class Engine:
             definition=flow,
             queues=self._queues,
             now=self._clock.now(),
+            kinds=REGISTRY,
             history_limit=self._limits.history_limit,
             retention_s=self._limits.retention_s,
             p95_s=self._breakers.p95_s if self._breakers is not None else None,

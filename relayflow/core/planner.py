@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relayflow.core.backoff import clip_to_deadline, compute_delay
 from relayflow.core.errors import (
@@ -54,6 +54,9 @@ from relayflow.core.records import (
     Track,
 )
 from relayflow.core.state import TERMINAL, Status, check_transition, path_to
+
+if TYPE_CHECKING:
+    from relayflow.core.kinds.base import Kinds
 
 MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
 # A Retry-After is honoured up to an hour: one header must not park a flow for weeks.
@@ -120,6 +123,9 @@ class Plan:
     definition: Flow | None
     queues: QueueNames
     now: datetime
+    # What each kind of step does (``relayflow.core.kinds.REGISTRY``): passed in, not imported,
+    # because the kinds' own transitions build on the planner's.
+    kinds: Kinds
     history_limit: int = 200
     # Random per plan (the engine makes one each time), so a callback token cannot be guessed.
     nonce: str = ""

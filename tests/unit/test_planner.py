@@ -15,6 +15,7 @@ from relayflow.core import planner
 from relayflow.core.backoff import Jitter
 from relayflow.core.errors import InvalidTransition, NotReady, PermanentError, RetryableError
 from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy, StepContext
+from relayflow.core.kinds import REGISTRY
 from relayflow.core.planner import Completed, Failed, Plan, QueueNames, Retry, Waiting
 from relayflow.core.position import Position, TaskKind, task_id
 from relayflow.core.records import FlowRecord
@@ -50,7 +51,7 @@ FLOW = make_flow()
 
 
 def plan(at: datetime = NOW, *, flow: Flow = FLOW, history_limit: int = 200) -> Plan:
-    return Plan(definition=flow, queues=QUEUES, now=at, history_limit=history_limit)
+    return Plan(definition=flow, queues=QUEUES, now=at, kinds=REGISTRY, history_limit=history_limit)
 
 
 def started(*, flow: Flow = FLOW, deadline_s: float | None = None, **kw: Any) -> FlowRecord:
@@ -588,7 +589,9 @@ def test_planning_on_a_terminal_record_is_refused() -> None:
 def test_a_finished_flow_expires_after_the_retention_period() -> None:
     # given a flow at its last step, and a plan that keeps finished flows for one day
     record = at_finish()
-    one_day = Plan(definition=FLOW, queues=QueueNames(), now=NOW, retention_s=86400.0)
+    one_day = Plan(
+        definition=FLOW, queues=QueueNames(), now=NOW, kinds=REGISTRY, retention_s=86400.0
+    )
 
     # when the last step succeeds, then the doc carries the TTL field Terraform's policy reads
     done = planner.after(one_day, record, Completed({"ok": True}))

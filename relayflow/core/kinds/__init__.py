@@ -1,0 +1,14 @@
+"""The kinds of step, one module each, registered in one table (see ``kinds.base``)."""
+
+from __future__ import annotations
+
+from relayflow.core.kinds.action import Action
+from relayflow.core.kinds.base import Kind, Kinds, step_at
+from relayflow.core.kinds.callback import Callback
+from relayflow.core.kinds.choice import Choice
+from relayflow.core.kinds.foreach import Items
+from relayflow.core.kinds.poll import Poll
+
+REGISTRY = Kinds((Action(), Poll(), Choice(), Callback(), Items()))
+
+__all__ = ["REGISTRY", "Action", "Callback", "Choice", "Items", "Kind", "Kinds", "Poll", "step_at"]

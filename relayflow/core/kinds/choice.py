@@ -1,0 +1,44 @@
+"""If steps: a condition, with no side effect, picks the branch that runs."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from relayflow.core.errors import PermanentError
+from relayflow.core.flows import Handler, IfStep, Step, StepContext
+from relayflow.core.kinds.base import Kind, Wrap
+from relayflow.core.position import TaskKind
+
+
+class Choice(Kind):
+    step_type: ClassVar[type] = IfStep
+    name: ClassVar[str] = "if"
+    forward: ClassVar[TaskKind] = TaskKind.CHOICE
+    tasks: ClassVar[frozenset[TaskKind]] = frozenset({TaskKind.CHOICE})
+
+    def handler(self, step: Step, task: TaskKind) -> Handler | None:
+        assert isinstance(step, IfStep)
+        return functools.partial(choose, step)
+
+    def describe(self, step: Step) -> str:
+        assert isinstance(step, IfStep)
+        return (
+            f"if: then {', '.join(step.then) or '-'}; otherwise {', '.join(step.otherwise) or '-'}"
+        )
+
+    def wrapped(self, step: Step, wrap: Wrap) -> Step:
+        assert isinstance(step, IfStep)
+        return replace(step, condition=wrap(step.name, TaskKind.CHOICE, step.condition))
+
+
+def choose(step: IfStep, ctx: StepContext) -> dict[str, Any]:
+    """A choice's output: which branch its condition picked."""
+    picked = step.condition(ctx)
+    if not isinstance(picked, bool):
+        raise PermanentError(
+            f"the condition of {step.name!r} returned a {type(picked).__name__}, not a bool",
+            code="INVALID_OUTPUT",
+        )
+    return {"branch": "then" if picked else "otherwise"}
