@@ -97,8 +97,8 @@ def tally(lines: list[str]) -> tuple[int, Counter[str], Counter[str]]:
 
 # What a request spends outside relayflow's own work: the handler's call (the external API,
 # which the CPU targets exclude), and in the poller an action run inline after a poll.
-HANDLER = "_call (relayflow/core/engine.py)"
-INLINE = "Engine._go_on (relayflow/core/engine.py)"
+HANDLER = "run_handler (relayflow/core/engine/execution.py)"
+INLINE = "Delivery._go_on (relayflow/core/engine/delivery.py)"
 
 
 def share(path: Path, functions: tuple[str, ...]) -> float:

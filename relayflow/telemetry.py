@@ -15,24 +15,30 @@ None and nothing is extracted, injected or stored.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from datetime import UTC, datetime
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, StatusCode, Tracer
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from opentelemetry.util.types import AttributeValue
+from opentelemetry.trace import Tracer
+
+from relayflow.core.tracing import (
+    PUBSUB_PREFIX,
+    PUBSUB_TRACEPARENT,
+    TRACEPARENT,
+    current_log_fields,
+    current_traceparent,
+    joined,
+    log_fields,
+    mark_error,
+    pubsub_trace_attributes,
+    span,
+    trace_headers,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
@@ -40,31 +46,9 @@ if TYPE_CHECKING:
 
     from relayflow.settings import Settings
 
-TRACEPARENT = "traceparent"
-# google-cloud-pubsub's name for W3C fields in message attributes.
-PUBSUB_PREFIX = "googclient_"
-PUBSUB_TRACEPARENT = PUBSUB_PREFIX + TRACEPARENT
 TRACER_NAME = "relayflow"
-# W3C trace context only: it is all Cloud Trace, Cloud Tasks and Pub/Sub carry; no baggage.
-_W3C = TraceContextTextMapPropagator()
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
-
-
-# Fields every log line of the current task carries (its flow and tenant), set by the engine.
-_LOG_FIELDS: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
-    "relayflow_log_fields", default=MappingProxyType({})
-)
-
-
-@contextmanager
-def log_fields(**fields: str) -> Iterator[None]:
-    """Add ``fields`` to every log line written inside the block (in this thread or task)."""
-    token = _LOG_FIELDS.set({**_LOG_FIELDS.get(), **fields})
-    try:
-        yield
-    finally:
-        _LOG_FIELDS.reset(token)
 
 
 class JsonFormatter(logging.Formatter):
@@ -85,7 +69,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        entry.update(_LOG_FIELDS.get())
+        entry.update(current_log_fields())
         entry.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
         if self._project_id is not None:
             entry.update(trace_log_fields(self._project_id))
@@ -189,76 +173,21 @@ def _exporter(settings: Settings) -> SpanExporter:
     )
 
 
-@contextmanager
-def span(
-    tracer: Tracer | None,
-    name: str,
-    *,
-    traceparent: str | None = None,
-    kind: SpanKind = SpanKind.INTERNAL,
-    attributes: Mapping[str, AttributeValue] | None = None,
-) -> Iterator[Span]:
-    """A span made current for the block; a do-nothing span when tracing is off.
-
-    Its parent is ``traceparent`` (a W3C header received from elsewhere) when given, else the
-    current span.
-    """
-    if tracer is None:
-        yield INVALID_SPAN
-        return
-    parent = _parse(traceparent)
-    with tracer.start_as_current_span(name, context=parent, kind=kind, attributes=attributes) as s:
-        yield s
-
-
-def mark_error(span: Span, description: str) -> None:
-    """Mark a span failed (Cloud Trace shows it red) without an exception to record."""
-    span.set_status(StatusCode.ERROR, description)
-
-
-def trace_headers() -> dict[str, str]:
-    """HTTP headers that make the receiver's span a child of the current span (none outside)."""
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier)
-    return carrier
-
-
-def current_traceparent() -> str | None:
-    """The W3C traceparent of the current span, or None outside any span."""
-    return trace_headers().get(TRACEPARENT)
-
-
-def pubsub_trace_attributes() -> dict[str, str]:
-    """Message attributes carrying the current span, named as google-cloud-pubsub names them."""
-    return {PUBSUB_PREFIX + key: value for key, value in trace_headers().items()}
-
-
-@contextmanager
-def joined(traceparent: str | None) -> Iterator[None]:
-    """Run the block inside the trace ``traceparent`` names, unless already inside it.
-
-    Work done for a flow outside its own task (a sweep, an operator's cancel) still belongs to
-    the flow's trace: what it enqueues or publishes then carries the flow's trace context.
-    """
-    flow = _parse(traceparent)
-    if flow is None or _trace_id(flow) == _trace_id(None):
-        yield
-        return
-    token = otel_context.attach(flow)
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
-
-
-def _parse(traceparent: str | None) -> Context | None:
-    """The context a W3C traceparent names; None when it is absent or malformed."""
-    if not traceparent:
-        return None
-    parent = _W3C.extract({TRACEPARENT: traceparent})
-    return parent if _trace_id(parent) else None
-
-
-def _trace_id(ctx: Context | None) -> int:
-    """The trace id of the span in ``ctx`` (the current context when None); 0 for none."""
-    return trace.get_current_span(ctx).get_span_context().trace_id
+__all__ = [
+    "PUBSUB_PREFIX",
+    "PUBSUB_TRACEPARENT",
+    "TRACEPARENT",
+    "TRACER_NAME",
+    "Counters",
+    "JsonFormatter",
+    "configure_logging",
+    "configure_tracing",
+    "current_traceparent",
+    "joined",
+    "log_fields",
+    "mark_error",
+    "pubsub_trace_attributes",
+    "span",
+    "trace_headers",
+    "trace_log_fields",
+]

@@ -103,6 +103,30 @@ class Position(BaseModel):
             return self.step
         return f"{self.scope}[{self.item}].{self.step}"
 
+    @property
+    def undoing(self) -> bool:
+        """Whether this task undoes its step's effect (a compensation)."""
+        return self.kind is TaskKind.COMPENSATE
+
+    @property
+    def admitting(self) -> bool:
+        """Whether this task is a waiting flow's try for a tenant slot (no step runs)."""
+        return self.kind is TaskKind.ADMIT
+
+    @property
+    def joins(self) -> bool:
+        """Whether this task joins a ForEach's lanes (all have ended)."""
+        return self.kind is TaskKind.JOIN
+
+    @property
+    def gathers(self) -> bool:
+        """Whether this task gathers a ForEach's item effects before its undo."""
+        return self.kind is TaskKind.GATHER
+
+    def as_action(self) -> Position:
+        """This position's forward run (what an undo's action sent its key as)."""
+        return self.model_copy(update={"kind": TaskKind.ACTION})
+
     def same_try(self, other: Position) -> bool:
         """Whether ``other`` is this try of this step, whatever its rescue and deferral numbers
         (a lost task re-made, or a put-off one, is not a new try)."""

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from relayflow import CallbackStep, Flow, StepContext
-from relayflow.core import engine as engine_module
+from relayflow.core.engine import callbacks as engine_module
 from relayflow.core.engine import Completion, Started
 from relayflow.core.errors import AmbiguousFlow, FlowNotFound
 from relayflow.core.state import Status

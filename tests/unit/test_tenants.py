@@ -112,7 +112,7 @@ def test_every_flow_and_event_carries_its_tenant_and_high_priority_takes_its_own
 
     tenants = Tenants(tenants={"acme": TenantPolicy(priority="high")})
     h = Harness(flow(), tenants=tenants)
-    h.engine._queues = QueueNames(steps_high="flow-steps-high", polls_high="flow-polls-high")
+    h.engine._kernel.queues = QueueNames(steps_high="flow-steps-high", polls_high="flow-polls-high")
     urgent = h.start("job", tenant="acme")
     normal = h.start("job", tenant="acme", priority="low")  # a message may ask for less
     assert h.flow(urgent).tenant == "acme" and h.flow(urgent).priority == "high"
@@ -126,7 +126,7 @@ def test_a_message_cannot_raise_its_priority_above_its_tenants_policy() -> None:
     from relayflow.core.planner import QueueNames
 
     h = Harness(flow(), tenants=Tenants(tenants={"acme": TenantPolicy(priority="low")}))
-    h.engine._queues = QueueNames(steps_high="flow-steps-high", polls_high="flow-polls-high")
+    h.engine._kernel.queues = QueueNames(steps_high="flow-steps-high", polls_high="flow-polls-high")
     pushy = h.start("job", tenant="acme", priority="high")
     assert h.flow(pushy).priority == "low"
     assert h.flow(pushy).next is not None and h.flow(pushy).next.queue == "flow-steps"
@@ -154,7 +154,7 @@ def test_a_freed_slot_is_handed_straight_to_the_oldest_waiting_flow() -> None:
     assert nxt.admission == "admitted" and nxt.slot == h.flow(first).slot
     assert h.store.slot_writes - writes_before == 1  # one hand-over, no release and take
     assert h.store.slots[nxt.slot]["holder"] == nxt.key  # the flow's key: acme~a1
-    h.engine._settle(h.flow(first))  # settling the ended flow again passes nothing on
+    h.engine._kernel.settle(h.flow(first))  # settling the ended flow again passes nothing on
     assert h.store.slots[nxt.slot]["holder"] == nxt.key
 
 

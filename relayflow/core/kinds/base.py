@@ -31,6 +31,8 @@ class Kind:
     claimed: ClassVar[frozenset[TaskKind]] = frozenset()
     # Tasks that wait (a poll, a callback's safety net): the poll queue's time budget.
     waiting: ClassVar[frozenset[TaskKind]] = frozenset()
+    # Tasks the engine does itself, with no handler of the flow's (a ForEach's lanes).
+    own: ClassVar[frozenset[TaskKind]] = frozenset()
 
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
         """The handler a task of ``step`` runs (None: a task the engine does itself)."""
@@ -41,6 +43,15 @@ class Kind:
 
     def waits(self, task: TaskKind) -> bool:
         return task in self.waiting
+
+    def runs_itself(self, task: TaskKind) -> bool:
+        """Whether the engine does ``task`` itself (no handler of the flow's runs)."""
+        return task in self.own
+
+    def retries(self, task: TaskKind) -> bool:
+        """Whether a later try of ``task`` is a retry, which spends its dependency's retry
+        budget (a poll's next check is the schedule, not a retry)."""
+        return True
 
     def fits(self, step: Step, position: Position) -> str:
         """Why a stored ``position`` does not fit ``step`` any more (its kind changed, its
@@ -94,6 +105,14 @@ class Kinds:
         for kind in self._kinds:
             for task in kind.tasks - {TaskKind.ACTION, TaskKind.COMPENSATE}:
                 self._by_task.setdefault(task, kind)
+
+    def claims(self, task: TaskKind) -> bool:
+        """Whether ``task`` (of whichever kind has it) is claimed before it runs."""
+        return any(kind.claims(task) for kind in self._kinds)
+
+    def waits(self, task: TaskKind) -> bool:
+        """Whether ``task`` waits on something outside (the poll queue's time budget)."""
+        return any(kind.waits(task) for kind in self._kinds)
 
     def __iter__(self) -> Iterator[Kind]:
         return iter(self._kinds)

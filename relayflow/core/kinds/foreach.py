@@ -20,6 +20,8 @@ class Items(Kind):
         {TaskKind.FANOUT, TaskKind.JOIN, TaskKind.GATHER}
     )
 
+    own: ClassVar[frozenset[TaskKind]] = tasks
+
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
         return None  # the engine runs a ForEach's tasks itself
 

@@ -21,6 +21,9 @@ class Poll(Kind):
         assert isinstance(step, PollStep)
         return step.check
 
+    def retries(self, task: TaskKind) -> bool:
+        return False  # a poll after a failed poll is the poll the schedule makes anyway
+
     def next_try_s(self, step: Step, position: Position, key: str) -> float:
         assert isinstance(step, PollStep)
         return step.policy.delay_s(n=position.poll + position.deferral, key=key)

@@ -1,0 +1,227 @@
+"""The engine: start flows, run the task at a flow's position, sweep, cancel, retry.
+
+Every entry point (the start function, the worker, the poller, the api) is a thin shell around
+one ``Engine`` method. The engine reads the flow, runs a handler outside any transaction, asks
+the planner what comes next, commits that with a compare-and-set that re-checks the position,
+and only then enqueues the next task and publishes the result (DESIGN invariants 4 and 5).
+
+``Engine`` is the face; each concern is a module of this package (see docs/architecture.md):
+``kernel`` (ports, plans, read, write, settle), ``tasks`` (a delivery routed), ``delivery``
+(claim, run, commit, continue inline), ``execution`` (handler calls and their middleware),
+``protection`` (breakers, put-off, bring-forward), ``lanes`` (ForEach), ``intake`` (start
+messages), ``sweeper``, ``operations``, ``callbacks``, ``tenancy``, ``endings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.trace import Tracer
+
+from relayflow.core.admission import Admission
+from relayflow.core.clock import Clock
+from relayflow.core.dependencies import Breakers
+from relayflow.core.engine.callbacks import Callbacks
+from relayflow.core.engine.delivery import Delivery
+from relayflow.core.engine.endings import Endings
+from relayflow.core.engine.execution import MAX_OUTPUT_BYTES, Execution
+from relayflow.core.engine.focus import MAX_DOC_BYTES
+from relayflow.core.engine.intake import Intake
+from relayflow.core.engine.kernel import Kernel, Limits
+from relayflow.core.engine.keys import idempotency_key, safe_id
+from relayflow.core.engine.lanes import Lanes
+from relayflow.core.engine.operations import Operations
+from relayflow.core.engine.outcomes import (
+    CallbackAnswer,
+    Completion,
+    Ran,
+    Started,
+    StartResult,
+    SweepReport,
+)
+from relayflow.core.engine.protection import Protection
+from relayflow.core.engine.sweeper import Sweeper
+from relayflow.core.engine.tasks import Tasks
+from relayflow.core.engine.tenancy import Tenancy
+from relayflow.core.flows import Registry
+from relayflow.core.planner import QueueNames
+from relayflow.core.ports import Events, Queue, Store, TenantState
+from relayflow.core.position import TaskPayload
+from relayflow.core.records import FlowRecord
+from relayflow.core.tenants import DEFAULT_TENANT, Tenants
+from relayflow.metrics import Metrics
+
+
+class Engine:
+    """Runs flows from a registry against a store, a task queue and an event publisher."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        store: Store,
+        queue: Queue,
+        events: Events,
+        clock: Clock,
+        queues: QueueNames | None = None,
+        limits: Limits | None = None,
+        tenants: Tenants | None = None,
+        breakers: Breakers | None = None,
+        tracer: Tracer | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        kernel = Kernel(
+            registry=registry,
+            store=store,
+            queue=queue,
+            events=events,
+            clock=clock,
+            queues=queues or QueueNames(),
+            limits=limits or Limits(),
+            admission=Admission(store, tenants or Tenants()),
+            breakers=breakers,
+            tracer=tracer,
+            metrics=metrics or Metrics(),  # the base class records nothing
+        )
+        protection = Protection(kernel)
+        execution = Execution(kernel)
+        # Outermost first: retries counted, the breaker told, the call timed, then traced.
+        execution = Execution(
+            kernel, (execution.counted, protection.outcome, execution.timed, execution.traced)
+        )
+        delivery = Delivery(kernel, execution, protection)
+        lanes = Lanes(kernel, delivery, execution)
+        self._kernel = kernel
+        self._intake = Intake(kernel)
+        self._tasks = Tasks(kernel, delivery, lanes, protection, Endings(kernel))
+        self._protection = protection
+        self._callbacks = Callbacks(kernel)
+        self._sweeper = Sweeper(kernel)
+        self._operations = Operations(kernel)
+        self._tenancy = Tenancy(kernel)
+
+    def start(
+        self,
+        data: bytes,
+        *,
+        message_id: str,
+        attributes: dict[str, str],
+        tenant: str = DEFAULT_TENANT,
+    ) -> StartResult:
+        """Start the flow a message asks for, once, however often the message arrives.
+
+        ``tenant``: whose topic the message came by. Publishers are bound to tenants by IAM on
+        their topics (each tenant named in the tenants policy has its own; ``flow-requests``
+        is the default tenant's), so the topic, not the message, says whose flow it is: a
+        message naming another tenant is rejected, and none is given a priority above its
+        tenant's policy. A malformed message is recorded in ``rejected`` and reported, never
+        raised; infrastructure errors raise, so that Pub/Sub redelivers.
+        """
+        return self._intake.start(data, message_id=message_id, attributes=attributes, tenant=tenant)
+
+    def run_task(self, payload: TaskPayload, *, redelivery: bool = False) -> Ran:
+        """Run the task at ``payload.position`` if it is the flow's current position.
+
+        ``redelivery``: Cloud Tasks says this delivery retries one that failed (its
+        X-CloudTasks-TaskRetryCount is above 0), not a first delivery or a duplicate of one.
+        """
+        return self._tasks.run(payload, redelivery=redelivery)
+
+    def complete(
+        self,
+        token: str,
+        completion: dict[str, Any],
+        *,
+        visible: Callable[[str], bool] | None = None,
+    ) -> CallbackAnswer:
+        """Complete a callback token with ``{"output": {...}}`` or ``{"error": {...}}``.
+
+        A token is one-use: completed twice, after its step timed out, or for an ended flow,
+        it changes nothing and the answer says why. ``visible`` (a caller's tenant scope: tenant
+        in, whether the caller may see it): a token of a flow whose tenant it does not admit
+        is answered exactly as a token no flow has, so its answer tells nothing of the flow.
+        """
+        return self._callbacks.complete(token, completion, visible=visible)
+
+    def sweep(self, *, grace_s: float, limit: int = 100) -> SweepReport:
+        """Settle what a crash or an outage left behind (invariant 5; see ``sweeper``)."""
+        return self._sweeper.sweep(grace_s=grace_s, limit=limit)
+
+    def get(self, flow_id: str) -> FlowRecord:
+        """The flow by its key (``FlowRecord.key``: for the default tenant's flows, the id),
+        or FlowNotFound."""
+        return self._operations.get(flow_id)
+
+    def find(
+        self,
+        flow_id: str,
+        *,
+        tenant: str | None = None,
+        visible: Callable[[str], bool] | None = None,
+    ) -> FlowRecord:
+        """The flow with id ``flow_id``: ``tenant``'s, or whichever tenant's it is, among those
+        ``visible`` admits (a caller's scope). FlowNotFound if there is none (or only one the
+        caller may not see, which looks the same); AmbiguousFlow if several tenants use the id
+        and ``tenant`` does not say which."""
+        return self._operations.find(flow_id, tenant=tenant, visible=visible)
+
+    def lanes(self, flow_id: str) -> list[FlowRecord]:
+        """The ForEach lanes of a flow's current run (FlowNotFound if there is no flow)."""
+        return self._operations.lanes(flow_id)
+
+    def cancel(
+        self, flow_id: str, reason: str = "cancelled by an operator", *, by: str = ""
+    ) -> FlowRecord:
+        """Cancel an active flow; InvalidTransition if it has already ended. A flow whose type
+        is not deployed is cancelled without undoing anything (there are no handlers to undo
+        with); its result names the effects left behind. ``by`` (the operator) and ``reason``
+        are recorded on the flow's history."""
+        return self._operations.cancel(flow_id, reason, by=by)
+
+    def retry(self, flow_id: str, *, reason: str = "", by: str = "") -> FlowRecord:
+        """Run a failed, timed-out or cancelled flow again as a new generation; ``by`` and
+        ``reason`` are recorded on the flow's history.
+
+        The ended generation's result event goes out first if it has not yet, so a retry
+        never swallows it.
+        """
+        return self._operations.retry(flow_id, reason=reason, by=by)
+
+    def undo(self, flow_id: str, *, reason: str = "", by: str = "") -> FlowRecord:
+        """Undo again what a failed, timed-out or cancelled flow left live (its clean-up was
+        given up, or an undo failed for good): a new clean-up, with a fresh undo window;
+        ``by`` and ``reason`` are recorded on the flow's history."""
+        return self._operations.undo(flow_id, reason=reason, by=by)
+
+    def pause_tenant(self, tenant: str, *, by: str = "", reason: str = "") -> TenantState:
+        """Stop dispatching ``tenant``'s flows (their tasks are put off) and admitting new ones."""
+        return self._tenancy.pause(tenant, by=by, reason=reason)
+
+    def resume_tenant(self, tenant: str, *, by: str = "", reason: str = "") -> TenantState:
+        """Let ``tenant``'s flows go on where they were, and admit its waiting ones."""
+        return self._tenancy.resume(tenant, by=by, reason=reason)
+
+    def breaker_views(self) -> list[dict[str, Any]]:
+        """Every dependency's breaker: state, window counts, budget, p95, transitions."""
+        return self._protection.views()
+
+    def tenant_views(self) -> list[dict[str, Any]]:
+        """Every tenant with a policy or a state: its limits, paused or not, flows waiting."""
+        return self._tenancy.views()
+
+
+__all__ = [
+    "MAX_DOC_BYTES",
+    "MAX_OUTPUT_BYTES",
+    "CallbackAnswer",
+    "Completion",
+    "Engine",
+    "Limits",
+    "Ran",
+    "StartResult",
+    "Started",
+    "SweepReport",
+    "idempotency_key",
+    "safe_id",
+]

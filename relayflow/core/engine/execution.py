@@ -1,0 +1,210 @@
+"""Running a step's handler: what it is told, how its ending is classified, and the policies
+that wrap every call.
+
+A handler call passes through a chain of middleware, outermost first, the way dramatiq's
+middleware wraps a message: each gets the call and the rest of the chain, and may act before
+and after it. The engine's chain is retry counting, the breaker's outcome (``protection``),
+timing and metrics, then tracing; the innermost link runs the handler and classifies how it
+ended (DESIGN invariant 7). A handler never sees any of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from opentelemetry.trace import Span
+
+from relayflow.core import tracing
+from relayflow.core.dependencies import Verdict
+from relayflow.core.engine.kernel import Kernel
+from relayflow.core.engine.keys import idempotency_key
+from relayflow.core.errors import NotReady, PermanentError, RetryableError
+from relayflow.core.flows import Flow, Handler, StepContext
+from relayflow.core.kinds import step_at
+from relayflow.core.planner import Completed, Failed, Outcome, Retry, Waiting
+from relayflow.core.position import Position
+from relayflow.core.records import Effect, FlowRecord, Track, split_key
+from relayflow.core.values import UnstorableValue, check_storable
+
+log = logging.getLogger("relayflow.core.engine")
+# One step's output; the whole document stays under Firestore's 1 MiB with room to spare.
+MAX_OUTPUT_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Call:
+    """One handler call: the flow at the step's position, the handler, what it is told, and
+    what the step's breaker said before it (None: no breaker asked)."""
+
+    record: FlowRecord
+    handler: Handler
+    context: StepContext
+    verdict: Verdict | None
+
+
+Next = Callable[[Call], Outcome]
+Middleware = Callable[[Call, Next], Outcome]
+
+
+class Execution:
+    """Runs handlers through the middleware chain."""
+
+    def __init__(self, kernel: Kernel, middleware: Sequence[Middleware] = ()) -> None:
+        self._k = kernel
+        chain: Next = run_handler
+        for outer in reversed(middleware):
+            chain = _linked(outer, chain)
+        self._chain = chain
+
+    def execute(
+        self,
+        flow: Flow,
+        record: FlowRecord,
+        verdict: Verdict | None = None,
+        *,
+        budget_s: float | None = None,
+    ) -> Outcome:
+        """Run the handler of the task at ``record``'s position and say how it ended."""
+        pos = record.position
+        step = step_at(flow, pos, self._k.kinds)
+        handler = self._k.kinds.of(step).handler(step, pos.kind)
+        assert handler is not None, "a task the engine does itself has no handler"
+        return self._chain(Call(record, handler, self.context(flow, record, budget_s), verdict))
+
+    def context(self, flow: Flow, record: FlowRecord, budget_s: float | None = None) -> StepContext:
+        """What a handler is told: the focused track's step, its try, its budget."""
+        pos = record.position
+        track = record.tracks.get(record.focus or "")
+        outputs = record.outputs
+        if track is not None and track.sent is not None:  # a callback's check sees what it sent
+            outputs = {**outputs, pos.step: track.sent}
+        effect = record.live_effect(pos.effect_name)
+        if pos.undoing and effect is not None and effect.output is not None:
+            outputs = {**outputs, pos.step: effect.output}  # what the action answered
+        index = record.item_index
+        item = None if index is None else record.items[record.cursor]["item"]
+        if pos.scope is not None and not record.is_lane:  # an item's undo, run by its flow
+            index, item = pos.item, effect.item if effect is not None else None
+        now = self._k.clock.now()
+        return StepContext(
+            # The caller's id (a lane's item sees its flow's), not the key.
+            flow_id=split_key(record.parent)[1] if record.parent else record.flow_id,
+            flow=record.flow,
+            step=pos.step,
+            input=record.input,
+            outputs=outputs,
+            idempotency_key=idempotency_key(record, pos),
+            attempt=pos.attempt,
+            poll=pos.poll,
+            version=record.version,
+            generation=pos.generation,
+            action_key=idempotency_key(record, pos.as_action()),
+            deadline=now + timedelta(seconds=budget_s or self._k.budget_s(pos.kind)),
+            clock=self._k.clock.now,
+            callback_token=token_of(track, effect, pos),
+            item=item,
+            item_index=index,
+        )
+
+    def traced(self, call: Call, then: Next) -> Outcome:
+        """A span per handler call, named by the task, marked failed if it failed."""
+        pos = call.record.position
+        name = f"{pos.kind.value} {pos.step}"
+        attributes = _span_attributes(call.record)
+        with tracing.span(self._k.tracer, name, attributes=attributes) as span:
+            outcome = then(call)
+            _trace_outcome(span, outcome)
+        return outcome
+
+    def timed(self, call: Call, then: Next) -> Outcome:
+        """How long the handler ran and how it ended, as the step's metric."""
+        began = time.perf_counter()
+        outcome = then(call)
+        elapsed_s = time.perf_counter() - began
+        record = call.record
+        self._k.metrics.step_ran(record.flow, record.position, outcome_name(outcome), elapsed_s)
+        return outcome
+
+    def counted(self, call: Call, then: Next) -> Outcome:
+        """Count a step's retries by the error's code."""
+        outcome = then(call)
+        if isinstance(outcome, Retry):
+            record = call.record
+            self._k.metrics.step_retried(record.flow, record.position.step, outcome.error.code)
+        return outcome
+
+
+def _linked(outer: Middleware, inner: Next) -> Next:
+    return lambda call: outer(call, inner)
+
+
+def run_handler(call: Call) -> Outcome:
+    """Run a handler and classify how it ended (invariant 7)."""
+    context = call.context
+    extra = {"flow_id": call.record.flow_id, "at": call.record.position.label()}
+    try:
+        output = call.handler(context)
+    except NotReady as signal:
+        log.info("not ready", extra={**extra, "detail": signal.detail})
+        return Waiting(signal)
+    except RetryableError as exc:
+        log.warning("retryable error", extra={**extra, "error": exc.message})
+        return Retry(exc)
+    except PermanentError as exc:
+        log.warning("permanent error", extra={**extra, "error": exc.message})
+        return Failed(exc)
+    except Exception as exc:  # a bug or an unclassified library error: retry, but bounded
+        log.exception("handler raised an unexpected error", extra=extra)
+        return Retry(RetryableError(f"{type(exc).__name__}: {exc}", code="UNEXPECTED"))
+    return completed(output, where=f"output of {context.step}")
+
+
+def completed(output: object, *, where: str) -> Outcome:
+    """A handler's output, if the flow document can hold it; a permanent failure otherwise."""
+    if output is None:
+        return Completed({})
+    if not isinstance(output, dict):
+        message = f"{where} is a {type(output).__name__}; a handler returns a dict or None"
+        return Failed(PermanentError(message, code="INVALID_OUTPUT"))
+    try:
+        check_storable(output, where=where, max_bytes=MAX_OUTPUT_BYTES)
+    except UnstorableValue as exc:
+        return Failed(PermanentError(str(exc), code="INVALID_OUTPUT"))
+    return Completed(output)
+
+
+def token_of(track: Track | None, effect: Effect | None, position: Position) -> str:
+    """The callback token a handler is told: its step's, or for an undo, the one its run sent
+    (so a replay of the run under its key sends the same request)."""
+    if position.undoing:
+        return (effect.token if effect is not None else None) or ""
+    return (track.token if track is not None else None) or ""
+
+
+def outcome_name(outcome: Outcome) -> str:
+    """How a handler ended: completed, waiting, retry or failed."""
+    return type(outcome).__name__.lower()
+
+
+def _span_attributes(record: FlowRecord) -> dict[str, str | int]:
+    pos = record.position
+    return {
+        "flow_id": record.flow_id,
+        "flow": record.flow,
+        "step": pos.step,
+        "kind": pos.kind.value,
+        "attempt": pos.attempt,
+        "poll": pos.poll,
+        "generation": pos.generation,
+    }
+
+
+def _trace_outcome(span: Span, outcome: Outcome) -> None:
+    """Name how the handler ended on its span (completed, waiting, retry, failed)."""
+    span.set_attribute("outcome", outcome_name(outcome))
+    if isinstance(outcome, Retry | Failed):
+        tracing.mark_error(span, outcome.error.message)

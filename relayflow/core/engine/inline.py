@@ -1,0 +1,70 @@
+"""Continuing inline: the claimed step that a commit leads to, run in the same request.
+
+A task's request that has used under a quarter of its time budget runs the next step itself
+when that step is due at once (its claim taken in the same commit), instead of enqueueing a task
+that a new request would pick up a moment later (``Limits.continue_inline``). Here: the request
+being served, and what a commit takes over for the step to run next.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+from datetime import datetime
+
+from relayflow.core import planner
+from relayflow.core.dependencies import Verdict
+from relayflow.core.planner import Plan
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import ACTIVE
+
+# A step due at once after the one a request ran is run in that request while the request
+# has used less than this share of its time budget.
+CONTINUE_WITHIN = 0.25
+
+
+@dataclass(frozen=True)
+class Request:
+    """The task request being served: when it began and the budget of its queue."""
+
+    began: datetime
+    budget_s: float
+
+
+REQUEST: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
+    "relayflow_request", default=None
+)
+
+
+@dataclass(frozen=True)
+class Onward:
+    """A step to run in this request after the commit: claimed for ``holder``, or (holder
+    None) put off as its breaker's ``verdict`` says, in the same commit."""
+
+    holder: str | None
+    verdict: Verdict | None
+    budget_s: float
+
+    def apply(self, plan: Plan, planned: FlowRecord, *, lease_s: float) -> FlowRecord:
+        if not runs_now(plan, planned):
+            return planned
+        if self.holder is None:
+            assert self.verdict is not None and self.verdict.until is not None
+            return planner.defer(plan, planned, until=self.verdict.until, why=self.verdict.detail)
+        claimed = planner.claim(plan, planned, lease_s=lease_s, holder=self.holder)
+        return planned if planner.exhausted(plan, claimed) else claimed
+
+
+def runs_now(plan: Plan, record: FlowRecord) -> bool:
+    """Whether ``record``, one admitted track, is at a claimed step whose task is due now."""
+    nxt = record.next
+    return (
+        record.status in ACTIVE
+        and not record.is_lane
+        and len(record.tracks) == 1
+        and record.admission == "admitted"
+        and plan.kinds.claims(record.position.kind)
+        and nxt is not None
+        and nxt.position == record.position
+        and nxt.run_at <= plan.now
+    )

@@ -1,0 +1,147 @@
+"""Intake: a start message becomes a flow, once, however often the message arrives.
+
+A malformed message is recorded in ``rejected`` and reported, never raised: raising would make
+Pub/Sub redeliver something that can never succeed. Infrastructure errors do raise, so that
+Pub/Sub redelivers. Publishers are bound to tenants by IAM on their topics, so the topic, not
+the message, says whose flow it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from datetime import timedelta
+
+from opentelemetry.trace import SpanKind
+
+from relayflow.core import planner, tracing
+from relayflow.core.engine.kernel import Kernel
+from relayflow.core.engine.keys import safe_id
+from relayflow.core.engine.outcomes import Started, StartResult
+from relayflow.core.errors import InvalidMessage
+from relayflow.core.messages import bounded, parse_start
+from relayflow.core.records import FlowRecord
+from relayflow.core.tenants import DEFAULT_TENANT
+
+log = logging.getLogger("relayflow.core.engine")
+# What of a rejected message's data is kept for whoever looks into it.
+KEPT_DATA_BYTES = 16384
+
+
+class Intake:
+    """Starts flows from start messages; records the messages it cannot start."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._k = kernel
+
+    def start(
+        self, data: bytes, *, message_id: str, attributes: dict[str, str], tenant: str
+    ) -> StartResult:
+        """Start the flow a message asks for, in a span that continues the publisher's trace
+        (``googclient_traceparent``) and is the root of everything the flow does later."""
+        with tracing.span(
+            self._k.tracer,
+            "start flow",
+            traceparent=attributes.get(tracing.PUBSUB_TRACEPARENT),
+            kind=SpanKind.CONSUMER,
+            attributes={"message_id": message_id},
+        ) as span:
+            result = self._start(data, message_id=message_id, attributes=attributes, bound=tenant)
+            span.set_attribute("outcome", result.outcome.value)
+            if result.flow_id:
+                span.set_attribute("flow_id", result.flow_id)
+            return result
+
+    def _start(
+        self, data: bytes, *, message_id: str, attributes: dict[str, str], bound: str
+    ) -> StartResult:
+        k = self._k
+        try:
+            message, flow = parse_start(data, k.registry, attributes)
+            tenant = tenant_of(message.tenant, bound)
+        except InvalidMessage as exc:
+            self._reject(data, message_id, attributes, exc.reason)
+            k.metrics.message_rejected("", "INVALID_MESSAGE")
+            return StartResult(Started.REJECTED, reason=exc.reason)
+        flow_id = message.flow_id or safe_id(message_id)
+        policy = k.admission.tenants.policy(tenant)
+        record = planner.new_record(
+            k.plan(flow),
+            flow_id=flow_id,
+            input=message.input,
+            message_id=message_id,
+            deadline_s=message.deadline_s,
+            tenant=tenant,
+            priority=capped(message.priority, policy.priority),
+            waiting=k.admission.must_wait(tenant),
+        ).model_copy(update={"trace": tracing.current_traceparent()})
+        if not k.store.create(record):
+            return self._duplicate(record, data, message_id, attributes)
+        k.metrics.flow_started(flow.name, k.admission.tenants.label(tenant))
+        k.settle(record)
+        if record.admission == "waiting" and not k.admission.seems_full(tenant):
+            k.admit(tenant)  # in order with the others waiting
+        log.info("flow started", extra={"flow_id": flow_id, "flow": flow.name, "tenant": tenant})
+        return StartResult(Started.STARTED, flow_id=flow_id)
+
+    def _duplicate(
+        self, record: FlowRecord, data: bytes, message_id: str, attributes: dict[str, str]
+    ) -> StartResult:
+        """A start for a flow id that exists: the same request again, or a conflicting one."""
+        existing = self._k.store.get(record.key)
+        if existing is None:  # created and deleted meanwhile; Pub/Sub will redeliver
+            raise RuntimeError(f"flow {record.flow_id} exists and does not")
+        if (existing.flow, existing.input) != (record.flow, record.input):
+            reason = (
+                f"flow_id {record.flow_id!r} already names a {existing.flow!r} flow with a "
+                "different input; choose a new flow_id"
+            )
+            self._reject(data, message_id, attributes, reason)
+            self._k.metrics.message_rejected(existing.flow, "FLOW_ID_CONFLICT")
+            return StartResult(Started.REJECTED, flow_id=record.flow_id, reason=reason)
+        self._k.settle(existing)  # the first start may have died before enqueueing
+        if existing.admission == "waiting":
+            self._k.admit(existing.tenant)
+        log.info("duplicate start", extra={"flow_id": record.flow_id, "message_id": message_id})
+        return StartResult(Started.DUPLICATE, flow_id=record.flow_id)
+
+    def _reject(
+        self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
+    ) -> None:
+        reason = bounded(reason)
+        log.warning("start message rejected", extra={"message_id": message_id, "reason": reason})
+        now = self._k.clock.now()
+        self._k.store.reject(
+            safe_id(message_id),
+            {
+                "message_id": message_id,
+                "reason": reason,
+                "data_base64": base64.b64encode(data[:KEPT_DATA_BYTES]).decode("ascii"),
+                "data_truncated": len(data) > KEPT_DATA_BYTES,
+                # As pairs, not a map: Firestore refuses some keys Pub/Sub allows (``__x__``).
+                "attributes": [{"key": k, "value": v} for k, v in sorted(attributes.items())],
+                "rejected_at": now,
+                "expire_at": now + timedelta(seconds=self._k.limits.retention_s),
+            },
+        )
+
+
+def tenant_of(named: str | None, bound: str) -> str:
+    """The tenant of a start message that came by ``bound``'s topic; InvalidMessage if the
+    message names another (a publisher may start flows of its own tenant only)."""
+    if named is None or named == bound:
+        return bound
+    came_by = (
+        "flow-requests, which starts the default tenant's flows only"
+        if bound == DEFAULT_TENANT
+        else f"tenant {bound!r}'s own topic"
+    )
+    raise InvalidMessage(
+        f"the message names tenant {named!r} but came by {came_by}: a tenant's flows start on "
+        f"its own topic (flow-requests.{named}), which only its publishers may publish on"
+    )
+
+
+def capped(asked: str | None, allowed: str) -> str:
+    """A message's priority, never above its tenant's: it may ask for ``low``, not ``high``."""
+    return "low" if asked == "low" or allowed == "low" else allowed

@@ -1,0 +1,253 @@
+"""What every part of the engine shares: its ports, clock and limits, and the few things every
+part does the same way — make a plan, read a flow, write a change, settle what follows it.
+
+Settling is what makes the engine safe to kill at any point (DESIGN invariant 5): after every
+commit, and again whenever anyone looks at a flow later (a duplicate task, the sweeper, an
+operator), the flow's next task is made to exist and an ended flow's result event is sent. Both
+are idempotent, so settling twice is harmless and settling never is what the sweeper catches.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from opentelemetry.trace import Tracer
+
+from relayflow.core import foreach, planner, tracing
+from relayflow.core.admission import Admission
+from relayflow.core.clock import Clock
+from relayflow.core.dependencies import Breakers
+from relayflow.core.engine.focus import focused_at
+from relayflow.core.engine.outcomes import Ran
+from relayflow.core.engine.results import Results
+from relayflow.core.errors import UnknownFlow, UnknownVersion
+from relayflow.core.flows import Flow, Registry
+from relayflow.core.kinds import REGISTRY
+from relayflow.core.planner import Plan, QueueNames
+from relayflow.core.ports import (
+    Change,
+    Events,
+    Queue,
+    Snapshot,
+    Store,
+    UnreadableFlow,
+    UnstorableChange,
+)
+from relayflow.core.position import TaskKind
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import ACTIVE, TERMINAL
+from relayflow.metrics import Metrics
+
+log = logging.getLogger("relayflow.core.engine")
+Then = Callable[[Snapshot], Ran | None]  # what runs after a commit instead of settling it
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds the engine keeps (DESIGN invariant 11), with defaults that fit the topology.
+
+    ``claim_lease_s`` outlives the longest a delivery may run (the steps queue's dispatch
+    deadline, 120 s); after that Cloud Tasks counts the attempt as failed and may retry it.
+    A handler's time budget is its queue's dispatch deadline less what the commit needs.
+    """
+
+    history_limit: int = 200
+    retention_s: float = 30 * 24 * 3600.0
+    claim_lease_s: float = 150.0
+    action_budget_s: float = 100.0
+    poll_budget_s: float = 45.0
+    # A task of a flow type this deployment does not know is answered 5xx this long after it
+    # was due (a rolling deploy may reach a newer instance); then the flow ends UNKNOWN_FLOW.
+    unknown_flow_grace_s: float = 900.0
+    # A lost task is re-enqueued at most this many times for one try of one step.
+    max_rescues: int = 5
+    # A flow the sweeper could not settle is not looked at again for this long, so a few bad
+    # flows never keep it from the rest.
+    sweep_backoff_s: float = 600.0
+    # Run a claimed step due the moment its predecessor commits in the same request (see
+    # ``engine.delivery``); off, every step is delivered as its own task.
+    continue_inline: bool = False
+    # An undo that cannot be done now (its dependency down) goes on after the flow has
+    # ended, as its clean-up, on a long backoff, for this long (0: recorded as failed).
+    undo_window_s: float = 24 * 3600.0
+    undo_initial_s: float = 30.0
+    undo_max_interval_s: float = 3600.0
+
+
+class Kernel:
+    """The engine's shared ports and its plan, read, write and settle."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        store: Store,
+        queue: Queue,
+        events: Events,
+        clock: Clock,
+        queues: QueueNames,
+        limits: Limits,
+        admission: Admission,
+        breakers: Breakers | None,
+        tracer: Tracer | None,
+        metrics: Metrics,
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.queue = queue
+        self.clock = clock
+        self.queues = queues
+        self.limits = limits
+        self.admission = admission
+        # Dependencies' breakers and retry budgets (None: steps call what they call, unguarded).
+        self.breakers = breakers
+        self.tracer = tracer  # None: tracing is off
+        self.metrics = metrics
+        self.kinds = REGISTRY
+        self.results = Results(
+            store=store, events=events, tenants=admission.tenants, metrics=metrics, tracer=tracer
+        )
+
+    def plan(self, flow: Flow | None) -> Plan:
+        """What the planner is told for a change made now (a fresh nonce for each)."""
+        return Plan(
+            nonce=secrets.token_hex(16),
+            definition=flow,
+            queues=self.queues,
+            now=self.clock.now(),
+            kinds=self.kinds,
+            history_limit=self.limits.history_limit,
+            retention_s=self.limits.retention_s,
+            p95_s=self.breakers.p95_s if self.breakers is not None else None,
+            undo_window_s=self.limits.undo_window_s,
+            undo_initial_s=self.limits.undo_initial_s,
+            undo_max_interval_s=self.limits.undo_max_interval_s,
+        )
+
+    def plan_for(self, record: FlowRecord) -> Plan:
+        """The plan for a change to ``record`` (a lane's: with its item steps)."""
+        return self.plan(self.planning_flow(record))
+
+    def planning_flow(self, record: FlowRecord) -> Flow:
+        """What plans ``record``: its flow's definition, or a lane's item steps."""
+        flow = self.definition(record)[0]
+        if record.is_lane and record.scope is not None:
+            return foreach.item_flow(flow, record.scope)
+        return flow
+
+    def definition(self, record: FlowRecord) -> tuple[Flow, str]:
+        """The definition to plan ``record`` with, and why it is not the flow's own version
+        ('' when it is). A version that is no longer registered is planned (compensated) with
+        the newest one; UnknownFlow if no version of the flow is registered."""
+        try:
+            return self.registry.get(record.flow, record.version), ""
+        except UnknownVersion as gone:
+            return self.registry.get(record.flow), str(gone)
+
+    def budget_s(self, task: TaskKind) -> float:
+        """How long a handler of ``task`` may run: its queue's dispatch deadline, less room."""
+        waits = self.kinds.waits(task)
+        return self.limits.poll_budget_s if waits else self.limits.action_budget_s
+
+    def read(self, flow_id: str) -> Snapshot | None:
+        """The flow as stored; a document that no longer parses is ended FAILED (UNREADABLE)
+        and its task dropped, since no task could ever run it."""
+        try:
+            return self.store.read(flow_id)
+        except UnreadableFlow as unreadable:
+            log.error("unreadable flow", extra={"flow_id": flow_id, "error": str(unreadable)})
+            self.store.fail_unreadable(flow_id, reason=str(unreadable), now=self.clock.now())
+            return None
+
+    def write(
+        self,
+        found: Snapshot,
+        change: Change,
+        *,
+        marks: list[bool] | None = None,
+        then: Then | None = None,
+    ) -> Ran:
+        """Write ``change`` starting from ``found``; settle what follows it. ``marks``: what
+        ``change`` says of its last call — whether it marked the result sent
+        (``focus.marked``); ``then``: what runs next in this request instead of settling, if
+        it says so."""
+        try:
+            committed = self.store.change_versioned(found.record.key, change, start=found)
+        except UnstorableChange as refused:
+            return self._refused(found, refused)
+        if committed is None:
+            latest = self.store.get(found.record.key)
+            if latest is not None:
+                self.settle(latest)
+            return Ran.STALE
+        if then is not None:
+            went = then(committed)
+            if went is not None:
+                return went
+        self.settle(committed.record, version=committed, marked=bool(marks and marks[-1]))
+        return Ran.ADVANCED
+
+    def _refused(self, found: Snapshot, refused: UnstorableChange) -> Ran:
+        """The store refused the write for good (too large, too many index entries, invalid):
+        retrying it would fail for ever, so the flow ends FAILED (COMMIT_REFUSED), recording
+        only that — a small write that the store takes."""
+        log.error("commit refused", extra={"flow_id": found.record.flow_id, "error": str(refused)})
+        plan = self.plan(None)
+        position = found.record.position
+        message = f"the store refused the flow's next state: {refused}"[:1000]
+
+        def ended(latest: FlowRecord) -> FlowRecord | None:
+            current = focused_at(latest, position)
+            if current is None:
+                return None
+            return planner.abort(plan, current, code="COMMIT_REFUSED", message=message)
+
+        committed = self.store.change_versioned(found.record.key, ended)
+        if committed is not None:
+            self.settle(committed.record, version=committed)
+        return Ran.ADVANCED
+
+    def settle(
+        self, record: FlowRecord, *, version: Snapshot | None = None, marked: bool = False
+    ) -> None:
+        """Make sure what must follow a committed record has happened (safe to repeat).
+
+        An active flow needs its next task to exist; a terminal one needs its result event.
+        Both are idempotent: the task name dedups, and ``result_published`` is remembered.
+        Both happen in the flow's trace, whoever settles it (a task, the sweeper, an operator).
+        ``version``, the snapshot just written, spares the publish mark a read; ``marked``:
+        that write ended the flow and marked its result sent, so it is published here.
+        """
+        if record.is_lane and foreach.news(record) is not None:
+            self._report_lane(record)
+        if record.status in TERMINAL and record.slot is not None:  # room for the next waiting
+            self.admission.pass_on(self.plan_for, record, self.clock.now(), self.settle)
+        with tracing.joined(record.trace):
+            if record.status in ACTIVE or record.cleaning:  # a clean-up has tasks too
+                for track in record.tracks.values():
+                    if track.next is not None:
+                        self.queue.ensure(record.key, track.next)
+            # A lane's end is news for its flow, not a result event.
+            if record.status in TERMINAL and record.result and not record.is_lane:
+                if not record.result_published:
+                    self.results.publish(record, version)
+                elif marked:
+                    self.results.publish(record, version, marked=True)
+
+    def admit(self, tenant: str) -> int:
+        """Admit ``tenant``'s waiting flows while it has room; how many."""
+        return self.admission.admit(self.plan_for, tenant, self.clock.now(), self.settle)
+
+    def _report_lane(self, lane: FlowRecord) -> None:
+        """Tell a lane's flow what the lane has not told it yet (items failed, lane ended)."""
+        try:
+            parent_flow = self.definition(lane)[0]
+        except UnknownFlow:
+            return  # the flow ends by its own task
+        written = foreach.report(self.store, self.plan(parent_flow), lane)
+        if written is not None:
+            self.settle(written)
+        foreach.mark_reported(self.store, lane)

@@ -1,0 +1,110 @@
+"""Tasks: a Cloud Task's delivery, from the flow's read to the part of the engine that runs it.
+
+A task runs only if it is for the flow's current position (invariant 4); otherwise it is a
+duplicate or a late one and only settles the flow. Then, in order: a waiting flow's try for a
+slot goes to admission; a flow whose type is not deployed waits out a grace period; a paused
+tenant's task is put off; a lane's task runs with the item steps; a definition that no longer
+fits ends the flow; a ForEach's own task goes to the lanes; any other step is delivered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import timedelta
+
+from relayflow.core import admission, planner, tracing
+from relayflow.core.engine.delivery import Delivery
+from relayflow.core.engine.endings import Endings
+from relayflow.core.engine.focus import ended_by, mismatch, track_of
+from relayflow.core.engine.inline import REQUEST, Request
+from relayflow.core.engine.kernel import Kernel
+from relayflow.core.engine.lanes import Lanes
+from relayflow.core.engine.outcomes import Ran
+from relayflow.core.engine.protection import Protection
+from relayflow.core.errors import UnknownFlow
+from relayflow.core.flows import Flow
+from relayflow.core.ports import Snapshot
+from relayflow.core.position import TaskPayload
+
+log = logging.getLogger("relayflow.core.engine")
+
+
+class Tasks:
+    """Routes each task delivery to what runs it."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        delivery: Delivery,
+        lanes: Lanes,
+        protection: Protection,
+        endings: Endings,
+    ) -> None:
+        self._k = kernel
+        self._delivery = delivery
+        self._lanes = lanes
+        self._protection = protection
+        self._endings = endings
+
+    def run(self, payload: TaskPayload, *, redelivery: bool = False) -> Ran:
+        """Run the task at ``payload.position`` if it is the flow's current position.
+
+        ``redelivery``: Cloud Tasks says this delivery retries one that failed (its
+        X-CloudTasks-TaskRetryCount is above 0), not a first delivery or a duplicate of one.
+        """
+        found = self._k.read(payload.flow_id)
+        if found is None:
+            log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
+            return Ran.NO_FLOW
+        token = REQUEST.set(Request(self._k.clock.now(), self._k.budget_s(payload.position.kind)))
+        try:
+            with tracing.log_fields(flow_id=payload.flow_id, tenant=found.record.tenant):
+                return self._run_found(found, payload, redelivery)
+        finally:
+            REQUEST.reset(token)
+
+    def _run_found(self, found: Snapshot, payload: TaskPayload, redelivery: bool) -> Ran:
+        position = payload.position
+        key = track_of(found.record, position)
+        if key is None:
+            if redelivery and ended_by(found.record, position):
+                # The delivery that ended the flow failed after its commit, which marked the
+                # result event sent: it may not have gone out. Again, then (subscribers
+                # dedupe on flow_id and generation).
+                self._k.results.publish(found.record, None, marked=True)
+            self._k.settle(found.record)
+            return Ran.STALE
+        found = dataclasses.replace(found, record=found.record.focused(key))
+        if position.admitting:
+            return self._run_admit(found)
+        try:
+            flow, gone = self._k.definition(found.record)
+        except UnknownFlow:
+            return self._endings.unknown_type(found, position)
+        if self._k.admission.paused(found.record.tenant):
+            later = self._k.clock.now() + timedelta(seconds=admission.PAUSE_RECHECK_S)
+            return self._protection.put_off(found, "its tenant is paused", later)
+        if found.record.is_lane:
+            return self._lanes.run_lane_task(found, flow, gone)
+        return self._run_flow_task(found, flow, gone)
+
+    def _run_flow_task(self, found: Snapshot, flow: Flow, gone: str) -> Ran:
+        position = found.record.position
+        if gone and not position.undoing:
+            log.error("flow version no longer registered", extra={"flow_id": found.record.key})
+            return self._endings.definition_changed(found, position, self._k.plan(flow), gone)
+        why = mismatch(self._k.kinds, flow, position)
+        if why:
+            log.error("flow definition changed", extra={"flow_id": found.record.key})
+            return self._endings.definition_changed(found, position, self._k.plan(flow), why)
+        if self._k.kinds.at(flow, position).runs_itself(position.kind):
+            return self._lanes.run_own_task(found, flow)
+        return self._delivery.run_step(found, flow)
+
+    def _run_admit(self, found: Snapshot) -> Ran:
+        """A waiting flow's retry for a slot: the retry is over; admit what there is room for."""
+        record = found.record
+        self._k.store.change(record.key, planner.admission_tried)
+        self._k.admit(record.tenant)
+        return Ran.ADVANCED
