@@ -120,9 +120,6 @@ class Counters:
             return dict(self._values)
 
 
-# -- tracing ---------------------------------------------------------------------------------
-
-
 def configure_tracing(settings: Settings, *, service: str) -> Tracer | None:
     """Install the global tracer provider once and return relayflow's tracer.
 

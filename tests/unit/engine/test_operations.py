@@ -1,0 +1,47 @@
+"""engine against in-memory ports: operators' cancel and retry."""
+
+from __future__ import annotations
+
+import pytest
+
+from relayflow.core.engine import Ran
+from relayflow.core.errors import (
+    FlowNotFound,
+    InvalidTransition,
+    PermanentError,
+)
+from relayflow.core.state import Status
+
+from .support import INCARNATION, Harness
+
+
+def test_cancel_ends_the_flow_and_its_pending_task_becomes_stale(h: Harness) -> None:
+    h.start()
+    cancelled = h.engine.cancel("1001", "no longer needed")
+    assert cancelled.status is Status.CANCELLED
+    assert [e["message"] for e in h.events.published] == ["no longer needed"]
+    assert h.deliver() is Ran.STALE
+    assert h.reserve.calls == []
+    with pytest.raises(InvalidTransition):
+        h.engine.cancel("1001")
+
+
+def test_retry_runs_a_failed_flow_again_as_a_new_generation(h: Harness) -> None:
+    h.reserve.script = [PermanentError("nope"), {"reservation": "r-2"}]
+    h.start()
+    h.deliver()
+    assert h.record().status is Status.FAILED
+    again = h.engine.retry("1001")
+    assert again.status is Status.PENDING
+    assert again.position.generation == 1
+    assert h.queue.only().next == again.next
+    assert h.deliver() is Ran.ADVANCED
+    # the first call was refused: the new generation calls again under a fresh key
+    assert h.reserve.calls[-1].idempotency_key == f"relayflow-1001-{INCARNATION}-reserve-e1"
+
+
+def test_operating_on_a_missing_flow_is_flow_not_found(h: Harness) -> None:
+    with pytest.raises(FlowNotFound):
+        h.engine.cancel("nobody")
+    with pytest.raises(FlowNotFound):
+        h.engine.get("nobody")
