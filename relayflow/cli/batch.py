@@ -22,10 +22,10 @@ from google.api_core.exceptions import NotFound
 from google.cloud.pubsub_v1 import SubscriberClient
 from google.cloud.pubsub_v1.subscriber.message import Message
 
+from relayflow.core.ports import FlowDocuments
 from relayflow.core.records import FlowRecord
 from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.gcp.events import PUBLISH_TIMEOUT_S, Events
-from relayflow.gcp.store import FlowStore
 from relayflow.topology import load_topology
 
 
@@ -139,7 +139,7 @@ def run_batch(
     planned: list[Planned],
     *,
     events: Events,
-    store: FlowStore,
+    store: FlowDocuments,
     watcher: ResultWatcher,
     topic: str,
     timeout_s: float,

@@ -17,10 +17,11 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol
 
 from relayflow.core import planner
 from relayflow.core.planner import Plan
-from relayflow.core.ports import Store, TenantState
+from relayflow.core.ports import FlowDocuments, TenantSlots, TenantState, TenantStates
 from relayflow.core.records import FlowRecord
 from relayflow.core.tenants import Tenants
 
@@ -36,10 +37,15 @@ FULL_TTL_S = 1.0
 Settle = Callable[[FlowRecord], None]
 
 
+class AdmissionStore(FlowDocuments, TenantSlots, TenantStates, Protocol):
+    """The store's families admission uses: the tenants' slots and states, and the flow
+    documents it admits (a waiting flow's change)."""
+
+
 class Admission:
     """Slots, waiting flows and paused tenants, over a store."""
 
-    def __init__(self, store: Store, tenants: Tenants) -> None:
+    def __init__(self, store: AdmissionStore, tenants: Tenants) -> None:
         self._store = store
         self._tenants = tenants
         self._states: dict[str, tuple[float, TenantState]] = {}

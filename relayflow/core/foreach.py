@@ -15,7 +15,7 @@ from typing import Any
 from relayflow.core import planner
 from relayflow.core.flows import Flow, ForEach, StepContext
 from relayflow.core.planner import Completed, Plan
-from relayflow.core.ports import Snapshot, Store
+from relayflow.core.ports import FlowDocuments, Snapshot
 from relayflow.core.records import Effect, EffectState, FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL
 from relayflow.core.values import UnstorableValue, check_storable
@@ -51,7 +51,7 @@ def item_flow(flow: Flow, scope: str) -> Flow:
 
 
 def start_lanes(
-    store: Store, item_plan: Plan, parent: FlowRecord, scope: str, items: list[Any]
+    store: FlowDocuments, item_plan: Plan, parent: FlowRecord, scope: str, items: list[Any]
 ) -> list[FlowRecord]:
     """Create the ForEach's lanes that do not exist yet; every lane (to settle its task)."""
     track = parent.tracks[scope]
@@ -66,14 +66,14 @@ def start_lanes(
     return lanes
 
 
-def read_lanes(store: Store, parent: FlowRecord, scope: str) -> list[FlowRecord]:
+def read_lanes(store: FlowDocuments, parent: FlowRecord, scope: str) -> list[FlowRecord]:
     """The lanes of ForEach ``scope``, as stored."""
     prefix = f"{parent.key}.{scope}."
     found = [store.get(lane_id) for lane_id in parent.lanes if lane_id.startswith(prefix)]
     return [lane for lane in found if lane is not None]
 
 
-def gather(store: Store, plan: Plan, parent: FlowRecord) -> list[Effect]:
+def gather(store: FlowDocuments, plan: Plan, parent: FlowRecord) -> list[Effect]:
     """Stop every lane of the flow and return its items' effects that may be live."""
     effects: list[Effect] = []
     for lane_id in parent.lanes:
@@ -97,7 +97,7 @@ def news(lane: FlowRecord) -> tuple[list[int], bool] | None:
     return (failed, ended) if failed or ended else None
 
 
-def report(store: Store, plan: Plan, lane: FlowRecord) -> FlowRecord | None:
+def report(store: FlowDocuments, plan: Plan, lane: FlowRecord) -> FlowRecord | None:
     """Tell the lane's flow what it has not heard; the flow as written (None if unchanged)."""
     told = news(lane)
     assert told is not None and lane.parent is not None and lane.scope is not None
@@ -119,7 +119,7 @@ def report(store: Store, plan: Plan, lane: FlowRecord) -> FlowRecord | None:
     return store.change(lane.parent, heard)
 
 
-def mark_reported(store: Store, lane: FlowRecord) -> None:
+def mark_reported(store: FlowDocuments, lane: FlowRecord) -> None:
     """Remember that the lane's flow has heard everything the lane had to say."""
 
     def marked(current: FlowRecord) -> FlowRecord | None:
@@ -131,7 +131,7 @@ def mark_reported(store: Store, lane: FlowRecord) -> None:
     store.change(lane.flow_id, marked)
 
 
-def join(store: Store, found: Snapshot) -> tuple[Completed, list[Effect]]:
+def join(store: FlowDocuments, found: Snapshot) -> tuple[Completed, list[Effect]]:
     """The ForEach's output from its lanes (each item's output, in order), and the effects of
     failed items whose undo the lanes left to the flow."""
     parent = found.record

@@ -2,6 +2,10 @@
 
 The Google adapters (``relayflow.gcp``) are one implementation; ``relayflow.testing``'s
 in-memory ones are another. The engine depends only on these.
+
+The store is six families, one per kind of caller (flow documents, the sweeper's recovery
+queries, tenant slots, tenant states, listings, rejections); ``Store`` is all of them at once,
+and each caller is typed against only the families it uses.
 """
 
 from __future__ import annotations
@@ -75,8 +79,10 @@ class TenantState:
     reason: str = ""
 
 
-class Store(Protocol):
-    """Flow documents, changed only by compare-and-set, and the ``rejected`` records.
+class FlowDocuments(Protocol):
+    """Flow documents, read whole and changed only by compare-and-set: what the engine's
+    delivery, intake, operations and ForEach lanes (``core.foreach``) read and write, and what
+    admission changes a waiting flow through.
 
     Flows are named by their key (``FlowRecord.key``: the id for the default tenant's flows,
     ``{tenant}~{id}`` for another's; a lane's id); ``find`` looks them up by id."""
@@ -115,6 +121,11 @@ class Store(Protocol):
         """Remember that ``generation``'s result event went out."""
         ...
 
+
+class Recovery(Protocol):
+    """The sweeper's queries: flows whose task is overdue, documents that no longer parse,
+    results that never went out."""
+
     def overdue(self, *, cutoff: datetime, limit: int = 100) -> list[FlowRecord | Unreadable]:
         """Active flows whose next task should have run before ``cutoff``, most overdue first
         (and any document there that no longer parses)."""
@@ -128,16 +139,11 @@ class Store(Protocol):
         """Flows that ended before ``cutoff`` whose result event never went out."""
         ...
 
-    def recent(
-        self,
-        *,
-        status: Status | None = None,
-        flow: str | None = None,
-        version: int | None = None,
-        limit: int = 50,
-    ) -> list[FlowRecord]:
-        """Flows, newest update first, optionally of one status, flow and version."""
-        ...
+
+class TenantSlots(Protocol):
+    """A limited tenant's running slots and the flows waiting for one: what admission
+    (``core.admission``) takes, hands over and gives back, and what the sweeper and the
+    tenants' view count."""
 
     def acquire_slot(
         self, tenant: str, *, slots: int, holder: str, now: datetime, cooldown_s: float
@@ -166,6 +172,11 @@ class Store(Protocol):
         """How many of ``tenant``'s flows wait for room (a count, not a read of each)."""
         ...
 
+
+class TenantStates(Protocol):
+    """What operators set on tenants at run time: admission reads and sets it, the tenants'
+    view lists it."""
+
     def tenant_state(self, tenant: str) -> TenantState:
         """What operators set on ``tenant`` (not paused, if nothing)."""
         ...
@@ -178,11 +189,21 @@ class Store(Protocol):
         """Every tenant an operator ever paused or resumed."""
         ...
 
-    def reject(self, doc_id: str, record: dict[str, Any]) -> None:
-        """Record a refused message under its id (idempotent for a redelivery)."""
-        ...
 
-    # -- what operators list (the api, the console, the CLI) ---------------------------------
+class Listing(Protocol):
+    """What operators list, a page at a time: the api, the console, the CLI (through the
+    api) and the tenants' view."""
+
+    def recent(
+        self,
+        *,
+        status: Status | None = None,
+        flow: str | None = None,
+        version: int | None = None,
+        limit: int = 50,
+    ) -> list[FlowRecord]:
+        """Flows, newest update first, optionally of one status, flow and version."""
+        ...
 
     def flows(
         self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
@@ -206,6 +227,20 @@ class Store(Protocol):
     ) -> Page[RejectedMessage]:
         """Refused messages with their reasons, newest first, from after ``after``."""
         ...
+
+
+class Rejections(Protocol):
+    """Where intake and the worker record a message or task they refuse, kept apart from the
+    flows (listed by ``Listing.rejected_messages``)."""
+
+    def reject(self, doc_id: str, record: dict[str, Any]) -> None:
+        """Record a refused message under its id (idempotent for a redelivery)."""
+        ...
+
+
+class Store(FlowDocuments, Recovery, TenantSlots, TenantStates, Listing, Rejections, Protocol):
+    """An adapter that is every family: what the composition root hands out. A caller that
+    needs only some of it is typed against those families."""
 
 
 class Queue(Protocol):

@@ -41,7 +41,7 @@ from relayflow.core.engine import Engine
 from relayflow.core.errors import AmbiguousFlow, FlowNotFound, InvalidTransition, RelayflowError
 from relayflow.core.flows import Registry
 from relayflow.core.listing import FlowSummary, Page
-from relayflow.core.ports import Store
+from relayflow.core.ports import Listing
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
 from relayflow.gcp.auth import Unauthorized, VerifierUnavailable
@@ -93,7 +93,7 @@ class Operations:
     """What the api works with: from the runtime in the service, in-memory fakes in tests."""
 
     engine: Engine
-    store: Store
+    store: Listing
     access: Access
     dead_letters: DeadLetters
     counters: Counters
@@ -363,7 +363,7 @@ def shown_json(item: FlowSummary | FlowRecord, viewer: Caller) -> dict[str, Any]
     return item.model_dump(mode="json")
 
 
-def page_of(store: Store, query: params.ListQuery) -> Page[FlowSummary] | Page[FlowRecord]:
+def page_of(store: Listing, query: params.ListQuery) -> Page[FlowSummary] | Page[FlowRecord]:
     """The page ``query`` asks for, in its view: summaries, or whole documents."""
     if query.view == "full":
         return store.flows(query.filter, after=query.after, limit=query.limit)

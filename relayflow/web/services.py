@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from relayflow import telemetry
 from relayflow.core.engine import Ran
 from relayflow.core.messages import describe
+from relayflow.core.ports import Rejections
 from relayflow.core.position import TaskPayload, is_document_id
 from relayflow.gcp.auth import TokenVerifier, Unauthorized, VerifierUnavailable
-from relayflow.gcp.store import FlowStore
 from relayflow.metrics import Metrics
 from relayflow.runtime import Runtime
 from relayflow.telemetry import Counters
@@ -232,7 +232,7 @@ def rejected_task_id(task_name: str) -> str:
     return f"task-sha256-{digest[:40]}"
 
 
-def _reject_task(store: FlowStore, reason: str, retention_days: float) -> Any:
+def _reject_task(store: Rejections, reason: str, retention_days: float) -> Any:
     """A task body that can never be run: record it and answer 2xx so it is not retried."""
     task_name = request.headers.get("X-CloudTasks-TaskName") or f"unnamed-{uuid.uuid4().hex}"
     shown = task_name[:MAX_SHOWN_NAME]

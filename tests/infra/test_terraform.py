@@ -583,8 +583,14 @@ def _flows_indexes() -> set[tuple[tuple[str, str], ...]]:
     }
 
 
-# How GET /flows pages (relayflow.gcp.store.FlowStore._listing): newest update first, ties by id.
+# How GET /flows pages (relayflow.gcp.store.listing's _listing): newest update first, ties by id.
 LIST_ORDER = (("updated_at", "DESCENDING"), ("flow_id", "DESCENDING"))
+
+
+def _store_module(name: str) -> str:
+    """The source of one of the Firestore store's modules (``relayflow/gcp/store/{name}.py``)."""
+    path = TERRAFORM.parents[1] / "relayflow" / "gcp" / "store" / f"{name}.py"
+    return path.read_text(encoding="utf-8")
 
 
 def _list_filters() -> set[str]:
@@ -601,7 +607,7 @@ def _tenant_filter() -> dict[str, str]:
 
 
 def test_every_list_filter_has_its_index_in_the_order_the_store_pages() -> None:
-    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    store = _store_module("listing")
     listing = store[store.index("def _listing(") :]
     assert re.search(
         r'\.order_by\("updated_at", direction=descending\)\s*'
@@ -621,7 +627,7 @@ def test_a_tenant_list_in_one_status_has_its_own_index() -> None:
 
 
 def test_waiting_starts_are_found_oldest_first_of_every_tenant_and_of_one() -> None:
-    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    store = _store_module("tenant_slots")
     waiting = store[store.index("def waiting(") :]
     waiting = waiting[: waiting.index("\n    def ")]
     assert 'FieldFilter("admission", "==", "waiting")' in waiting
@@ -642,12 +648,12 @@ def test_live_state_is_found_by_one_field_and_needs_no_composite_index() -> None
     collections = {index["collection"] for index in indexes.values()}
     for key in LIVE_STATE:
         assert f"${{local.topology.firestore.{key}}}" not in collections, key
-    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    store = _store_module("tenant_slots")
     assert 'self._slots.where(filter=firestore.FieldFilter("tenant", "==", tenant))' in store
 
 
-# relayflow.store.overdue and .unpublished: (equality field, range and order field), both
-# ascending, asked of flows and of ForEach lanes alike.
+# relayflow.gcp.store.recovery's overdue and unpublished: (equality field, range and order
+# field), both ascending, asked of flows and of ForEach lanes alike.
 SWEEPER_QUERIES = {("status", "next_run_at"), ("result_published", "finished_at")}
 
 
@@ -671,7 +677,7 @@ def test_lanes_have_the_composite_indexes_of_the_sweeper_queries() -> None:
 
 def test_the_store_queries_lanes_as_it_queries_flows() -> None:
     # What the indexes above stand for: the sweeper's two queries run over both collections.
-    store = (TERRAFORM.parents[1] / "relayflow" / "gcp" / "store.py").read_text(encoding="utf-8")
+    store = _store_module("recovery")
     assert store.count("(self._flows, self._lanes)") == 2
     for equality, order in SWEEPER_QUERIES:
         assert f'FieldFilter("{equality}", "=="' in store

@@ -1,13 +1,12 @@
-"""Tenants in the Firestore emulator: running slots taken by conditional writes, never more
-than the quota, resting after they are taken, handed from an ended flow straight to the next;
-waiting flows listed and counted oldest first; operators' paused state."""
+"""relayflow.gcp.store.tenant_slots against the Firestore emulator: running slots taken by
+conditional writes, never more than the quota, resting after they are taken, handed from an
+ended flow straight to the next; waiting flows listed and counted oldest first."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
-from relayflow.core.ports import TenantState
 from relayflow.gcp.store import FlowStore
 from tests.integration.support import make_record
 
@@ -62,10 +61,3 @@ def test_waiting_flows_are_listed_and_counted_oldest_first(flow_store: FlowStore
     assert [r.flow_id for r in flow_store.waiting(limit=2)] == ["w3", "w2"]
     assert flow_store.count_waiting("acme") == 3
     assert flow_store.count_waiting("globex") == 1
-
-
-def test_an_operators_pause_is_kept_per_tenant(flow_store: FlowStore) -> None:
-    assert flow_store.tenant_state("acme") == TenantState("acme")
-    flow_store.set_tenant_state(TenantState("acme", True, "op@x", "their API is down"))
-    assert flow_store.tenant_state("acme") == TenantState("acme", True, "op@x", "their API is down")
-    assert [s.tenant for s in flow_store.tenant_states()] == ["acme"]

@@ -1,4 +1,5 @@
-"""FlowStore against the Firestore emulator: create-if-absent, transactions, queries."""
+"""relayflow.gcp.store.flow_documents against the Firestore emulator: create-if-absent, reads,
+compare-and-set changes, the published mark."""
 
 from __future__ import annotations
 
@@ -119,68 +120,6 @@ def test_a_change_returns_and_stores_the_new_record(flow_store: FlowStore) -> No
     assert flow_store.get("flow-run") == changed
 
 
-def test_recent_filters_by_status_newest_update_first(flow_store: FlowStore) -> None:
-    for flow_id, status, minutes in [
-        ("run-old", Status.RUNNING, 1),
-        ("done", Status.SUCCEEDED, 5),
-        ("run-new", Status.RUNNING, 9),
-        ("pending", Status.PENDING, 7),
-        ("run-mid", Status.RUNNING, 4),
-    ]:
-        updated_at = T0 + timedelta(minutes=minutes)
-        flow_store.create(make_record(flow_id, status=status, updated_at=updated_at))
-
-    running = flow_store.recent(status=Status.RUNNING)
-    everything = flow_store.recent()
-    top_two = flow_store.recent(limit=2)
-
-    assert [r.flow_id for r in running] == ["run-new", "run-mid", "run-old"]
-    assert [r.flow_id for r in everything] == ["run-new", "pending", "done", "run-mid", "run-old"]
-    assert [r.flow_id for r in top_two] == ["run-new", "pending"]
-    assert flow_store.recent(status=Status.FAILED) == []
-
-
-def test_recent_filters_by_flow_and_version(flow_store: FlowStore) -> None:
-    for flow_id, flow, version, minutes in [
-        ("o1-a", "orders", 1, 1),
-        ("o2-a", "orders", 2, 2),
-        ("o1-b", "orders", 1, 3),
-        ("reg", "registration", 1, 4),
-    ]:
-        updated_at = T0 + timedelta(minutes=minutes)
-        record = make_record(flow_id, flow=flow, version=version, updated_at=updated_at)
-        flow_store.create(record)
-
-    assert [r.flow_id for r in flow_store.recent(flow="orders", version=1)] == ["o1-b", "o1-a"]
-    assert [r.flow_id for r in flow_store.recent(flow="orders")] == ["o1-b", "o2-a", "o1-a"]
-    assert [r.flow_id for r in flow_store.recent(version=2)] == ["o2-a"]
-
-
-def test_overdue_finds_only_active_flows_due_before_the_cutoff(flow_store: FlowStore) -> None:
-    cutoff = T0
-    early, late = T0 - timedelta(minutes=5), T0 + timedelta(minutes=5)
-    for flow_id, status, next_run_at in [
-        ("pending-overdue", Status.PENDING, early),
-        ("running-overdue", Status.RUNNING, early),
-        ("compensating-overdue", Status.COMPENSATING, early),
-        ("running-due-at-cutoff", Status.RUNNING, cutoff),
-        ("running-not-yet", Status.RUNNING, late),
-        ("running-no-next", Status.RUNNING, None),
-        ("succeeded-old-next", Status.SUCCEEDED, early),
-        ("failed-old-next", Status.FAILED, early),
-    ]:
-        flow_store.create(make_record(flow_id, status=status, next_run_at=next_run_at))
-
-    overdue = flow_store.overdue(cutoff=cutoff)
-
-    assert sorted(r.flow_id for r in overdue) == [
-        "compensating-overdue",
-        "pending-overdue",
-        "running-overdue",
-    ]
-    assert len(flow_store.overdue(cutoff=cutoff, limit=2)) == 2
-
-
 def test_mark_published_sets_only_the_flag(flow_store: FlowStore) -> None:
     record = make_record("flow-done", status=Status.SUCCEEDED)
     flow_store.create(record)
@@ -203,20 +142,3 @@ def test_mark_published_leaves_a_newer_generation_alone(flow_store: FlowStore) -
     assert flow_store.mark_published("flow-again", generation=0) is False
     stored = flow_store.get("flow-again")
     assert stored is not None and stored.result_published is False
-
-
-def test_reject_and_rejected_round_trip(flow_store: FlowStore) -> None:
-    body = {
-        "message_id": "m-1",
-        "reason": "message data is not JSON",
-        "data_base64": "bm9wZQ==",
-        "attributes": {"origin": "test"},
-        "rejected_at": T0,
-    }
-
-    flow_store.reject("m-1", body)
-    flow_store.reject("m-1", body)  # a redelivery overwrites the same record
-
-    assert flow_store.rejected("m-1") == body
-    assert flow_store.rejected("m-2") is None
-    assert flow_store.get("m-1") is None  # rejections live apart from flows
