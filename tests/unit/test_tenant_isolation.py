@@ -10,8 +10,8 @@ import json
 import pytest
 
 from relayflow import CallbackStep, Flow, StepContext
-from relayflow.core.engine import callbacks as engine_module
 from relayflow.core.engine import Completion, Started
+from relayflow.core.engine import callbacks as engine_module
 from relayflow.core.errors import AmbiguousFlow, FlowNotFound
 from relayflow.core.state import Status
 from relayflow.core.tenants import TenantPolicy, Tenants
