@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from relayflow.core import planner
-from relayflow.core.dependencies import BreakerState, Counts, state_doc, state_from_doc
+from relayflow.core.breaker_state import BreakerState, Counts, state_doc, state_from_doc
 from relayflow.core.listing import (
     Cursor,
     FlowFilter,

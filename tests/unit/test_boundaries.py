@@ -22,13 +22,14 @@ from google.cloud.firestore_v1 import _helpers
 
 from relayflow.core.listing import MAX_CURSOR_CHARS, Cursor, FlowFilter
 from relayflow.core.position import is_document_id
+from relayflow.core.rejections import rejected_task_id
 from relayflow.runtime import Runtime
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters
 from relayflow.testing import Harness, MemoryStore
 from relayflow.topology import load_topology
 from relayflow.web.access import Access
-from relayflow.web.services import MAX_REQUEST_BYTES, rejected_task_id, task_app
+from relayflow.web.services import MAX_REQUEST_BYTES, task_app
 
 from .test_api import FLOW, Api, build, message
 
