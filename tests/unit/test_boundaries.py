@@ -242,13 +242,6 @@ def test_a_task_name_that_is_no_document_id_is_recorded_under_a_safe_one(
     assert h.store.rejected[doc_id]["task"] == name[:500]
 
 
-def test_our_task_names_keep_their_readable_ids() -> None:
-    assert (
-        rejected_task_id("1a2b3c4d-f-1-0reserve-a0-p0-g0r0")
-        == "task-1a2b3c4d-f-1-0reserve-a0-p0-g0r0"
-    )
-
-
 @pytest.mark.parametrize(
     ("count", "retried"), [("4" * 5000, True), ("0" * 5000, False), ("²", False)]
 )
