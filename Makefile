@@ -23,7 +23,8 @@ demo: $(STAMP)
 down: $(STAMP)
 	$(VENV)/bin/relayflow local down
 
-## Lint, type-check and run every test (the tests start and stop the emulators they need).
+## Lint, type-check, check the layers (import-linter's contracts in pyproject.toml) and run every
+## test (the tests start and stop the emulators they need).
 test: $(STAMP) lint
 	$(VENV)/bin/pytest
 
@@ -31,6 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy relayflow emulators functions services
+	$(VENV)/bin/lint-imports
 	terraform fmt -check -recursive infra/terraform
 
 unit: $(STAMP)

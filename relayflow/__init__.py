@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from relayflow.core.backoff import Jitter
-    from relayflow.core.dependencies import BreakerPolicy, Dependencies
+    from relayflow.core.breaker_policy import BreakerPolicy, Dependencies
     from relayflow.core.errors import (
         ConfigError,
         NotReady,
@@ -57,8 +57,8 @@ _EXPORTS = {
     "RetryPolicy": "relayflow.core.flows",
     "StepContext": "relayflow.core.flows",
     "Jitter": "relayflow.core.backoff",
-    "BreakerPolicy": "relayflow.core.dependencies",
-    "Dependencies": "relayflow.core.dependencies",
+    "BreakerPolicy": "relayflow.core.breaker_policy",
+    "Dependencies": "relayflow.core.breaker_policy",
     "TenantPolicy": "relayflow.core.tenants",
     "Tenants": "relayflow.core.tenants",
     "ConfigError": "relayflow.core.errors",

@@ -2,8 +2,9 @@
 
 The engine reports what happened through a ``Metrics`` object: flows started and ended, each
 handler run with its duration and outcome, retries, claim conflicts, sweeper rescues, the age
-of the oldest overdue flow, rejected messages. The base class does nothing, so with metrics
-off (``RELAYFLOW_METRICS_EXPORTER=none``, the default) nothing is measured, nothing of the
+of the oldest overdue flow, rejected messages. The base class (``relayflow.core.metrics``,
+beside the engine; importable from here too) does nothing, so with metrics off
+(``RELAYFLOW_METRICS_EXPORTER=none``, the default) nothing is measured, nothing of the
 OpenTelemetry SDK is imported and nothing is exported.
 
 ``configure_metrics`` builds the real one: the same instruments, exported to Cloud Monitoring
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from relayflow.core.records import FlowRecord
     from relayflow.settings import Settings
 
+from relayflow.core.metrics import Metrics
+
 METER_NAME = "relayflow"
 # A flow label for what names no flow (a message that did not parse); never a raw value from
 # a message, which would let a publisher mint unbounded label values.
@@ -59,59 +62,6 @@ POLLS_BUCKETS = (0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89)
 # swept last is the one that knows, and an idle instance must not repeat an old figure for
 # its whole life (the alert takes the max over instances).
 OVERDUE_STALE_AFTER_S = 300.0
-
-
-class Metrics:
-    """Where the engine reports what happened. This base does nothing: metrics off."""
-
-    enabled = False
-
-    def flow_started(self, flow: str, tenant: str = "default") -> None:
-        """A start message created a flow."""
-
-    def flow_ended(self, record: FlowRecord) -> None:
-        """A flow's end was committed and announced (once per generation)."""
-
-    def cleanup_ended(self, record: FlowRecord, tenant: str = "default") -> None:
-        """An ended flow's clean-up was over (done or abandoned) and announced; ``tenant`` is
-        the tenant's metric label."""
-
-    def step_ran(self, flow: str, position: Position, outcome: str, duration_s: float) -> None:
-        """A handler (action, poll or compensation) ran and ended with ``outcome``."""
-
-    def step_retried(self, flow: str, step: str, code: str) -> None:
-        """A handler raised a retryable error: the step is tried (or polled) again."""
-
-    def claim_conflict(self, flow: str, step: str) -> None:
-        """A delivery found another delivery holding the step's claim (answered 409)."""
-
-    def sweeper_rescued(self, flow: str) -> None:
-        """The sweeper re-enqueued a flow whose next task was lost."""
-
-    def sweep_found(self, overdue: Sequence[FlowRecord | Unreadable], *, now: datetime) -> None:
-        """What a sweep found overdue, for the age of the oldest overdue flow of each type."""
-
-    def message_rejected(self, flow: str, code: str) -> None:
-        """A message was refused and recorded in ``rejected``."""
-
-    def breaker_changed(self, dependency: str, to: str) -> None:
-        """This process moved a dependency's breaker to ``to``."""
-
-    def breaker_state(self, dependency: str, state: str) -> None:
-        """This process saw a dependency's breaker in ``state``."""
-
-    def dependency_deferred(self, dependency: str, reason: str) -> None:
-        """A step was put off: its dependency's breaker open or half-open, or budget spent."""
-
-    def dependency_called(self, dependency: str, ok: bool) -> None:
-        """A step called its dependency; ``ok`` unless it failed retryably."""
-
-    def tenants_waiting(self, waiting: Mapping[str, int]) -> None:
-        """How many flows of each tenant wait for room (the sweeper counts them)."""
-
-    def snapshot(self) -> dict[str, Any] | None:
-        """The current values, for ``GET /metrics``; None when metrics are off."""
-        return None
 
 
 class OtelMetrics(Metrics):
@@ -392,3 +342,14 @@ def _histogram(point: Any) -> dict[str, Any]:
         "max": point.max,
         "buckets": dict(zip(bounds, point.bucket_counts, strict=True)),
     }
+
+
+__all__ = [
+    "LastValues",
+    "Metrics",
+    "OtelMetrics",
+    "OverdueAges",
+    "configure_metrics",
+    "oldest_overdue",
+    "snapshot",
+]

@@ -1,7 +1,10 @@
-"""The composition root: real clients, store, queue and engine, built from Settings once."""
+"""The composition root: real clients, store, queue and engine, built from Settings once; the
+token verifiers and the dead-letter hold the services are handed. Only this module (and the
+entry points) put ``relayflow.gcp`` together with the engine and the web surfaces."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 
@@ -9,20 +12,22 @@ from opentelemetry.trace import Tracer
 from pydantic import ValidationError
 
 from relayflow.app import AppError, load_registry
-from relayflow.core.clock import SystemClock
-from relayflow.core.dependencies import Breakers
+from relayflow.core.breakers import Breakers
+from relayflow.core.clock import Clock, SystemClock
 from relayflow.core.engine import Engine, Limits
 from relayflow.core.errors import ConfigError
 from relayflow.core.flows import Registry
 from relayflow.core.messages import describe
+from relayflow.core.metrics import Metrics
 from relayflow.core.planner import QueueNames
 from relayflow.gcp import events, queue, store
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.breakers import FirestoreBreakers
-from relayflow.metrics import Metrics, configure_metrics
+from relayflow.gcp.dead_letters import DeadLetterHold
+from relayflow.metrics import configure_metrics
 from relayflow.settings import Settings, load_settings
 from relayflow.telemetry import Counters, configure_logging, configure_tracing
-from relayflow.topology import Topology, load_topology
+from relayflow.topology import Topology, load_topology, topic_of_subscription
 
 STEP_PATH = "/tasks/step"
 # What a handler leaves of its queue's dispatch deadline for reading and committing.
@@ -47,6 +52,22 @@ class Runtime:
     tracer: Tracer | None = None  # None: tracing is off
     metrics: Metrics = field(default_factory=Metrics)  # the base class: metrics are off
     registry: Registry | None = None  # the flows this deployment runs
+    clock: Clock = field(default_factory=SystemClock)  # the engine's
+
+    def dead_letter_hold(self) -> DeadLetterHold:
+        """The dead-letter hold the api browses and replays from (a Pub/Sub subscriber, and a
+        publisher for replays): built only by the service that serves it."""
+        topology, settings = self.topology, self.settings
+        return DeadLetterHold(
+            events.subscriber(),
+            project=settings.project_id,
+            subscription=topology.subscriptions.dead_letter.name,
+            events=events.Events(
+                events.build_publisher(), project=settings.project_id, counters=self.counters
+            ),
+            requests_topic=topology.topics.requests,
+            origins=functools.partial(topic_of_subscription, topology),
+        )
 
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
@@ -90,6 +111,7 @@ def build_runtime(
     registry = load_registry(settings.app, settings)  # first: a bad app fails before any client
     topology = load_topology()
     counters = Counters()
+    clock = SystemClock()
     flow_store = store.FlowStore(
         store.build_client(settings),
         flows=topology.firestore.flows_collection,
@@ -121,7 +143,7 @@ def build_runtime(
             counters=counters,
         ),
         settings.dependencies,
-        SystemClock(),
+        clock,
         shards=settings.breaker_shards,
         metrics=metrics,
     )
@@ -130,7 +152,7 @@ def build_runtime(
         store=flow_store,
         queue=task_queue,
         events=publisher,
-        clock=SystemClock(),
+        clock=clock,
         queues=queue_names(topology),
         limits=limits(settings, topology),
         tenants=settings.tenants,
@@ -138,7 +160,9 @@ def build_runtime(
         tracer=tracer,
         metrics=metrics,
     )
-    return Runtime(settings, topology, engine, flow_store, counters, tracer, metrics, registry)
+    return Runtime(
+        settings, topology, engine, flow_store, counters, tracer, metrics, registry, clock
+    )
 
 
 def limits(settings: Settings, topology: Topology) -> Limits:
@@ -202,4 +226,22 @@ def task_verifier(
         audience=base_url(own_url),
         allowed_emails=callers,
         certs_url=str(settings.oidc_certs_url) if settings.oidc_certs_url else None,
+    )
+
+
+def api_verifier(settings: Settings) -> TokenVerifier | None:
+    """The api's verifier, or None when it verifies no tokens (the local stack).
+
+    It admits the callers on the api's allowlists (viewers, operators, completers); tokens
+    minted for the api's URL, or for one of ``api_audiences`` while they are young.
+    """
+    if not settings.api_verify_tokens:
+        return None
+    allowed = {*settings.api_viewers, *settings.api_operators, *settings.api_completers}
+    audience = base_url(settings.api_url)
+    return TokenVerifier(
+        audience=[audience, *settings.api_audiences],
+        allowed_emails=allowed,
+        certs_url=str(settings.oidc_certs_url) if settings.oidc_certs_url else None,
+        audience_max_age_s={a: settings.api_audience_max_age_s for a in settings.api_audiences},
     )

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from relayflow.core.dependencies import Dependencies
+from relayflow.core.breaker_policy import Dependencies
 from relayflow.core.tenants import TENANT_PATTERN, Tenants
 
 # The reference app, run when RELAYFLOW_APP is not set.
@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     # "Tenants"): ``{"default": {...}, "tenants": {"acme": {"max_running": 50, ...}}}``.
     tenants: Tenants = Tenants()
     # Dependencies' circuit breakers and retry budgets, as JSON (see
-    # relayflow.core.dependencies): ``{"default": {...}, "dependencies": {"client-api": {...}}}``;
+    # relayflow.core.breaker_policy): ``{"default": {...}, "dependencies": {"client-api": {...}}}``;
     # ``{"default": {"enabled": false}}`` turns them off. Steps name their dependency.
     dependencies: Dependencies = Dependencies()
     # Window documents per dependency: each takes about one write a second per instance

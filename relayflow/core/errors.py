@@ -85,3 +85,22 @@ class AmbiguousFlow(RelayflowError):
 
 class ConfigError(RelayflowError):
     """Raised when a flow definition or setting is inconsistent."""
+
+
+class Unauthorized(RelayflowError):
+    """Raised when a request's bearer token is missing, invalid, or not from an allowed caller."""
+
+
+class NotAllowed(Unauthorized):
+    """Raised when a valid token names a caller who is not on the service's allowlist."""
+
+
+class VerifierUnavailable(RelayflowError):
+    """Raised when no token can be checked for now: the certs cannot be fetched (network
+    error, 5xx) or are not certs. Retryable: answer 503, never 401, so Cloud Tasks and Pub/Sub
+    try again and callers are not told their token is bad."""
+
+
+class DeadLetterNotFound(RelayflowError):
+    """Raised when no held dead letter has the id a replay names (replayed, or leased by
+    another reader for up to the subscription's ack deadline)."""

@@ -24,7 +24,7 @@ from relayflow.core.position import STEP_NAME_PATTERN
 JSONDict = dict[str, Any]
 _STEP_NAME = re.compile(STEP_NAME_PATTERN)
 _FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_DEPENDENCY = re.compile(r"^[a-z][a-z0-9-]{0,62}$")  # relayflow.core.dependencies
+_DEPENDENCY = re.compile(r"^[a-z][a-z0-9-]{0,62}$")  # relayflow.core.breaker_policy
 
 
 def _utcnow() -> datetime:
@@ -173,7 +173,7 @@ class ActionStep:
     compensate: Handler | None = None
     after: After = None
     # What the step (and its compensation) calls, e.g. "client-api": its breaker and retry
-    # budget guard the calls (see relayflow.core.dependencies).
+    # budget guard the calls (see relayflow.core.breakers).
     dependency: str | None = None
 
     def __post_init__(self) -> None:

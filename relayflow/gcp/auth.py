@@ -26,26 +26,12 @@ from google.auth import exceptions as auth_exceptions
 from google.auth.transport import Request, Response
 from google.oauth2 import id_token
 
-from relayflow.core.errors import RelayflowError
+from relayflow.core.errors import NotAllowed, Unauthorized, VerifierUnavailable
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 # How far the signer's clock may be off ours (iat in our future, exp just past).
 CLOCK_SKEW_S = 10.0
 ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
-
-
-class Unauthorized(RelayflowError):
-    """Raised when a request's bearer token is missing, invalid, or not from an allowed caller."""
-
-
-class NotAllowed(Unauthorized):
-    """Raised when a valid token names a caller who is not on the service's allowlist."""
-
-
-class VerifierUnavailable(RelayflowError):
-    """Raised when no token can be checked for now: the certs cannot be fetched (network
-    error, 5xx) or are not certs. Retryable: answer 503, never 401, so Cloud Tasks and Pub/Sub
-    try again and callers are not told their token is bad."""
 
 
 class CachingRequest(Request):

@@ -11,13 +11,13 @@ from typing import Any
 from google.api_core.exceptions import AlreadyExists, FailedPrecondition, NotFound
 from google.cloud import firestore
 
-from relayflow.core.dependencies import BreakerState, Counts, state_doc, state_from_doc
+from relayflow.core.breaker_state import BreakerState, Counts, state_doc, state_from_doc
 from relayflow.gcp.store import RPC_TIMEOUT_S
 from relayflow.telemetry import Counters
 
 
 class FirestoreBreakers:
-    """relayflow.core.dependencies.BreakerStore over two Firestore collections."""
+    """relayflow.core.breaker_state.BreakerStore over two Firestore collections."""
 
     def __init__(
         self,

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from google.api_core.exceptions import DeadlineExceeded
 from google.cloud.pubsub_v1 import SubscriberClient
 from google.pubsub_v1 import ReceivedMessage
 
-from relayflow.core.errors import RelayflowError
+from relayflow.core.dead_letters import DeadLetter
+from relayflow.core.errors import DeadLetterNotFound
 from relayflow.gcp.events import Events
 
 log = logging.getLogger("relayflow.gcp.dead_letters")
 # Attributes Pub/Sub adds when it dead-letters a message; a replay leaves them behind.
 DEAD_LETTER_PREFIX = "CloudPubSubDeadLetter"
-DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
 # Which subscription gave the message up (``projects/P/subscriptions/NAME``, or the name).
 SOURCE_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
 # Attributes a replay adds: the audit trail travels with the message (and into ``rejected``
@@ -42,33 +41,9 @@ MAX_SCAN = 1000
 PULL_TIMEOUT_S = 1.0
 
 
-class DeadLetterNotFound(RelayflowError):
-    """Raised when no held dead letter has the id a replay names (replayed, or leased by
-    another reader for up to the subscription's ack deadline)."""
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """A held start message."""
-
-    message_id: str
-    data: bytes
-    attributes: dict[str, str]
-    published_at: datetime | None
-
-    @property
-    def delivery_count(self) -> int | None:
-        """How often the start function was tried on it before it was dead-lettered."""
-        count = self.attributes.get(DELIVERY_COUNT, "")
-        return int(count) if count.isdigit() else None
-
-    def text(self, limit: int = 16384) -> str:
-        """The data as text, undecodable bytes replaced, at most ``limit`` bytes of it."""
-        return self.data[:limit].decode("utf-8", errors="replace")
-
-
 class DeadLetterHold:
-    """The dead-letter hold subscription, and the requests topic replays go to."""
+    """The dead-letter hold subscription, and the requests topic replays go to
+    (``relayflow.core.dead_letters.DeadLetters`` over Pub/Sub)."""
 
     def __init__(
         self,

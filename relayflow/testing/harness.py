@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from relayflow.core.breaker_policy import Dependencies
+from relayflow.core.breaker_state import BreakerState
+from relayflow.core.breakers import Breakers
 from relayflow.core.clock import FakeClock
-from relayflow.core.dependencies import Breakers, BreakerState, Dependencies
 from relayflow.core.engine import (
     CallbackAnswer,
     Engine,

@@ -22,11 +22,11 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import IntEnum
+from typing import Protocol
 
-from relayflow.core.errors import FlowNotFound, RelayflowError
+from relayflow.core.errors import FlowNotFound, NotAllowed, RelayflowError, Unauthorized
 from relayflow.core.listing import FlowFilter
 from relayflow.core.records import FlowRecord
-from relayflow.gcp.auth import NotAllowed, TokenVerifier, Unauthorized
 from relayflow.settings import Settings
 
 LOCAL_CALLER = "local"
@@ -103,13 +103,21 @@ class Forbidden(RelayflowError):
     """Raised when the caller is known but may not do what they asked."""
 
 
+class Verifier(Protocol):
+    """What checks a request's bearer token (``relayflow.gcp.auth.TokenVerifier``, which the
+    runtime builds): the caller's email; Unauthorized (NotAllowed: a caller not on its
+    allowlist), or VerifierUnavailable when no token can be checked now."""
+
+    def verify(self, authorization: str | None) -> str: ...
+
+
 class Access:
     """Identifies callers: by token when ``verifier`` is set, else as ``local`` on loopback."""
 
     def __init__(
         self,
         *,
-        verifier: TokenVerifier | None,
+        verifier: Verifier | None,
         viewers: frozenset[str] = frozenset(),
         operators: frozenset[str] = frozenset(),
         completers: frozenset[str] = frozenset(),
@@ -153,7 +161,7 @@ class Access:
             )
 
 
-def verify(verifier: TokenVerifier, authorization: str | None) -> str:
+def verify(verifier: Verifier, authorization: str | None) -> str:
     """``verifier.verify``, with a token whose JSON nests too deep for the parser (google-auth
     lets RecursionError through) refused like any other malformed token, not a 500."""
     try:
@@ -184,20 +192,15 @@ def _local(remote_addr: str | None) -> Caller:
     return Caller(LOCAL_CALLER, Role.OPERATOR)
 
 
-def access_from_settings(settings: Settings) -> Access:
-    """The api's Access: verified tokens with the settings' allowlists, or local-only."""
-    if not settings.api_verify_tokens:
+def access_from_settings(settings: Settings, verifier: Verifier | None) -> Access:
+    """The api's Access: tokens checked by ``verifier`` (``relayflow.runtime.api_verifier``,
+    None when the settings turn verification off) with the settings' allowlists, or
+    local-only."""
+    if verifier is None:
         return Access(verifier=None)
     viewers, operators = frozenset(settings.api_viewers), frozenset(settings.api_operators)
     completers = frozenset(settings.api_completers)
     scopes = {email: frozenset(tenants) for email, tenants in settings.api_scopes.items()}
-    audience = str(settings.api_url).rstrip("/")
-    verifier = TokenVerifier(
-        audience=[audience, *settings.api_audiences],
-        allowed_emails=viewers | operators | completers,
-        certs_url=str(settings.oidc_certs_url) if settings.oidc_certs_url else None,
-        audience_max_age_s={a: settings.api_audience_max_age_s for a in settings.api_audiences},
-    )
     return Access(
         verifier=verifier,
         viewers=viewers,
@@ -213,6 +216,7 @@ __all__ = [
     "Forbidden",
     "Role",
     "Unauthorized",
+    "Verifier",
     "access_from_settings",
     "verify",
 ]

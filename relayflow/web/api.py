@@ -23,85 +23,39 @@ Before any route, ``guard`` refuses what only another site's page would send (ev
 state-changing route: JSON bodies, console forms from the api's own origins, known hosts).
 
 Routes are thin: identify the caller, read and check the parameters (``params``), call one
-engine or store method. Errors raise; one table maps them to Google-style JSON errors.
+engine or store method. Errors raise; one table (``relayflow.web.operations``) maps them to
+Google-style JSON errors.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 from flask import Flask, Response, g, redirect, request, url_for
 
-from relayflow.core.engine import Engine
-from relayflow.core.errors import AmbiguousFlow, FlowNotFound, InvalidTransition, RelayflowError
-from relayflow.core.flows import Registry
+from relayflow.core.dead_letters import DeadLetter
+from relayflow.core.errors import RelayflowError
 from relayflow.core.listing import FlowSummary, Page
 from relayflow.core.ports import Listing
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
-from relayflow.gcp.auth import Unauthorized, VerifierUnavailable
-from relayflow.gcp.dead_letters import DeadLetter, DeadLetterNotFound
-from relayflow.metrics import Metrics
-from relayflow.runtime import Runtime
-from relayflow.telemetry import Counters
-from relayflow.web import guard, params
-from relayflow.web.access import Access, Caller, Forbidden, Role, access_from_settings
+from relayflow.runtime import Runtime, api_verifier
+from relayflow.web import console, guard, params
+from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
-from relayflow.web.guard import RequestGuard, guard_from_settings
+from relayflow.web.guard import guard_from_settings
+from relayflow.web.operations import Operations, caller, guarded, refusal
 from relayflow.web.services import base_app, error
 
 log = logging.getLogger("relayflow.web.api")
-View = Callable[..., Any]
-Guard = Callable[[View], View]
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
 DEFAULT_UNDO_REASON = "undone again by an operator"
 # What a caller below the operator role sees of a live callback token: a viewer may not
 # complete it, and a token it could read it could complete through any completer.
 REDACTED = "(redacted: operators only)"
-
-# How each refusal is answered: HTTP status and Google's status name.
-ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
-    params.BadRequest: (400, "INVALID_ARGUMENT"),
-    params.UnsupportedMediaType: (415, "UNSUPPORTED_MEDIA_TYPE"),
-    Unauthorized: (401, "UNAUTHENTICATED"),
-    VerifierUnavailable: (503, "UNAVAILABLE"),
-    Forbidden: (403, "PERMISSION_DENIED"),
-    FlowNotFound: (404, "NOT_FOUND"),
-    DeadLetterNotFound: (404, "NOT_FOUND"),
-    InvalidTransition: (409, "FAILED_PRECONDITION"),
-    AmbiguousFlow: (400, "INVALID_ARGUMENT"),
-}
-
-
-class DeadLetters(Protocol):
-    """The dead-letter hold (relayflow.gcp.dead_letters.DeadLetterHold)."""
-
-    def held(self, *, limit: int = 100) -> list[DeadLetter]: ...
-
-    def replay(
-        self, message_id: str, *, by: str, reason: str, data: bytes | None = None
-    ) -> str: ...
-
-
-@dataclass(frozen=True)
-class Operations:
-    """What the api works with: from the runtime in the service, in-memory fakes in tests."""
-
-    engine: Engine
-    store: Listing
-    access: Access
-    dead_letters: DeadLetters
-    counters: Counters
-    metrics: Metrics
-    # The deployed flow definitions: the console draws poll waits against their curves.
-    registry: Registry | None = None
-    # Which pages may change state, and (token verification off) which hosts it answers.
-    guard: RequestGuard = field(default_factory=RequestGuard)
 
 
 def api_app(runtime: Runtime) -> Flask:
@@ -110,8 +64,8 @@ def api_app(runtime: Runtime) -> Flask:
         Operations(
             engine=runtime.engine,
             store=runtime.store,
-            access=access_from_settings(runtime.settings),
-            dead_letters=_dead_letter_hold(runtime),
+            access=access_from_settings(runtime.settings, api_verifier(runtime.settings)),
+            dead_letters=runtime.dead_letter_hold(),
             counters=runtime.counters,
             metrics=runtime.metrics,
             registry=runtime.registry,
@@ -121,8 +75,6 @@ def api_app(runtime: Runtime) -> Flask:
 
 
 def build_api(ops: Operations) -> Flask:
-    from relayflow.web import console
-
     reader = guarded(ops.access, Role.VIEWER, "read the api's counters and metrics", unscoped=True)
     app = base_app("relayflow-api", ops.counters, ops.metrics, reader=reader)
     guard.install(app, ops.guard, check_hosts=not ops.access.verifying)
@@ -142,36 +94,6 @@ def build_api(ops: Operations) -> Flask:
         return redirect(url_for("console.home"))
 
     return app
-
-
-def guarded(access: Access, role: Role, action: str, *, unscoped: bool = False) -> Guard:
-    """Identify the caller (``g.caller``) and refuse one whose role may not ``action`` (or,
-    with ``unscoped``, one scoped to tenants: what ``action`` reads spans them all)."""
-
-    def wrap(view: View) -> View:
-        @functools.wraps(view)
-        def checked(*args: Any, **kwargs: Any) -> Any:
-            caller = access.caller(request.headers.get("Authorization"), request.remote_addr)
-            access.require(caller, role, action)
-            if unscoped:
-                caller.unscoped(action)
-            g.caller = caller
-            return view(*args, **kwargs)
-
-        return checked
-
-    return wrap
-
-
-def caller() -> Caller:
-    """The caller ``guarded`` identified for this request."""
-    found: Caller = g.caller
-    return found
-
-
-def refusal(exc: RelayflowError) -> tuple[int, str]:
-    """The HTTP status and status name ``exc`` is answered with."""
-    return next((v for t, v in ERRORS.items() if isinstance(exc, t)), (500, "INTERNAL"))
 
 
 def _register_timing(app: Flask) -> None:
@@ -383,21 +305,3 @@ def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
 
 def _counts(counts: dict[Status, int]) -> dict[str, int]:
     return {status.value: counts.get(status, 0) for status in Status}
-
-
-def _dead_letter_hold(runtime: Runtime) -> DeadLetters:
-    from relayflow.gcp import events
-    from relayflow.gcp.dead_letters import DeadLetterHold
-    from relayflow.topology import topic_of_subscription
-
-    topology, settings = runtime.topology, runtime.settings
-    return DeadLetterHold(
-        events.subscriber(),
-        project=settings.project_id,
-        subscription=topology.subscriptions.dead_letter.name,
-        events=events.Events(
-            events.build_publisher(), project=settings.project_id, counters=runtime.counters
-        ),
-        requests_topic=topology.topics.requests,
-        origins=functools.partial(topic_of_subscription, topology),
-    )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as Redirect
@@ -30,9 +30,7 @@ from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.web import params, timeline
 from relayflow.web.access import Role
-
-if TYPE_CHECKING:
-    from relayflow.web.api import Guard, Operations
+from relayflow.web.operations import Guard, Operations, guarded, refusal
 
 FILTER_FIELDS = ("flow", "status", "version", "tenant", "updated_from", "updated_to", "limit")
 NOTICES = {
@@ -44,8 +42,6 @@ NOTICES = {
 
 def blueprint(ops: Operations) -> Blueprint:
     """The console's pages, under ``/console``."""
-    from relayflow.web.api import guarded
-
     bp = Blueprint(
         "console",
         __name__,
@@ -73,8 +69,6 @@ def _register_guards(bp: Blueprint) -> None:
 
     @bp.errorhandler(RelayflowError)
     def refused(exc: RelayflowError) -> tuple[str, int]:
-        from relayflow.web.api import refusal
-
         status, code = refusal(exc)
         if status == 500:
             raise exc

@@ -7,12 +7,10 @@ Routes are thin: authenticate, decode, call one engine method, map the outcome t
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -21,14 +19,14 @@ from pydantic import ValidationError
 
 from relayflow import telemetry
 from relayflow.core.engine import Ran
+from relayflow.core.errors import Unauthorized, VerifierUnavailable
 from relayflow.core.messages import describe
-from relayflow.core.ports import Rejections
+from relayflow.core.metrics import Metrics
 from relayflow.core.position import TaskPayload, is_document_id
-from relayflow.gcp.auth import TokenVerifier, Unauthorized, VerifierUnavailable
-from relayflow.metrics import Metrics
+from relayflow.core.rejections import MAX_SHOWN_NAME, rejected_task
 from relayflow.runtime import Runtime
 from relayflow.telemetry import Counters
-from relayflow.web.access import verify
+from relayflow.web.access import Verifier, verify
 
 log = logging.getLogger("relayflow.web.services")
 View = Callable[[], Any]
@@ -36,9 +34,6 @@ Reader = Callable[[Callable[..., Any]], Callable[..., Any]]
 # Every request body, on every service: a task is at most 1 MB (Cloud Tasks' limit), and
 # nothing the api reads needs more (a callback's output is at most 256 KiB).
 MAX_REQUEST_BYTES = 1024 * 1024
-# A task name as a document id: as it is when it is one of ours, hashed when it is not.
-SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")  # MAX_TASK_ID: every name we give
-MAX_SHOWN_NAME = 500
 MAX_SHOWN_PATH = 200  # of a path a 404 or 405 names: its reason stays short
 
 
@@ -106,7 +101,7 @@ def base_app(
     return app
 
 
-def _authenticated(verifier: TokenVerifier | None) -> Callable[[View], View]:
+def _authenticated(verifier: Verifier | None) -> Callable[[View], View]:
     """Refuse a request without a valid token before anything else (tracing included) runs."""
 
     def wrap(view: View) -> View:
@@ -172,8 +167,8 @@ def task_app(
     runtime: Runtime,
     *,
     route: str,
-    verifier: TokenVerifier | None,
-    sweep_verifier: TokenVerifier | None = None,
+    verifier: Verifier | None,
+    sweep_verifier: Verifier | None = None,
 ) -> Flask:
     """A service that Cloud Tasks calls at ``route`` with a TaskPayload body.
 
@@ -181,7 +176,7 @@ def task_app(
     without it, /sweep admits what ``route`` admits.
     """
     app = base_app(route.strip("/").replace("/", "-"), runtime.counters, runtime.metrics)
-    engine, store = runtime.engine, runtime.store
+    engine = runtime.engine
 
     @app.post(route)
     @_authenticated(verifier)
@@ -191,11 +186,11 @@ def task_app(
             payload = TaskPayload.model_validate_json(request.get_data())
         except ValidationError as exc:
             runtime.metrics.message_rejected("", "INVALID_TASK")
-            return _reject_task(store, describe(exc), runtime.settings.retention_days)
+            return _reject_task(runtime, describe(exc))
         if not is_document_id(payload.flow_id):  # Firestore would refuse the read: a 500
             runtime.metrics.message_rejected("", "INVALID_TASK")
             reason = "flow_id: of the form __…__, which Firestore reserves"
-            return _reject_task(store, reason, runtime.settings.retention_days)
+            return _reject_task(runtime, reason)
         ran = engine.run_task(payload, redelivery=_retried(request.headers))
         body = {"outcome": ran.value, "flow_id": payload.flow_id}
         if ran is Ran.BUSY:
@@ -222,31 +217,17 @@ def _retried(headers: Any) -> bool:
     return re.fullmatch(r"[0-9]+", count) is not None and count.strip("0") != ""
 
 
-def rejected_task_id(task_name: str) -> str:
-    """The ``rejected`` document id of a task: ``task-{name}`` for a name Cloud Tasks could
-    have given (ours are ``[A-Za-z0-9_-]``), else a hash of it. A ``/``, ``..`` or ``__x__``
-    in a document id would make Firestore refuse the write: a 500, so the task retried."""
-    if SAFE_NAME.fullmatch(task_name):
-        return f"task-{task_name}"
-    digest = hashlib.sha256(task_name.encode("utf-8", errors="replace")).hexdigest()
-    return f"task-sha256-{digest[:40]}"
-
-
-def _reject_task(store: Rejections, reason: str, retention_days: float) -> Any:
+def _reject_task(runtime: Runtime, reason: str) -> Any:
     """A task body that can never be run: record it and answer 2xx so it is not retried."""
     task_name = request.headers.get("X-CloudTasks-TaskName") or f"unnamed-{uuid.uuid4().hex}"
     shown = task_name[:MAX_SHOWN_NAME]
     log.error("task payload rejected", extra={"task": shown, "reason": reason})
-    now = datetime.now(UTC)
-    store.reject(
-        rejected_task_id(task_name),
-        {
-            "kind": "task",
-            "task": shown,
-            "reason": reason,
-            "body": request.get_data()[:16384],
-            "rejected_at": now,
-            "expire_at": now + timedelta(days=retention_days),
-        },
+    doc_id, record = rejected_task(
+        task_name,
+        reason,
+        request.get_data(),
+        now=runtime.clock.now(),
+        retention_days=runtime.settings.retention_days,
     )
+    runtime.store.reject(doc_id, record)
     return {"outcome": "rejected", "reason": reason}

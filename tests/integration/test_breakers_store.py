@@ -8,15 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 from google.cloud import firestore
 
+from relayflow.core.breaker_policy import BreakerPolicy, Dependencies
+from relayflow.core.breaker_state import Breaker, BreakerState, Counts
+from relayflow.core.breakers import Breakers
 from relayflow.core.clock import FakeClock
-from relayflow.core.dependencies import (
-    Breaker,
-    BreakerPolicy,
-    Breakers,
-    BreakerState,
-    Counts,
-    Dependencies,
-)
 from relayflow.gcp.breakers import FirestoreBreakers
 
 DEP = "client-api"

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import pytest
 from google.cloud.pubsub_v1 import PublisherClient, SubscriberClient
 
+from relayflow.core.errors import DeadLetterNotFound
 from relayflow.gcp import events
-from relayflow.gcp.dead_letters import DeadLetterHold, DeadLetterNotFound
+from relayflow.gcp.dead_letters import DeadLetterHold
 from relayflow.settings import Settings
 
 from .support import pull

@@ -19,7 +19,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from emulators.cloud_tasks.oidc import TokenIssuer
-from relayflow.core.errors import NotReady, PermanentError
+from relayflow.core.dead_letters import DeadLetter
+from relayflow.core.errors import DeadLetterNotFound, NotReady, PermanentError
 from relayflow.core.flows import (
     ActionStep,
     CallbackStep,
@@ -31,13 +32,13 @@ from relayflow.core.flows import (
 )
 from relayflow.core.state import Status
 from relayflow.gcp.auth import TokenVerifier
-from relayflow.gcp.dead_letters import DeadLetter, DeadLetterNotFound
 from relayflow.metrics import Metrics
 from relayflow.telemetry import Counters
 from relayflow.testing import Harness
 from relayflow.web.access import Access
-from relayflow.web.api import Operations, build_api
+from relayflow.web.api import build_api
 from relayflow.web.guard import RequestGuard
+from relayflow.web.operations import Operations
 
 API_URL = "https://api-abc-uc.a.run.app"
 CERTS_URL = "https://certs.test/oauth2/v1/certs"
@@ -459,9 +460,11 @@ def test_metrics_page_says_when_metrics_are_off(local_api: Api) -> None:
 
 
 def test_settings_decide_whether_the_api_verifies_tokens() -> None:
+    from relayflow.runtime import api_verifier
     from relayflow.settings import Settings
     from relayflow.web.access import access_from_settings
 
-    assert not access_from_settings(Settings(api_verify_tokens=False)).verifying
+    local = Settings(api_verify_tokens=False)
+    assert not access_from_settings(local, api_verifier(local)).verifying
     cloud = Settings(api_viewers=(VIEWER,), api_operators=(OPERATOR,), api_url=API_URL)
-    assert access_from_settings(cloud).verifying
+    assert access_from_settings(cloud, api_verifier(cloud)).verifying

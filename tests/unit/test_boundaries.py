@@ -22,13 +22,14 @@ from google.cloud.firestore_v1 import _helpers
 
 from relayflow.core.listing import MAX_CURSOR_CHARS, Cursor, FlowFilter
 from relayflow.core.position import is_document_id
+from relayflow.core.rejections import rejected_task_id
 from relayflow.runtime import Runtime
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters
 from relayflow.testing import Harness, MemoryStore
 from relayflow.topology import load_topology
 from relayflow.web.access import Access
-from relayflow.web.services import MAX_REQUEST_BYTES, rejected_task_id, task_app
+from relayflow.web.services import MAX_REQUEST_BYTES, task_app
 
 from .test_api import FLOW, Api, build, message
 
@@ -239,13 +240,6 @@ def test_a_task_name_that_is_no_document_id_is_recorded_under_a_safe_one(
     assert doc_id == rejected_task_id(name) and doc_id.startswith("task-")
     assert "/" not in doc_id and ".." not in doc_id and len(doc_id) <= 505
     assert h.store.rejected[doc_id]["task"] == name[:500]
-
-
-def test_our_task_names_keep_their_readable_ids() -> None:
-    assert (
-        rejected_task_id("1a2b3c4d-f-1-0reserve-a0-p0-g0r0")
-        == "task-1a2b3c4d-f-1-0reserve-a0-p0-g0r0"
-    )
 
 
 @pytest.mark.parametrize(

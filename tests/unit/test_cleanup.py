@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from relayflow import ActionStep, Flow, RetryPolicy, StepContext
-from relayflow.core.dependencies import BreakerPolicy, Dependencies
+from relayflow.core.breaker_policy import BreakerPolicy, Dependencies
 from relayflow.core.engine import Limits
 from relayflow.core.errors import InvalidTransition, PermanentError, RetryableError
 from relayflow.core.flows import ForEach

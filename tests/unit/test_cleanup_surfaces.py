@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 from flask.testing import FlaskClient
 
-from relayflow.core.dependencies import Dependencies
+from relayflow.core.breaker_policy import Dependencies
 from relayflow.core.engine import Limits
 from relayflow.core.flows import Registry
 from relayflow.metrics import Metrics
 from relayflow.telemetry import Counters
 from relayflow.testing import Harness
 from relayflow.web.access import Access
-from relayflow.web.api import Operations, build_api
+from relayflow.web.api import build_api
+from relayflow.web.operations import Operations
 from tests.unit.test_api import (
     API_URL,
     CERTS_URL,

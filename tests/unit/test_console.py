@@ -9,10 +9,10 @@ import re
 
 import pytest
 
+from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.flows import Registry
 from relayflow.core.state import Status
 from relayflow.gcp.auth import TokenVerifier
-from relayflow.gcp.dead_letters import DeadLetter
 from relayflow.web import timeline
 from relayflow.web.access import Access
 from relayflow.web.console import duration

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.errors import ConfigError
 from relayflow.core.state import Status
-from relayflow.gcp.dead_letters import DeadLetter
 from relayflow.settings import Settings
 from relayflow.web.access import Access
 from relayflow.web.guard import RequestGuard, guard_from_settings

@@ -16,7 +16,8 @@ from relayflow.metrics import Metrics
 from relayflow.telemetry import Counters
 from relayflow.testing import Harness
 from relayflow.web.access import Access
-from relayflow.web.api import Operations, build_api
+from relayflow.web.api import build_api
+from relayflow.web.operations import Operations
 from tests.unit.test_api import (
     API_URL,
     CERTS_URL,

@@ -20,8 +20,8 @@ from typing import Any
 from opentelemetry.trace import Tracer
 
 from relayflow.core.admission import Admission
+from relayflow.core.breakers import Breakers
 from relayflow.core.clock import Clock
-from relayflow.core.dependencies import Breakers
 from relayflow.core.engine.callbacks import Callbacks
 from relayflow.core.engine.delivery import Delivery
 from relayflow.core.engine.endings import Endings
@@ -45,12 +45,12 @@ from relayflow.core.engine.sweeper import Sweeper
 from relayflow.core.engine.tasks import Tasks
 from relayflow.core.engine.tenancy import Tenancy
 from relayflow.core.flows import Registry
+from relayflow.core.metrics import Metrics
 from relayflow.core.planner import QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
-from relayflow.metrics import Metrics
 
 
 class Engine:

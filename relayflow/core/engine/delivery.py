@@ -13,7 +13,7 @@ import logging
 import uuid
 
 from relayflow.core import planner
-from relayflow.core.dependencies import Verdict
+from relayflow.core.breakers import Verdict
 from relayflow.core.engine.execution import Execution
 from relayflow.core.engine.focus import fitting, focused_at, marked, track_of
 from relayflow.core.engine.inline import CONTINUE_WITHIN, REQUEST, Onward, runs_now

@@ -19,7 +19,7 @@ from datetime import timedelta
 from opentelemetry.trace import Span
 
 from relayflow.core import tracing
-from relayflow.core.dependencies import Verdict
+from relayflow.core.breakers import Verdict
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.keys import idempotency_key
 from relayflow.core.errors import NotReady, PermanentError, RetryableError

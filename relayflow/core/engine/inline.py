@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from relayflow.core import planner
-from relayflow.core.dependencies import Verdict
+from relayflow.core.breakers import Verdict
 from relayflow.core.planner import Plan
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE

@@ -18,14 +18,15 @@ from opentelemetry.trace import Tracer
 
 from relayflow.core import foreach, planner, tracing
 from relayflow.core.admission import Admission
+from relayflow.core.breakers import Breakers
 from relayflow.core.clock import Clock
-from relayflow.core.dependencies import Breakers
 from relayflow.core.engine.focus import focused_at
 from relayflow.core.engine.outcomes import Ran
 from relayflow.core.engine.results import Results
 from relayflow.core.errors import UnknownFlow, UnknownVersion
 from relayflow.core.flows import Flow, Registry
 from relayflow.core.kinds import REGISTRY
+from relayflow.core.metrics import Metrics
 from relayflow.core.planner import Plan, QueueNames
 from relayflow.core.ports import (
     Change,
@@ -39,7 +40,6 @@ from relayflow.core.ports import (
 from relayflow.core.position import TaskKind
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL
-from relayflow.metrics import Metrics
 
 log = logging.getLogger("relayflow.core.engine")
 Then = Callable[[Snapshot], Ran | None]  # what runs after a commit instead of settling it

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from relayflow.core import planner
-from relayflow.core.dependencies import Verdict
+from relayflow.core.breakers import Verdict
 from relayflow.core.engine.execution import Call, Next
 from relayflow.core.engine.focus import focused_at, marked
 from relayflow.core.engine.kernel import Kernel, Then

@@ -8,10 +8,10 @@ import logging
 from opentelemetry.trace import SpanKind, Tracer
 
 from relayflow.core import planner, tracing
+from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Events, Snapshot, Store
 from relayflow.core.records import FlowRecord, event_kind
 from relayflow.core.tenants import Tenants
-from relayflow.metrics import Metrics
 
 log = logging.getLogger("relayflow.core.engine")
 

@@ -1,12 +1,12 @@
 """Breakers and their sharded window counts in dicts, in their stored form
-(``core.dependencies.BreakerStore``; the Firestore one is ``gcp.breakers``)."""
+(``core.breaker_state.BreakerStore``; the Firestore one is ``gcp.breakers``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from relayflow.core.dependencies import BreakerState, Counts, state_doc, state_from_doc
+from relayflow.core.breaker_state import BreakerState, Counts, state_doc, state_from_doc
 
 
 class MemoryBreakers:

@@ -1,0 +1,284 @@
+"""A dependency's breaker as stored and as one process knows it: the state and its transitions
+(one document per dependency), the window's counts (in shards of buckets), the port they are
+kept behind (``relayflow.gcp.breakers`` in Firestore; memory in tests), and what a process last
+read of them with what it counted since (added to the shared window about once a second).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from relayflow.core.breaker_policy import BreakerPolicy
+
+log = logging.getLogger("relayflow.dependencies")
+
+# Latency histogram bounds (seconds) for p95: what adaptive backoff starts from.
+LATENCY_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+MAX_TRANSITIONS = 20  # kept on the breaker's document, newest last
+
+
+class Breaker(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True)
+class Transition:
+    at: datetime
+    to: Breaker
+    why: str
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """A dependency's breaker, as stored (one document per dependency)."""
+
+    dependency: str
+    state: Breaker = Breaker.CLOSED
+    since: datetime | None = None  # entered this state: the window counts from here
+    reopen_at: datetime | None = None  # open: when probes may start
+    opened: int = 0  # opens in a row, each twice as long as the last
+    probes: tuple[datetime, ...] = ()  # half-open: the leases of probes out
+    probe_ok: int = 0
+    transitions: tuple[Transition, ...] = ()
+
+    def to(self, state: Breaker, now: datetime, why: str, **changes: Any) -> BreakerState:
+        trail = (*self.transitions, Transition(now, state, why))[-MAX_TRANSITIONS:]
+        return replace(
+            self, state=state, since=now, probes=(), probe_ok=0, transitions=trail, **changes
+        )
+
+    def probes_out(self, now: datetime) -> tuple[datetime, ...]:
+        return tuple(lease for lease in self.probes if lease > now)
+
+
+@dataclass
+class Counts:
+    """What a dependency saw in one time bucket: calls and failures (for the breaker), first
+    attempts and retries (for the budget), and a latency histogram (for p95)."""
+
+    calls: int = 0
+    failures: int = 0
+    first: int = 0
+    retries: int = 0
+    latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_S) + 1))
+
+    def add(self, other: Counts) -> None:
+        self.calls += other.calls
+        self.failures += other.failures
+        self.first += other.first
+        self.retries += other.retries
+        self.latency = [a + b for a, b in zip(self.latency, other.latency, strict=True)]
+
+    def observe(self, latency_s: float) -> None:
+        index = next((i for i, b in enumerate(LATENCY_BOUNDS_S) if latency_s <= b), None)
+        self.latency[len(LATENCY_BOUNDS_S) if index is None else index] += 1
+
+    def p95_s(self) -> float | None:
+        """The upper bound of the latency bucket holding the 95th percentile."""
+        total = sum(self.latency)
+        if total == 0:
+            return None
+        seen = 0
+        for index, count in enumerate(self.latency):
+            seen += count
+            if seen >= math.ceil(0.95 * total):
+                return LATENCY_BOUNDS_S[min(index, len(LATENCY_BOUNDS_S) - 1)]
+        return LATENCY_BOUNDS_S[-1]
+
+    def to_doc(self) -> dict[str, int]:
+        doc = {"calls": self.calls, "failures": self.failures}
+        doc |= {"first": self.first, "retries": self.retries}
+        return doc | {f"l{i}": n for i, n in enumerate(self.latency) if n}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Counts:
+        counts = cls(
+            calls=int(doc.get("calls", 0)),
+            failures=int(doc.get("failures", 0)),
+            first=int(doc.get("first", 0)),
+            retries=int(doc.get("retries", 0)),
+        )
+        counts.latency = [int(doc.get(f"l{i}", 0)) for i in range(len(LATENCY_BOUNDS_S) + 1)]
+        return counts
+
+
+class BreakerStore(Protocol):
+    """Where breakers and their window counts live (Firestore; memory in tests)."""
+
+    def breaker(self, dependency: str) -> tuple[BreakerState, object | None]:
+        """The breaker and a version for ``put_breaker`` (None: never written)."""
+        ...
+
+    def put_breaker(
+        self, state: BreakerState, *, version: object | None
+    ) -> tuple[bool, object | None]:
+        """Write ``state`` if the breaker is still at ``version``: whether it was, and the
+        version written."""
+        ...
+
+    def add_counts(
+        self, dependency: str, shard: int, counts: Mapping[int, Counts], *, drop: Iterable[int]
+    ) -> None:
+        """Add ``counts`` (by bucket start, epoch seconds) to one shard; forget ``drop``."""
+        ...
+
+    def counts(self, dependency: str, shards: int) -> dict[int, Counts]:
+        """Every shard's counts, summed by bucket."""
+        ...
+
+    def breakers(self) -> list[BreakerState]:
+        """Every breaker written so far."""
+        ...
+
+
+def state_doc(state: BreakerState) -> dict[str, Any]:
+    """A breaker as its stored document."""
+    return {
+        "dependency": state.dependency,
+        "state": state.state.value,
+        "since": state.since,
+        "reopen_at": state.reopen_at,
+        "opened": state.opened,
+        "probes": list(state.probes),
+        "probe_ok": state.probe_ok,
+        "transitions": [{"at": t.at, "to": t.to.value, "why": t.why} for t in state.transitions],
+    }
+
+
+def state_from_doc(dependency: str, doc: Mapping[str, Any] | None) -> BreakerState:
+    """A stored breaker; closed if there is none (or it does not parse: a breaker is advice,
+    and a closed one is what a fresh deployment has)."""
+    if not doc:
+        return BreakerState(dependency)
+    try:
+        return BreakerState(
+            dependency=dependency,
+            state=Breaker(doc.get("state", "closed")),
+            since=doc.get("since"),
+            reopen_at=doc.get("reopen_at"),
+            opened=int(doc.get("opened", 0)),
+            probes=tuple(doc.get("probes") or ()),
+            probe_ok=int(doc.get("probe_ok", 0)),
+            transitions=tuple(
+                Transition(t["at"], Breaker(t["to"]), str(t.get("why", "")))
+                for t in doc.get("transitions") or ()
+            ),
+        )
+    except (KeyError, TypeError, ValueError):
+        log.error("unreadable breaker document", extra={"dependency": dependency})
+        return BreakerState(dependency)
+
+
+@dataclass
+class Known:
+    """What this process last read of one dependency, and what it counted since."""
+
+    state: BreakerState
+    version: object | None
+    counts: dict[int, Counts]
+    read_at: datetime
+    pending: dict[int, Counts] = field(default_factory=dict)
+    flushed_at: datetime | None = None
+
+    def counting(self, policy: BreakerPolicy, now: datetime) -> Counts:
+        """The bucket ``now``'s calls are counted in, not yet added to the shared window."""
+        return self.pending.setdefault(bucket_start(policy, now), Counts())
+
+    def window(self, policy: BreakerPolicy, now: datetime, *, since: datetime | None) -> Counts:
+        """Counts over the window (from ``since``, if later), shared and not yet flushed."""
+        total = Counts()
+        for _, counts in self.buckets(policy, now, since=since):
+            total.add(counts)
+        return total
+
+    def buckets(
+        self, policy: BreakerPolicy, now: datetime, *, since: datetime | None
+    ) -> list[tuple[int, Counts]]:
+        """The window's buckets, newest first, shared and not yet flushed added together.
+
+        With ``since``, only buckets that began after it: a bucket that began before holds
+        calls of the state before, so a breaker just closed starts clean."""
+        start = now.timestamp() - policy.window_s
+        if since is not None:
+            start = max(start, since.timestamp())
+        else:
+            start -= policy.bucket_s  # the oldest, partly in the window, counts whole
+        merged: dict[int, Counts] = {}
+        for source in (self.counts, self.pending):
+            for bucket, counts in source.items():
+                if bucket >= start:
+                    merged.setdefault(bucket, Counts()).add(counts)
+        return sorted(merged.items(), reverse=True)
+
+    def flush(
+        self,
+        store: BreakerStore,
+        dependency: str,
+        shard: int,
+        policy: BreakerPolicy,
+        now: datetime,
+        *,
+        every_s: float,
+        force: bool = False,
+    ) -> None:
+        """Add what was counted here to ``shard`` of the shared window, at most every
+        ``every_s`` (``force``: now), and forget buckets older than two windows."""
+        due = self.flushed_at is None or (now - self.flushed_at).total_seconds() >= every_s
+        if not self.pending or not (due or force):
+            return
+        oldest = now.timestamp() - 2 * policy.window_s
+        drop = [b for b in self.counts if b < oldest]
+        try:
+            store.add_counts(dependency, shard, self.pending, drop=drop)
+        except Exception:  # the window is advice: a failed flush must not fail the step
+            log.warning("could not add to a breaker window", exc_info=True)
+            return
+        for bucket, counts in self.pending.items():
+            self.counts.setdefault(bucket, Counts()).add(counts)
+        for bucket in drop:
+            self.counts.pop(bucket, None)
+        self.pending = {}
+        self.flushed_at = now
+
+
+def bucket_start(policy: BreakerPolicy, now: datetime) -> int:
+    """The start (epoch seconds) of the bucket ``now`` falls in."""
+    size = policy.bucket_s
+    return int(now.timestamp() // size * size)
+
+
+def view(
+    dependency: str, state: BreakerState, policy: BreakerPolicy, window: Counts, now: datetime
+) -> dict[str, Any]:
+    """A breaker as the api and the CLI show it: its state, its window and its budget."""
+    return {
+        "dependency": dependency,
+        "enabled": policy.enabled,
+        "state": state.state.value,
+        "since": _iso(state.since),
+        "reopen_at": _iso(state.reopen_at),
+        "probes_out": len(state.probes_out(now)),
+        "probe_ok": state.probe_ok,
+        "window_s": policy.window_s,
+        "calls": window.calls,
+        "failures": window.failures,
+        "first_attempts": window.first,
+        "retries": window.retries,
+        "retry_budget": policy.retry_budget * window.first + policy.min_retries,
+        "p95_s": window.p95_s(),
+        "transitions": [
+            {"at": _iso(t.at), "to": t.to.value, "why": t.why} for t in state.transitions
+        ],
+    }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None
