@@ -57,7 +57,9 @@ from relayflow.core.flows import (
     Step,
     StepContext,
 )
-from relayflow.core.kinds import REGISTRY
+from relayflow.core.kinds import REGISTRY, step_at
+from relayflow.core.kinds.callback import signal as signalled
+from relayflow.core.kinds.foreach import cancel_lane, fanned_out, gathered, lanes_started
 from relayflow.core.listing import FlowFilter
 from relayflow.core.messages import bounded, parse_start
 from relayflow.core.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry, Waiting
@@ -437,7 +439,7 @@ class Engine:
         if self._breakers is None:
             return None
         pos = record.position
-        step = planner.step_at(flow, pos)
+        step = step_at(flow, pos, REGISTRY)
         dependency = getattr(step, "dependency", None)
         if dependency is None:
             return None
@@ -599,7 +601,7 @@ class Engine:
         mismatch = gone or _definition_mismatch(flow, record.position)
         if mismatch:
             stopped = self._store.change(
-                record.key, lambda lane: planner.cancel_lane(self._plan(items), lane)
+                record.key, lambda lane: cancel_lane(self._plan(items), lane)
             )
             return Ran.ADVANCED if stopped else Ran.STALE
         return self._run_step(found, items)
@@ -949,7 +951,7 @@ class Engine:
         budget_s: float | None = None,
     ) -> Outcome:
         pos = record.position
-        handler = _handler_for(planner.step_at(flow, pos), pos.kind)
+        handler = _handler_for(step_at(flow, pos, REGISTRY), pos.kind)
         context = self._context(flow, record, budget_s)
         name = f"{pos.kind.value} {pos.step}"
         with telemetry.span(self._tracer, name, attributes=_span_attributes(record)) as span:
@@ -1090,7 +1092,7 @@ class Engine:
             if at is None or (not waiting and latest.tracks[at].early is not None):
                 return None
             current = latest.focused(at)
-            return _fitting(plan, current, planner.signal(plan, current, completion))
+            return _fitting(plan, current, signalled(plan, current, completion))
 
         if self._write(found, completed) is Ran.STALE:
             latest = self._store.get(key)
@@ -1429,21 +1431,21 @@ def _fanned(
     current = _focused_at(latest, position)
     if current is None or current.tracks[position.step].fanout is not None:
         return None
-    return planner.fanned_out(plan, current, items)
+    return fanned_out(plan, current, items)
 
 
 def _started(latest: FlowRecord, position: Position) -> FlowRecord | None:
     current = _focused_at(latest, position)
     if current is None or current.next is None:
         return None
-    return planner.lanes_started(current)
+    return lanes_started(current)
 
 
 def _applied(
     latest: FlowRecord, position: Position, plan: Plan, effects: list[Effect]
 ) -> FlowRecord | None:
     current = _focused_at(latest, position)
-    return None if current is None else planner.gathered(plan, current, effects)
+    return None if current is None else gathered(plan, current, effects)
 
 
 # The engine's own tasks of a ForEach: list and start, join, gather.

@@ -16,6 +16,7 @@ from relayflow.core.backoff import Jitter
 from relayflow.core.errors import InvalidTransition, NotReady, PermanentError, RetryableError
 from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy, StepContext
 from relayflow.core.kinds import REGISTRY
+from relayflow.core.kinds.poll import poll_deadline
 from relayflow.core.planner import Completed, Failed, Plan, QueueNames, Retry, Waiting
 from relayflow.core.position import Position, TaskKind, task_id
 from relayflow.core.records import FlowRecord
@@ -338,7 +339,7 @@ def test_the_last_wait_is_cut_short_to_land_exactly_on_the_deadline() -> None:
     assert record.next is not None
     assert record.next.run_at == NOW + timedelta(seconds=20)
     assert record.history[-1].delay_s == 5.0
-    assert planner.poll_deadline(plan(flow=flow), record) == NOW + timedelta(seconds=20)
+    assert poll_deadline(plan(flow=flow), record) == NOW + timedelta(seconds=20)
 
 
 @pytest.mark.parametrize("late_s", [0, 3])
@@ -382,7 +383,7 @@ def test_the_flow_deadline_shortens_the_poll_deadline() -> None:
     # given a flow that must finish within 10 s while its poll step allows 900 s
     flow = make_flow(poll=NO_JITTER, compensate=False)
     record = at_poll(flow=flow, deadline_s=10)
-    assert planner.poll_deadline(plan(flow=flow), record) == NOW + timedelta(seconds=10)
+    assert poll_deadline(plan(flow=flow), record) == NOW + timedelta(seconds=10)
     # when polls at 0, 1, 3 and 7 s are not ready, the fourth wait (8 s) is cut to 3 s
     now = NOW
     for _ in range(4):
