@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from relayflow.core.flows import Flow, Handler, RetryPolicy, Step
+from relayflow.core.flows import Flow, Handler, PollPolicy, RetryPolicy, Step
 from relayflow.core.planner.forward import advance, fail
 from relayflow.core.planner.plan import Completed, Failed, Outcome, Plan, Retry, Waiting
 from relayflow.core.position import Position, TaskKind
@@ -81,6 +81,11 @@ class Kind:
 
     def retry(self, step: Step) -> RetryPolicy | None:
         """How a failed try of the step (or of its undo) is retried, if it is."""
+        return None
+
+    def policy(self, step: Step) -> PollPolicy | None:
+        """The backoff its polls follow, if it is a poll (the console draws each wait
+        against it)."""
         return None
 
     def deadline(self, plan: Plan, record: FlowRecord) -> datetime:

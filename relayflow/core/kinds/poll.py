@@ -44,8 +44,7 @@ class Poll(Kind):
         assert isinstance(step, PollStep)
         return step.policy.delay_s(n=position.poll + position.deferral, key=key)
 
-    def policy(self, step: Step) -> PollPolicy:
-        """Its backoff (the console draws each wait against it)."""
+    def policy(self, step: Step) -> PollPolicy | None:
         assert isinstance(step, PollStep)
         return step.policy
 
