@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from relayflow.core.errors import InvalidTransition
-from relayflow.core.flows import EffectStep, Flow
+from relayflow.core.flows import Flow
 from relayflow.core.planner.claims import is_claimed
 from relayflow.core.planner.cleanup import cleanup_states, cleanup_track
 from relayflow.core.planner.effects import TO_UNDO, next_compensation, undo_position
@@ -60,7 +60,7 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
             "its clean-up is still undoing what it did (until "
             f"{record.cleanup.until.isoformat()}): retry once the clean-up is over"
         )
-    kept = outputs_kept(plan.flow, record)
+    kept = outputs_kept(plan, record)
     generation = record.position.generation + 1
     detail = f"generation {generation}" + (f": {reason}" if reason else "")
     entry = new_entry(plan, record, "restarted", detail=detail).model_copy(update={"by": by})
@@ -81,10 +81,11 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
     return start_ready(plan, moved, generation=generation)
 
 
-def outputs_kept(flow: Flow, record: FlowRecord) -> dict[str, Any]:
+def outputs_kept(plan: Plan, record: FlowRecord) -> dict[str, Any]:
     """Outputs that still describe the world, each kept only while everything it ran after is
     kept (a poll awaited what a redone step made)."""
-    in_effect = outputs_in_effect(flow, record)
+    flow = plan.flow
+    in_effect = outputs_in_effect(plan, record)
     kept: dict[str, Any] = {}
     changed = True
     while changed:  # to a fixpoint: definition order need not be dependency order
@@ -105,13 +106,14 @@ def skipped_by_choices(flow: Flow, outputs: dict[str, Any]) -> list[str]:
     return skipped
 
 
-def outputs_in_effect(flow: Flow, record: FlowRecord) -> dict[str, Any]:
+def outputs_in_effect(plan: Plan, record: FlowRecord) -> dict[str, Any]:
     """Outputs whose step is still in effect: an action's whose effect was not undone, a
     poll's or a choice's."""
+    flow = plan.flow
 
     def kept(step: str) -> bool:
         index = flow.index_of(step)
-        if index is None or not isinstance(flow.step(index), EffectStep):
+        if index is None or not plan.kinds.of(flow.step(index)).makes_effects:
             return index is not None
         effect = record.live_effect(step)
         return effect is not None and effect.state is not EffectState.UNKNOWN
