@@ -3,7 +3,8 @@ branch and item of a running flow is, ``relayflow status`` shows: relayflow.cli.
 
 from __future__ import annotations
 
-from relayflow.core.flows import CallbackStep, Flow, ForEach, IfStep, PollStep
+from relayflow.core.flows import Flow
+from relayflow.core.kinds import REGISTRY
 
 
 def render(flow: Flow, *, mermaid: bool) -> str:
@@ -11,8 +12,9 @@ def render(flow: Flow, *, mermaid: bool) -> str:
     if mermaid:
         lines: list[str] = [flow.graph.mermaid()]
         for step in flow.steps:
-            if isinstance(step, ForEach):
-                items = step.item_flow.graph.mermaid().splitlines()[1:]
+            inner = REGISTRY.of(step).inner(step)
+            if inner is not None:
+                items = inner.graph.mermaid().splitlines()[1:]
                 lines.append(f"    subgraph {step.name}_items [{step.name}: each item]")
                 lines += [f"    {line.strip()}" for line in items]
                 lines.append("    end")
@@ -25,20 +27,9 @@ def render(flow: Flow, *, mermaid: bool) -> str:
 def _rows(flow: Flow, *, indent: str) -> list[str]:
     rows = []
     for line, step in zip(flow.graph.text().splitlines(), flow.steps, strict=True):
-        rows.append(f"{indent}{line}   [{_kind(step)}]")
-        if isinstance(step, ForEach):
-            rows += _rows(step.item_flow, indent=indent + "    ")
+        kind = REGISTRY.of(step)
+        rows.append(f"{indent}{line}   [{kind.describe(step)}]")
+        inner = kind.inner(step)
+        if inner is not None:
+            rows += _rows(inner, indent=indent + "    ")
     return rows
-
-
-def _kind(step: object) -> str:
-    if isinstance(step, ForEach):
-        return f"for each item, {step.concurrency} at a time, tolerating {step.tolerate}"
-    if isinstance(step, IfStep):
-        return (
-            f"if: then {', '.join(step.then) or '-'}; otherwise {', '.join(step.otherwise) or '-'}"
-        )
-    if isinstance(step, CallbackStep):
-        net = "with a safety-net poll" if step.check else "no safety net"
-        return f"callback, timeout {step.timeout_s:g}s, {net}"
-    return "poll" if isinstance(step, PollStep) else "action"

@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from relayflow.core import planner
 from relayflow.core.flows import Flow, ForEach, StepContext
+from relayflow.core.kinds import REGISTRY
+from relayflow.core.kinds.foreach import cancel_lane, join_output, lane_reported, new_lane
 from relayflow.core.planner import Completed, Plan
 from relayflow.core.ports import FlowDocuments, Snapshot
 from relayflow.core.records import Effect, EffectState, FlowRecord
@@ -45,9 +46,7 @@ def list_items(each: ForEach, ctx: StepContext) -> list[Any]:
 
 def item_flow(flow: Flow, scope: str) -> Flow:
     """What a lane of ForEach ``scope`` runs: its item steps, as a flow."""
-    each = flow.named(scope)
-    assert isinstance(each, ForEach)
-    return each.item_flow
+    return REGISTRY.inner(flow, scope)
 
 
 def start_lanes(
@@ -58,7 +57,7 @@ def start_lanes(
     assert track.fanout is not None
     lanes = []
     for k in range(track.fanout.lanes):
-        lane = planner.new_lane(item_plan, parent, scope=scope, lane=k, items=items)
+        lane = new_lane(item_plan, parent, scope=scope, lane=k, items=items)
         if not store.create(lane):
             existing = store.get(lane.flow_id)
             lane = existing if existing is not None else lane
@@ -77,7 +76,7 @@ def gather(store: FlowDocuments, plan: Plan, parent: FlowRecord) -> list[Effect]
     """Stop every lane of the flow and return its items' effects that may be live."""
     effects: list[Effect] = []
     for lane_id in parent.lanes:
-        stopped = store.change(lane_id, lambda lane: planner.cancel_lane(plan, lane))
+        stopped = store.change(lane_id, lambda lane: cancel_lane(plan, lane))
         lane = stopped or store.get(lane_id)
         if lane is not None:
             live = (EffectState.UNKNOWN, EffectState.DONE, EffectState.UNDO_PENDING)
@@ -112,7 +111,7 @@ def report(store: FlowDocuments, plan: Plan, lane: FlowRecord) -> FlowRecord | N
             return None
         focused = current.focused(lane.scope or "")
         assert lane.lane is not None
-        return planner.lane_reported(
+        return lane_reported(
             plan, focused, lane=lane.lane, failed=failed, ended=ended, detail=detail
         )
 
@@ -139,7 +138,7 @@ def join(store: FlowDocuments, found: Snapshot) -> tuple[Completed, list[Effect]
     fan = parent.tracks[scope].fanout
     assert fan is not None
     lanes = read_lanes(store, parent, scope)
-    return Completed(planner.join_output(lanes, fan.total)), left_to_undo(lanes)
+    return Completed(join_output(lanes, fan.total)), left_to_undo(lanes)
 
 
 __all__ = [

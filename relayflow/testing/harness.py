@@ -27,18 +27,8 @@ from relayflow.core.engine import (
     SweepReport,
 )
 from relayflow.core.errors import RelayflowError
-from relayflow.core.flows import (
-    CallbackStep,
-    Condition,
-    Flow,
-    ForEach,
-    Handler,
-    IfStep,
-    PollStep,
-    Registry,
-    Step,
-    StepContext,
-)
+from relayflow.core.flows import Flow, Handler, Registry, Step, StepContext
+from relayflow.core.kinds import REGISTRY
 from relayflow.core.planner import QueueNames
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
@@ -402,29 +392,19 @@ def _with_handler(flow: Flow, step: str, role: str, handler: Handler) -> Flow:
     a ForEach) names an item step."""
     scope, _, inner = step.rpartition(".")
     if not scope and flow.index_of(step) is None:
-        scope = next(
-            (
-                f.name
-                for f in flow.steps
-                if isinstance(f, ForEach) and f.item_flow.index_of(step) is not None
-            ),
-            "",
-        )
+        scope = next((f.name for f in flow.steps if _runs_inside(f, step)), "")
     if scope:
         each = flow.named(scope)
-        assert isinstance(each, ForEach)
-        inside = _with_handler(each.item_flow, inner, role, handler)
-        return _replace_step(flow, replace(each, steps=inside.steps))  # type: ignore[arg-type]
+        inside = _with_handler(REGISTRY.inner(flow, scope), inner, role, handler)
+        return _replace_step(flow, REGISTRY.of(each).with_steps(each, inside.steps))
     current = flow.named(step)
-    if isinstance(current, IfStep | ForEach):
-        raise AssertionError(f"{step!r} runs no handler of its own to script")
-    if isinstance(current, PollStep):
-        if role != "run":
-            raise AssertionError(f"poll step {step!r} has no compensation to script")
-        return _replace_step(flow, replace(current, check=handler))
-    if role == "run":
-        return _replace_step(flow, replace(current, run=handler))
-    return _replace_step(flow, replace(current, compensate=handler))
+    return _replace_step(flow, REGISTRY.of(current).scripted(current, role, handler))
+
+
+def _runs_inside(outer: Step, step: str) -> bool:
+    """Whether ``step`` is one of the steps ``outer`` runs inside it (a ForEach's item steps)."""
+    inner = REGISTRY.of(outer).inner(outer)
+    return inner is not None and inner.index_of(step) is not None
 
 
 def _replace_step(flow: Flow, new: Step) -> Flow:
@@ -441,32 +421,12 @@ def _recorded(registry: Registry, calls: list[Call]) -> Registry:
 
         return recorded
 
-    def choose(step: IfStep) -> Condition:
-        def recorded(ctx: StepContext) -> bool:
-            calls.append(Call(step.name, TaskKind.CHOICE, ctx))
-            return step.condition(ctx)
-
-        return recorded
-
     def wrap_step(step: Step) -> Step:
-        if isinstance(step, IfStep):
-            return replace(step, condition=choose(step))
-        if isinstance(step, ForEach):
-            inner = tuple(wrap_step(s) for s in step.steps)
-            return replace(step, steps=inner)  # type: ignore[arg-type]
-        if isinstance(step, PollStep):
-            return replace(step, check=wrap(step.name, TaskKind.POLL, step.check))
-        if isinstance(step, CallbackStep):
-            check = step.check
-            step = replace(
-                step, check=None if check is None else wrap(step.name, TaskKind.WAIT, check)
-            )
-        undo = step.compensate
-        return replace(
-            step,
-            run=wrap(step.name, TaskKind.ACTION, step.run),
-            compensate=None if undo is None else wrap(step.name, TaskKind.COMPENSATE, undo),
-        )
+        kind = REGISTRY.of(step)
+        inner = kind.inner(step)
+        if inner is not None:  # the steps inside it are wrapped one by one
+            return kind.with_steps(step, tuple(wrap_step(s) for s in inner.steps))
+        return kind.wrapped(step, wrap)
 
     return Registry(replace(f, steps=tuple(wrap_step(s) for s in f.steps)) for f in registry)
 

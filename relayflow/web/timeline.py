@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from relayflow.core.backoff import nominal_delay
-from relayflow.core.flows import Flow, PollStep
+from relayflow.core.flows import Flow, PollPolicy
+from relayflow.core.kinds import REGISTRY
 from relayflow.core.position import TaskKind
 from relayflow.core.records import FlowRecord, HistoryEntry
 from relayflow.core.state import ACTIVE
@@ -166,17 +167,19 @@ def _wait(entry: HistoryEntry, x: X, flow: Flow | None) -> Wait | None:
     return Wait(entry.delay_s, end_x, curve, jitter if abs(jitter) <= allowed else None)
 
 
-def _poll_step(entry: HistoryEntry, flow: Flow | None) -> PollStep | None:
+def _poll_policy(entry: HistoryEntry, flow: Flow | None) -> PollPolicy | None:
+    """The backoff a poll's wait was drawn from (None: not a poll step's poll)."""
     index = flow.index_of(entry.step) if flow else None
     step = flow.step(index) if flow and index is not None else None
-    return step if isinstance(step, PollStep) and entry.kind is TaskKind.POLL else None
+    if step is None or entry.kind is not TaskKind.POLL:
+        return None
+    return REGISTRY.of(step).policy(step)
 
 
 def _curve_s(entry: HistoryEntry, flow: Flow | None) -> float | None:
-    step = _poll_step(entry, flow)
-    if step is None:
+    policy = _poll_policy(entry, flow)
+    if policy is None:
         return None
-    policy = step.policy
     return nominal_delay(
         n=entry.poll,
         initial_s=policy.initial_s,
@@ -186,8 +189,8 @@ def _curve_s(entry: HistoryEntry, flow: Flow | None) -> float | None:
 
 
 def _jitter_share(entry: HistoryEntry, flow: Flow | None) -> float:
-    step = _poll_step(entry, flow)
-    return step.policy.jitter if step else 0.0
+    policy = _poll_policy(entry, flow)
+    return policy.jitter if policy else 0.0
 
 
 def _ticks(span_s: float) -> list[Tick]:

@@ -14,12 +14,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from relayflow.core import planner
 from relayflow.core.engine.execution import completed
 from relayflow.core.engine.focus import fitting
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import CallbackAnswer, Completion, Ran
 from relayflow.core.errors import InvalidMessage, UnknownFlow
+from relayflow.core.kinds.callback import signal
 from relayflow.core.planner import Failed
 from relayflow.core.position import TASK_FLOW_PATTERN, is_document_id
 from relayflow.core.records import FlowRecord, split_key
@@ -62,7 +62,7 @@ class Callbacks:
             if at is None or (not waiting and latest.tracks[at].early is not None):
                 return None
             current = latest.focused(at)
-            return fitting(plan, current, planner.signal(plan, current, completion))
+            return fitting(plan, current, signal(plan, current, completion))
 
         if self._k.write(found, apply) is Ran.STALE:
             latest = self._k.store.get(key)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from relayflow.core import foreach, planner
+from relayflow.core import foreach
 from relayflow.core.engine.delivery import Delivery
 from relayflow.core.engine.execution import Execution
 from relayflow.core.engine.focus import focused_at, mismatch
@@ -19,6 +19,7 @@ from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import Ran
 from relayflow.core.errors import PermanentError
 from relayflow.core.flows import Flow, ForEach
+from relayflow.core.kinds.foreach import cancel_lane, fanned_out, gathered, lanes_started
 from relayflow.core.planner import Failed, Plan
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import Position
@@ -41,7 +42,7 @@ class Lanes:
         items = foreach.item_flow(flow, record.scope)
         if gone or mismatch(self._k.kinds, flow, record.position):
             plan = self._k.plan(items)
-            stopped = self._k.store.change(record.key, lambda lane: planner.cancel_lane(plan, lane))
+            stopped = self._k.store.change(record.key, lambda lane: cancel_lane(plan, lane))
             return Ran.ADVANCED if stopped else Ran.STALE
         return self._delivery.run_step(found, items)
 
@@ -107,18 +108,18 @@ def _fanned(
     current = focused_at(latest, position)
     if current is None or current.tracks[position.step].fanout is not None:
         return None
-    return planner.fanned_out(plan, current, items)
+    return fanned_out(plan, current, items)
 
 
 def _started(latest: FlowRecord, position: Position) -> FlowRecord | None:
     current = focused_at(latest, position)
     if current is None or current.next is None:
         return None
-    return planner.lanes_started(current)
+    return lanes_started(current)
 
 
 def _applied(
     latest: FlowRecord, position: Position, plan: Plan, effects: list[Effect]
 ) -> FlowRecord | None:
     current = focused_at(latest, position)
-    return None if current is None else planner.gathered(plan, current, effects)
+    return None if current is None else gathered(plan, current, effects)

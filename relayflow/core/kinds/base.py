@@ -3,18 +3,26 @@
 Every decision that depends on what a step is — which task runs it forward, which handler a
 task of it runs, whether that task claims the step first, which time budget it has, whether a
 stored position still fits the step, when the step would next be tried anyway, how the CLI
-draws it, how the testing harness records its calls — is a method of its ``Kind``
+draws it, how the testing harness records its calls, and what the planner does with a task's
+outcome (poll again, await a callback, retry an action) — is a method of its ``Kind``
 (``relayflow.core.kinds``: one module per kind, registered in ``REGISTRY``). The engine, the
 planner, the harness and the CLI ask the registry; they never test a step's class.
+
+The kinds build on the planner (``relayflow.core.planner``), never the other way round: the
+planner reaches them through ``Plan.kinds``, which ``Kinds`` fills (``planner.plan.StepKinds``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import Any, ClassVar
 
-from relayflow.core.flows import Flow, Handler, Step
+from relayflow.core.flows import Flow, Handler, PollPolicy, RetryPolicy, Step
+from relayflow.core.planner.forward import advance, fail
+from relayflow.core.planner.plan import Completed, Failed, Outcome, Plan, Retry, Waiting
 from relayflow.core.position import Position, TaskKind
+from relayflow.core.records import FlowRecord
 
 # What the harness wraps a handler with: (the step's name, the task it runs for, the handler).
 Wrap = Callable[[str, TaskKind, Any], Any]
@@ -33,6 +41,8 @@ class Kind:
     waiting: ClassVar[frozenset[TaskKind]] = frozenset()
     # Tasks the engine does itself, with no handler of the flow's (a ForEach's lanes).
     own: ClassVar[frozenset[TaskKind]] = frozenset()
+    # Whether a step of this kind is handed a callback token when it starts.
+    hands_token: ClassVar[bool] = False
 
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
         """The handler a task of ``step`` runs (None: a task the engine does itself)."""
@@ -52,6 +62,12 @@ class Kind:
         """Whether a later try of ``task`` is a retry, which spends its dependency's retry
         budget (a poll's next check is the schedule, not a retry)."""
         return True
+
+    @property
+    def makes_effects(self) -> bool:
+        """Whether running a step of this kind forward may have an effect in the world: its
+        forward task is claimed first (and its effect noted as begun)."""
+        return self.claims(self.forward)
 
     def fits(self, step: Step, position: Position) -> str:
         """Why a stored ``position`` does not fit ``step`` any more (its kind changed, its
@@ -73,6 +89,37 @@ class Kind:
     def compensation(self, step: Step) -> Handler | None:
         """The handler that undoes the step's effect, if it has one."""
         return None
+
+    def retry(self, step: Step) -> RetryPolicy | None:
+        """How a failed try of the step (or of its undo) is retried, if it is."""
+        return None
+
+    def policy(self, step: Step) -> PollPolicy | None:
+        """The backoff its polls follow, if it is a poll (the console draws each wait
+        against it)."""
+        return None
+
+    def deadline(self, plan: Plan, record: FlowRecord) -> datetime:
+        """When the focused step's wait (a poll, a callback) must stop."""
+        raise AssertionError(f"a {self.name} step does not wait")
+
+    def after(self, plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+        """The record once ``outcome`` of the focused task, run forward, is taken into account:
+        its output (``done``), a permanent error (the flow fails, undoing what it did), or a
+        retryable error or not ready (``again``)."""
+        if isinstance(outcome, Completed):
+            return self.done(plan, record, outcome.output)
+        if isinstance(outcome, Failed):
+            return fail(plan, record, outcome.error)
+        return self.again(plan, record, outcome)
+
+    def done(self, plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
+        """The focused task returned ``output``: by default the step is done."""
+        return advance(plan, record, output)
+
+    def again(self, plan: Plan, record: FlowRecord, outcome: Retry | Waiting) -> FlowRecord:
+        """The focused task raised a retryable error or said not ready."""
+        raise NotImplementedError
 
     def inner(self, step: Step) -> Flow | None:
         """The flow of steps a step of this kind runs inside it (a ForEach's item steps)."""

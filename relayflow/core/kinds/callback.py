@@ -1,15 +1,38 @@
 """Callback steps: run once like an action, then wait for the token it handed out to be
-completed (``POST /callbacks``, ``flow-signals``), with an optional safety-net poll."""
+completed (``POST /callbacks``, ``flow-signals``), with an optional safety-net poll.
+
+Also the planner's side of it: await the callback once the run has committed, and end the
+step with the completion (``signal``), kept until then if it comes first."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import ClassVar
+from datetime import datetime
+from typing import Any, ClassVar
 
-from relayflow.core.errors import NotReady
-from relayflow.core.flows import CallbackStep, Handler, Step, StepContext
+from relayflow.core.backoff import clip_to_deadline
+from relayflow.core.errors import NotReady, PermanentError
+from relayflow.core.flows import CallbackStep, Handler, RetryPolicy, Step, StepContext
+from relayflow.core.kinds.action import retried
 from relayflow.core.kinds.base import Kind, Wrap
+from relayflow.core.kinds.poll import poll_again, poll_deadline, wait_deadline
+from relayflow.core.planner.effects import effect_done
+from relayflow.core.planner.forward import advance, after, follow
+from relayflow.core.planner.history import log, new_entry
+from relayflow.core.planner.plan import (
+    Completed,
+    Failed,
+    Outcome,
+    Plan,
+    Retry,
+    Waiting,
+    schedule,
+    step_of,
+)
+from relayflow.core.planner.states import move, with_next
 from relayflow.core.position import Position, TaskKind
+from relayflow.core.records import FlowRecord
+from relayflow.core.state import Status
 
 
 class Callback(Kind):
@@ -21,6 +44,7 @@ class Callback(Kind):
     )
     claimed: ClassVar[frozenset[TaskKind]] = frozenset({TaskKind.ACTION, TaskKind.COMPENSATE})
     waiting: ClassVar[frozenset[TaskKind]] = frozenset({TaskKind.WAIT})
+    hands_token: ClassVar[bool] = True
 
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
         assert isinstance(step, CallbackStep)
@@ -33,6 +57,30 @@ class Callback(Kind):
     def compensation(self, step: Step) -> Handler | None:
         assert isinstance(step, CallbackStep)
         return step.compensate
+
+    def retry(self, step: Step) -> RetryPolicy | None:
+        assert isinstance(step, CallbackStep)
+        return step.retry
+
+    def deadline(self, plan: Plan, record: FlowRecord) -> datetime:
+        step = step_of(plan, record.position)
+        assert isinstance(step, CallbackStep)
+        return wait_deadline(record, step.timeout_s)
+
+    def done(self, plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
+        if record.position.kind is TaskKind.WAIT:  # completed (or its safety net said done)
+            return advance(plan, record, output, seen="completed")
+        record = effect_done(plan, record, record.position.effect_name, output)
+        return await_callback(plan, record, output)
+
+    def again(self, plan: Plan, record: FlowRecord, outcome: Retry | Waiting) -> FlowRecord:
+        if record.position.kind is not TaskKind.WAIT:  # its run: retried like an action's
+            return retried(plan, record, outcome)
+        step = step_of(plan, record.position)
+        assert isinstance(step, CallbackStep)
+        # Bounded by its timeout alone; with no safety net, its next task is the timeout.
+        net = step.check is not None
+        return poll_again(plan, record, outcome, policy=step.policy, max_polls=None, net=net)
 
     def fits(self, step: Step, position: Position) -> str:
         changed = super().fits(step, position)
@@ -63,3 +111,46 @@ class Callback(Kind):
 def no_callback_yet(ctx: StepContext) -> None:
     """A callback step without a safety net, at its timeout: still waiting means timed out."""
     raise NotReady("no callback yet")
+
+
+def await_callback(plan: Plan, record: FlowRecord, sent: dict[str, Any]) -> FlowRecord:
+    """A callback step's run has committed: the step now waits for its token to be completed,
+    with its next task the safety-net poll (if it has a check) or the timeout."""
+    key = record.focus
+    assert key is not None
+    step = plan.flow.named(record.position.step)
+    assert isinstance(step, CallbackStep)
+    record = log(plan, record, new_entry(plan, record, "sent; waiting for the callback"))
+    wait = record.position.model_copy(update={"kind": TaskKind.WAIT, "attempt": 0, "poll": 0})
+    early = record.tracks[key].early
+    tracks = {**record.tracks, key: record.tracks[key].model_copy(update={"sent": sent})}
+    moved = move(plan, record, Status.RUNNING).model_copy(
+        update={"tracks": tracks, "position": wait, "step_started_at": plan.now, "poll_errors": 0}
+    )
+    if early is not None:  # the completion came before the run had committed
+        return follow(plan, moved, signal_outcome(early))
+    first = step.policy.delay_s(n=0, key=f"{record.flow_id}:{step.name}") if step.check else None
+    remaining = (poll_deadline(plan, moved) - plan.now).total_seconds()
+    delay = clip_to_deadline(first if first is not None else remaining, remaining_s=remaining)
+    return with_next(moved, schedule(plan, moved, wait, delay if delay is not None else 0.0))
+
+
+def signal(plan: Plan, record: FlowRecord, completion: dict[str, Any]) -> FlowRecord:
+    """A callback token was completed with ``completion`` (``{"output": {...}}`` or
+    ``{"error": {"code", "message"}}``): the focused callback step ends with it, or, if its
+    run has not committed yet, keeps it until it has."""
+    if record.position.kind is TaskKind.WAIT:
+        return after(plan, record, signal_outcome(completion))
+    key = record.focus
+    assert key is not None
+    early = record.tracks[key].model_copy(update={"early": completion})
+    return record.model_copy(update={"tracks": {**record.tracks, key: early}}).stored()
+
+
+def signal_outcome(completion: dict[str, Any]) -> Outcome:
+    """What a completion says: the step's output, or its failure."""
+    error = completion.get("error")
+    if isinstance(error, dict):
+        message = str(error.get("message") or "the callback reported a failure")
+        return Failed(PermanentError(message, code=str(error.get("code") or "CALLBACK_ERROR")))
+    return Completed(dict(completion.get("output") or {}))

@@ -8,8 +8,12 @@ from typing import Any, ClassVar
 
 from relayflow.core.errors import PermanentError
 from relayflow.core.flows import Handler, IfStep, Step, StepContext
+from relayflow.core.kinds.action import retried
 from relayflow.core.kinds.base import Kind, Wrap
+from relayflow.core.planner.forward import advance
+from relayflow.core.planner.plan import Plan, Retry, Waiting
 from relayflow.core.position import TaskKind
+from relayflow.core.records import FlowRecord
 
 
 class Choice(Kind):
@@ -21,6 +25,16 @@ class Choice(Kind):
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
         assert isinstance(step, IfStep)
         return functools.partial(choose, step)
+
+    def done(self, plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
+        """The branch not picked is skipped, with every step only it leads to."""
+        step = record.position.step
+        skipped = plan.flow.graph.skipped_by(step, output.get("branch") == "then")
+        record = record.model_copy(update={"skipped": [*record.skipped, *skipped]})
+        return advance(plan, record, output, seen=f"chose {output.get('branch')}")
+
+    def again(self, plan: Plan, record: FlowRecord, outcome: Retry | Waiting) -> FlowRecord:
+        return retried(plan, record, outcome)
 
     def describe(self, step: Step) -> str:
         assert isinstance(step, IfStep)

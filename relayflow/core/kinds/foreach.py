@@ -1,13 +1,27 @@
-"""ForEach steps: a small flow of item steps, run once per item in lanes of their own."""
+"""ForEach steps: a small flow of item steps, run once per item in lanes of their own.
+
+Also the planner's lane bookkeeping: the ForEach fans out into lanes (each a document of its
+own, ``lane_id``), hears from them (items failed, lane ended), joins their outputs, and, before
+undoing, gathers their items' effects.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from relayflow.core.flows import Flow, ForEach, Handler, Step
+from relayflow.core.kinds.action import retried
 from relayflow.core.kinds.base import Kind, Wrap
+from relayflow.core.planner.forward import advance, after
+from relayflow.core.planner.history import log, new_entry
+from relayflow.core.planner.plan import Completed, Plan, Retry, Waiting, schedule
+from relayflow.core.planner.saga import begin_failure, compensate_next
+from relayflow.core.planner.starts import first_position, start_ready
+from relayflow.core.planner.states import finish, move, stop_all, with_next
 from relayflow.core.position import TaskKind
+from relayflow.core.records import Effect, FanOut, FlowRecord, Result
+from relayflow.core.state import TERMINAL, Status
 
 
 class Items(Kind):
@@ -25,6 +39,16 @@ class Items(Kind):
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
         return None  # the engine runs a ForEach's tasks itself
 
+    def done(self, plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
+        if record.position.kind is not TaskKind.JOIN:  # no items: done at once
+            return advance(plan, record, output)
+        failed = len(output.get("failed", []))
+        seen = f"items done ({len(output.get('items', []))}, {failed} failed)"
+        return advance(plan, record, output, seen=seen)
+
+    def again(self, plan: Plan, record: FlowRecord, outcome: Retry | Waiting) -> FlowRecord:
+        return retried(plan, record, outcome)
+
     def inner(self, step: Step) -> Flow | None:
         assert isinstance(step, ForEach)
         return step.item_flow
@@ -40,3 +64,129 @@ class Items(Kind):
         """``step`` with other item steps (the harness wraps or scripts them)."""
         assert isinstance(step, ForEach)
         return replace(step, steps=steps)  # type: ignore[arg-type]
+
+
+def lane_id(key: str, scope: str, lane: int) -> str:
+    """The document id of ForEach ``scope``'s lane ``lane`` of the flow keyed ``key``."""
+    return f"{key}.{scope}.{lane}"
+
+
+def fanned_out(plan: Plan, record: FlowRecord, items: list[Any]) -> FlowRecord:
+    """The focused ForEach has listed its ``items``: it now runs them in lanes (created by the
+    engine after this commit), or, with no items, is done at once."""
+    each = plan.flow.named(record.position.step)
+    assert isinstance(each, ForEach)
+    if not items:
+        return after(plan, record, Completed({"items": [], "failed": []}))
+    lanes = min(each.concurrency, len(items))
+    fan = FanOut(total=len(items), lanes=lanes)
+    detail = f"{len(items)} items in {lanes} lanes"
+    record = log(plan, record, new_entry(plan, record, "fanned out", detail=detail), a_try=False)
+    key = record.position.step
+    ids = [lane_id(record.key, key, k) for k in range(lanes)]
+    tracks = {**record.tracks, key: record.tracks[key].model_copy(update={"fanout": fan})}
+    moved = move(plan, record, Status.RUNNING)
+    return moved.model_copy(update={"tracks": tracks, "lanes": [*record.lanes, *ids]}).stored()
+
+
+def lanes_started(record: FlowRecord) -> FlowRecord:
+    """The focused ForEach's lanes exist: its own task is done (the lanes report to it)."""
+    return record.model_copy(update={"next": None}).stored()
+
+
+def new_lane(
+    plan: Plan, parent: FlowRecord, *, scope: str, lane: int, items: list[Any]
+) -> FlowRecord:
+    """Lane ``lane`` of ForEach ``scope`` (``plan`` is for the ForEach's item steps): items
+    lane, lane + lanes, …, its first item due now. It shares the flow's input and
+    incarnation, so its idempotency keys are the flow's."""
+    stride = min(len(items), concurrency(parent, scope, plan))
+    mine = [{"index": i, "item": items[i]} for i in range(lane, len(items), stride)]
+    record = FlowRecord(
+        flow_id=lane_id(parent.key, scope, lane),
+        flow=parent.flow,
+        version=parent.version,
+        input=parent.input,
+        status=Status.PENDING,
+        position=first_position(plan),
+        created_at=parent.created_at,
+        updated_at=plan.now,
+        trace=parent.trace,
+        deadline_at=parent.deadline_at,  # the flow's deadline bounds its items too
+        tenant=parent.tenant,
+        priority=parent.priority,
+        parent=parent.key,
+        scope=scope,
+        lane=lane,
+        items=mine,
+    )
+    return start_ready(plan, record, generation=parent.position.generation)
+
+
+def concurrency(parent: FlowRecord, scope: str, plan: Plan) -> int:
+    """How many lanes ForEach ``scope`` runs (as it fanned out: its items' stride)."""
+    track = parent.tracks.get(scope)
+    assert track is not None and track.fanout is not None
+    return track.fanout.lanes
+
+
+def lane_reported(
+    plan: Plan, record: FlowRecord, *, lane: int, failed: list[int], ended: bool, detail: str
+) -> FlowRecord | None:
+    """Lane ``lane`` of the focused ForEach reports items that failed for good and, when it has
+    run all its items, that it ended. More failed items than tolerated fail the flow; when every
+    lane has ended the ForEach's join is due. None if it changes nothing (a repeat)."""
+    each = plan.flow.named(record.position.step)
+    track = record.tracks[record.position.step]
+    assert isinstance(each, ForEach) and track.fanout is not None
+    fan = track.fanout
+    now_failed = sorted(set(fan.failed) | set(failed))
+    now_ended = sorted(set(fan.ended) | ({lane} if ended else set()))
+    if (now_failed, now_ended) == (fan.failed, fan.ended):
+        return None
+    fan = fan.model_copy(update={"failed": now_failed, "ended": now_ended})
+    tracks = {**record.tracks, record.position.step: track.model_copy(update={"fanout": fan})}
+    record = record.model_copy(update={"tracks": tracks})
+    if len(now_failed) > each.tolerate:
+        message = f"{len(now_failed)} of {fan.total} items failed (tolerated: {each.tolerate})"
+        err: dict[str, Any] = {"code": "ITEMS_FAILED", "step": each.name}
+        err["message"] = f"{message}; {detail}"[:2000]
+        err["items"] = now_failed[:100]
+        return begin_failure(plan, record, Status.FAILED, err, "items failed").stored()
+    if len(now_ended) < fan.lanes:
+        return record.stored()
+    join = record.position.model_copy(update={"kind": TaskKind.JOIN})
+    moved = record.model_copy(update={"position": join})
+    return with_next(moved, schedule(plan, moved, join, 0.0)).stored()
+
+
+def cancel_lane(plan: Plan, record: FlowRecord) -> FlowRecord | None:
+    """Stop a lane (its flow is being undone): its pending tasks become stale; nothing is
+    reported back (the flow stopped it). None if it has ended already."""
+    if record.status in TERMINAL:
+        return None
+    result = Result(status=Status.CANCELLED, code="CANCELLED", message="the flow is being undone")
+    ended = finish(plan, stop_all(record), result)
+    return ended.model_copy(update={"result_published": True}).stored()
+
+
+def join_output(lanes: list[FlowRecord], total: int) -> dict[str, Any]:
+    """A ForEach's output: each item's output in the list's order, and the failed indexes."""
+    outputs: dict[str, Any] = {}
+    failed: set[int] = set()
+    for lane in lanes:
+        outputs.update(lane.item_outputs)
+        failed |= set(lane.failed_items)
+    items = [outputs.get(str(i)) for i in range(total)]
+    return {"items": items, "failed": sorted(failed)}
+
+
+def gathered(plan: Plan, record: FlowRecord, effects: list[Effect]) -> FlowRecord:
+    """The lanes are stopped and ``effects`` are their items' effects: undo from here."""
+    known = {e.step for e in record.effects}
+    merged = [*record.effects, *(e for e in effects if e.step not in known)]
+    entry = new_entry(plan, record, "gathered", detail=f"{len(effects)} item effects from lanes")
+    record = log(plan, record, entry, a_try=False)
+    record = record.model_copy(update={"effects": merged, "gathered": True})
+    assert record.pending_result is not None
+    return compensate_next(plan, stop_all(record), record.pending_result).stored()

@@ -1,0 +1,80 @@
+"""The dispatcher: the record once a task's outcome is taken into account.
+
+An undo's outcome is the saga's (``saga``); a task run forward is its kind's (``Plan.kinds``:
+``relayflow.core.kinds``), which builds on what every kind shares here: a step done
+(``advance``), failed for good (``fail``), or misused (``misused``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relayflow.core.errors import InvalidTransition, PermanentError
+from relayflow.core.planner.cleanup import clean_up_after
+from relayflow.core.planner.effects import forget_first_try
+from relayflow.core.planner.history import error_of, log, new_entry, timeout_of
+from relayflow.core.planner.lanes import item_done
+from relayflow.core.planner.plan import Outcome, Plan
+from relayflow.core.planner.saga import after_compensation, begin_failure
+from relayflow.core.planner.starts import start_ready
+from relayflow.core.planner.states import all_done, end_track, finish, move, past_deadline, product
+from relayflow.core.position import TaskKind
+from relayflow.core.records import FlowRecord, Result
+from relayflow.core.state import Status
+
+
+def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+    """The record once ``outcome`` of the task at the focused track is taken into account.
+
+    ``record`` is focused on the track the task ran on; the claim that delivery held ends.
+    """
+    if record.focus is None:  # no track: the flow has ended (or is not focused on one)
+        raise InvalidTransition(f"no step of flow {record.flow_id} is running ({record.status})")
+    return follow(plan, record.model_copy(update={"claim": None}), outcome).stored()
+
+
+def follow(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+    """``after``, once its claim has ended: an undo's outcome is the saga's; a task run forward
+    is its kind's to take into account (a callback's early completion comes back here)."""
+    if record.position.kind is TaskKind.COMPENSATE:
+        return after_compensation(plan, record, outcome)
+    return plan.kinds.at(plan.flow, record.position).after(plan, record, outcome)
+
+
+def fail(plan: Plan, record: FlowRecord, error: PermanentError) -> FlowRecord:
+    """The focused task failed for good: the flow ends FAILED, once its effects are undone."""
+    record = forget_first_try(record)
+    return begin_failure(plan, record, Status.FAILED, error_of(record, error), "failed")
+
+
+def misused(plan: Plan, record: FlowRecord) -> FlowRecord:
+    """A task that may not wait said not ready: NotReady from an action is a bug in the
+    handler, and retrying would not change it."""
+    misuse = PermanentError("an action step raised NotReady", code="NOT_READY_IN_ACTION")
+    return begin_failure(plan, record, Status.FAILED, error_of(record, misuse), "failed")
+
+
+def advance(
+    plan: Plan, record: FlowRecord, output: dict[str, Any], *, seen: str = "ready"
+) -> FlowRecord:
+    """The focused step is done with ``output`` (its history entry says ``seen``): its track
+    ends, and every step that became ready starts."""
+    pos = record.position
+    entry = new_entry(plan, record, seen)
+    record = log(plan, record, entry).model_copy(
+        update={"outputs": {**record.outputs, pos.step: output}}
+    )
+    record = end_track(record, pos.step)
+    if record.is_lane and all_done(plan.flow, record):
+        return item_done(plan, record)
+    if all_done(plan.flow, record):
+        # The product: the output of the step nothing runs after (each one's, if several).
+        data = product(plan.flow, record)
+        result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=data)
+        return clean_up_after(plan, finish(plan, record, result))
+    more = plan.flow.graph.ready(record.outputs, record.skipped, record.tracks)
+    if more and past_deadline(plan, record, plan.now):
+        err = timeout_of(record, "DEADLINE_EXCEEDED", "the flow's deadline passed before a step")
+        return begin_failure(plan, record, Status.TIMED_OUT, err, "deadline passed")
+    moved = move(plan, record, Status.RUNNING)
+    return start_ready(plan, moved, generation=pos.generation)

@@ -1,0 +1,183 @@
+"""What every planning function shares: the plan (definition, queues, clock reading, limits,
+the kinds of step), a handler's outcome, and the next task for a position.
+
+The bottom of the planner package: every other module of it builds on this one. It names
+what the planner asks of a kind of step as protocols (``StepKind``, ``StepKinds``) instead of
+importing ``relayflow.core.kinds``: the kinds' own transitions build on the planner's, so the
+planner reaches them only through ``Plan.kinds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from relayflow.core.errors import NotReady, PermanentError, RetryableError, UnknownFlow
+from relayflow.core.flows import Flow, Handler, RetryPolicy, Step
+from relayflow.core.position import Position, TaskKind, task_id
+from relayflow.core.records import FlowRecord, NextTask
+
+MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
+# A Retry-After is honoured up to an hour: one header must not park a flow for weeks.
+MAX_RETRY_AFTER_S = 3600.0
+
+
+@dataclass(frozen=True)
+class QueueNames:
+    """Which Cloud Tasks queue serves which kind of task."""
+
+    steps: str = "flow-steps"
+    polls: str = "flow-polls"
+    # High-priority flows' tasks: queues of their own, dispatched whatever the backlog of the
+    # others (None: one pair of queues for all).
+    steps_high: str | None = None
+    polls_high: str | None = None
+
+    def for_kind(self, kind: TaskKind, priority: str = "low") -> str:
+        polled = kind in (TaskKind.POLL, TaskKind.WAIT)
+        if priority == "high" and self.steps_high and self.polls_high:
+            return self.polls_high if polled else self.steps_high
+        return self.polls if polled else self.steps
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The handler returned an output."""
+
+    output: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The handler raised a retryable error."""
+
+    error: RetryableError
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The handler raised a permanent error."""
+
+    error: PermanentError
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A poll's check said not ready."""
+
+    signal: NotReady
+
+
+Outcome = Completed | Retry | Failed | Waiting
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Inputs every planning function shares.
+
+    ``definition`` is None when the flow's type is not deployed at all: then only what needs
+    no definition can be planned (ending the flow, cancelling it without undoing anything).
+    """
+
+    definition: Flow | None
+    queues: QueueNames
+    now: datetime
+    # What each kind of step does (``relayflow.core.kinds.REGISTRY``): passed in, not imported,
+    # because the kinds' own transitions build on the planner's.
+    kinds: StepKinds
+    history_limit: int = 200
+    # Random per plan (the engine makes one each time), so a callback token cannot be guessed.
+    nonce: str = ""
+    # How long a finished flow's document is kept (Firestore TTL on expire_at deletes it).
+    retention_s: float = 30 * 24 * 3600.0
+    # A dependency's recent p95 latency (None: unknown), where adaptive retries start from.
+    p95_s: Callable[[str], float | None] | None = None
+    # How long an ended flow's clean-up goes on undoing (0: none; an undo that cannot be done
+    # now is recorded as failed), and the long backoff its tries follow.
+    undo_window_s: float = 24 * 3600.0
+    undo_initial_s: float = 30.0
+    undo_max_interval_s: float = 3600.0
+
+    @property
+    def flow(self) -> Flow:
+        """The definition; UnknownFlow if the flow's type is not deployed."""
+        if self.definition is None:
+            raise UnknownFlow("the flow's type is not deployed")
+        return self.definition
+
+
+class StepKind(Protocol):
+    """What the planner asks of one kind of step (``relayflow.core.kinds.Kind``)."""
+
+    @property
+    def forward(self) -> TaskKind:
+        """The task that runs a step of this kind forward."""
+        ...
+
+    @property
+    def hands_token(self) -> bool:
+        """Whether a step of this kind is handed a callback token when it starts."""
+        ...
+
+    @property
+    def makes_effects(self) -> bool:
+        """Whether running a step of this kind forward may have an effect in the world."""
+        ...
+
+    def retry(self, step: Step) -> RetryPolicy | None:
+        """How a failed try of ``step`` (or of its undo) is retried, if it is."""
+        ...
+
+    def compensation(self, step: Step) -> Handler | None:
+        """The handler that undoes ``step``'s effect, if it has one."""
+        ...
+
+    def deadline(self, plan: Plan, record: FlowRecord) -> datetime:
+        """When the focused step's wait (a poll, a callback) must stop."""
+        ...
+
+    def after(self, plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
+        """The record once ``outcome`` of the focused task, run forward, is taken into account."""
+        ...
+
+
+class StepKinds(Protocol):
+    """What the planner asks of the registered kinds (``relayflow.core.kinds.Kinds``)."""
+
+    def of(self, step: Step) -> StepKind:
+        """The kind of ``step``."""
+        ...
+
+    def at(self, flow: Flow, position: Position) -> StepKind:
+        """The kind of the step ``position`` names in ``flow``."""
+        ...
+
+    def container(self, flow: Flow, scope: str | None) -> Flow:
+        """Where the item steps of ForEach ``scope`` are defined (``flow`` itself if None)."""
+        ...
+
+    def claims(self, task: TaskKind) -> bool:
+        """Whether ``task`` is claimed before it runs (it may have a side effect)."""
+        ...
+
+
+def step_of(plan: Plan, position: Position) -> Step:
+    """The definition of the step a position names (inside its ForEach, for an item's)."""
+    return plan.kinds.container(plan.flow, position.scope).step(position.step_index)
+
+
+def schedule(plan: Plan, record: FlowRecord, position: Position, delay_s: float) -> NextTask:
+    """The next task for ``position``, due ``delay_s`` from now (capped at what Cloud Tasks takes).
+
+    Cloud Tasks refuses a schedule_time more than 30 days ahead; an absurd Retry-After must
+    not make the enqueue fail after the transition was committed.
+    """
+    delay_s = min(max(delay_s, 0.0), MAX_SCHEDULE_AHEAD_S)
+    return NextTask(
+        queue=plan.queues.for_kind(position.kind, record.priority),
+        task_id=task_id(record.key, position),
+        run_at=plan.now + timedelta(seconds=delay_s),
+        position=position,
+    )

@@ -1,0 +1,1 @@
+"""Tests of the kinds' transitions (relayflow.core.kinds), one module per kind."""

@@ -1,0 +1,1 @@
+"""Tests of relayflow.core.planner, one module per module of it."""
