@@ -23,7 +23,6 @@ from relayflow.core.errors import Unauthorized, VerifierUnavailable
 from relayflow.core.messages import describe
 from relayflow.core.metrics import Metrics
 from relayflow.core.position import TaskPayload, is_document_id
-from relayflow.core.rejections import MAX_SHOWN_NAME, rejected_task
 from relayflow.runtime import Runtime
 from relayflow.telemetry import Counters
 from relayflow.web.access import Verifier, verify
@@ -220,14 +219,5 @@ def _retried(headers: Any) -> bool:
 def _reject_task(runtime: Runtime, reason: str) -> Any:
     """A task body that can never be run: record it and answer 2xx so it is not retried."""
     task_name = request.headers.get("X-CloudTasks-TaskName") or f"unnamed-{uuid.uuid4().hex}"
-    shown = task_name[:MAX_SHOWN_NAME]
-    log.error("task payload rejected", extra={"task": shown, "reason": reason})
-    doc_id, record = rejected_task(
-        task_name,
-        reason,
-        request.get_data(),
-        now=runtime.clock.now(),
-        retention_days=runtime.settings.retention_days,
-    )
-    runtime.store.reject(doc_id, record)
+    runtime.engine.reject_task(task_name, reason, request.get_data())
     return {"outcome": "rejected", "reason": reason}

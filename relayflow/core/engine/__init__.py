@@ -128,6 +128,12 @@ class Engine:
         """
         return self._tasks.run(payload, redelivery=redelivery)
 
+    def reject_task(self, task_name: str, reason: str, body: bytes) -> None:
+        """Record a task that can never be run (its body does not parse, or names an id
+        Firestore reserves) in ``rejected`` with ``reason``; the caller answers it 2xx so Cloud
+        Tasks does not retry it."""
+        self._intake.reject_task(task_name, reason, body)
+
     def complete(
         self,
         token: str,

@@ -21,6 +21,7 @@ from relayflow.core.engine.outcomes import Started, StartResult
 from relayflow.core.errors import InvalidMessage
 from relayflow.core.messages import bounded, parse_start
 from relayflow.core.records import FlowRecord
+from relayflow.core.rejections import MAX_SHOWN_NAME, rejected_task
 from relayflow.core.tenants import DEFAULT_TENANT
 
 log = logging.getLogger("relayflow.core.engine")
@@ -51,6 +52,19 @@ class Intake:
             if result.flow_id:
                 span.set_attribute("flow_id", result.flow_id)
             return result
+
+    def reject_task(self, task_name: str, reason: str, body: bytes) -> None:
+        """Record a task body that can never be run (it does not parse, or names an id
+        Firestore reserves) in ``rejected``, kept as long as ended flows are."""
+        log.error(
+            "task payload rejected", extra={"task": task_name[:MAX_SHOWN_NAME], "reason": reason}
+        )
+        retention_days = self._k.limits.retention_s / 86400.0
+        now = self._k.clock.now()
+        doc_id, record = rejected_task(
+            task_name, reason, body, now=now, retention_days=retention_days
+        )
+        self._k.store.reject(doc_id, record)
 
     def _start(
         self, data: bytes, *, message_id: str, attributes: dict[str, str], bound: str
