@@ -8,7 +8,8 @@ from typing import Any
 
 from google.cloud.pubsub_v1 import PublisherClient, SubscriberClient
 
-from relayflow.core.records import FlowRecord, result_attributes, result_event
+from relayflow.core.records import FlowRecord
+from relayflow.core.result_events import result_attributes, result_event
 from relayflow.telemetry import Counters, pubsub_trace_attributes
 
 PUBLISH_TIMEOUT_S = 30.0

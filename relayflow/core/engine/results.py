@@ -10,7 +10,8 @@ from opentelemetry.trace import SpanKind, Tracer
 from relayflow.core import planner, tracing
 from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Events, Snapshot, Store
-from relayflow.core.records import FlowRecord, event_kind
+from relayflow.core.records import FlowRecord
+from relayflow.core.result_events import event_kind
 from relayflow.core.tenants import Tenants
 
 log = logging.getLogger("relayflow.core.engine")

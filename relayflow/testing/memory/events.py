@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from relayflow.core.records import FlowRecord, result_event
+from relayflow.core.records import FlowRecord
+from relayflow.core.result_events import result_event
 
 
 class MemoryEvents:
