@@ -24,7 +24,7 @@ from tests.unit.test_api import (
     certs_transport,
     token,
 )
-from tests.unit.test_cleanup import WINDOW_S, Api, saga
+from tests.unit.planner.test_cleanup import WINDOW_S, Api, saga
 
 ORIGIN = {"Origin": "http://127.0.0.1:8129"}
 

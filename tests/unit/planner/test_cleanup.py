@@ -1,8 +1,9 @@
-"""Undo until it is done (issue 18): an undo that fails for a retryable reason does not hold
-the flow's end back, and is not given up after a few tries. The flow ends at once with its
-clean-up ``pending``; the undo goes on as the clean-up, newest effect first, on a long backoff
-that honours the dependency's breaker, until it is done or its window closes (``abandoned``,
-counted for an alert); an operator can undo again. All in virtual time."""
+"""relayflow.core.planner.cleanup: undo until it is done (issue 18). An undo that fails for a
+retryable reason does not hold the flow's end back, and is not given up after a few tries. The
+flow ends at once with its clean-up ``pending``; the undo goes on as the clean-up, newest
+effect first, on a long backoff that honours the dependency's breaker, until it is done or its
+window closes (``abandoned``, counted for an alert); an operator can undo again. Through
+relayflow.testing's harness, all in virtual time."""
 
 from __future__ import annotations
 
