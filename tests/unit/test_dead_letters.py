@@ -8,18 +8,18 @@ import pytest
 from relayflow.core.dead_letters import DELIVERY_COUNT, DeadLetter
 
 
-def letter(data: bytes = b"{}", **attributes: str) -> DeadLetter:
-    return DeadLetter(message_id="m-1", data=data, attributes=attributes, published_at=None)
+def letter(data: bytes = b"{}", attributes: dict[str, str] | None = None) -> DeadLetter:
+    return DeadLetter(message_id="m-1", data=data, attributes=attributes or {}, published_at=None)
 
 
 def test_the_delivery_count_is_the_one_pubsub_attached() -> None:
-    assert letter(**{DELIVERY_COUNT: "5"}).delivery_count == 5
+    assert letter(attributes={DELIVERY_COUNT: "5"}).delivery_count == 5
 
 
 @pytest.mark.parametrize("count", [None, "", "five", "-1"])
 def test_a_missing_or_unreadable_delivery_count_is_unknown(count: str | None) -> None:
     attributes = {} if count is None else {DELIVERY_COUNT: count}
-    assert letter(**attributes).delivery_count is None
+    assert letter(attributes=attributes).delivery_count is None
 
 
 def test_its_data_is_text_with_undecodable_bytes_replaced_and_bounded() -> None:

@@ -181,8 +181,13 @@ def test_middleware_wraps_the_handler_call_outermost_first() -> None:
 def test_a_middleware_that_answers_itself_runs_nothing_inside_it() -> None:
     seen: list[str] = []
     refused = Retry(RetryableError("not now", code="SHED"))
+
+    def reserve(ctx: StepContext) -> dict[str, Any]:
+        seen.append("handler")
+        return {}
+
     kernel = kernel_over()
-    flow = demo(lambda ctx: seen.append("handler") or {})
+    flow = demo(reserve)
     chain = [recording("outer", seen), lambda call, then: refused, recording("inner", seen)]
     assert Execution(kernel, chain).execute(flow, started(kernel, flow)) is refused
     assert seen == ["outer before", "outer after retry"]

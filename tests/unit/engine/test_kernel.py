@@ -25,7 +25,8 @@ from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
 from relayflow.testing.memory import MemoryBreakers
 
-from .support import NOW, FakeEvents, FakeQueue, FakeStore, kernel_over
+from ..fakes import FakeEvents, FakeQueue, FakeStore
+from .support import NOW, kernel_over
 
 
 def noop(ctx: StepContext) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from relayflow.core.records import Cleanup, CleanupState, FlowRecord, Result
 from relayflow.core.state import Status
 from relayflow.core.tenants import TenantPolicy, Tenants
 
-from .support import NOW, FakeEvents, FakeStore
+from ..fakes import FakeEvents, FakeStore
+from .support import NOW
 
 
 class Counted(Metrics):

@@ -57,8 +57,12 @@ def test_the_condition_picks_the_branch(amount: int, branch: str) -> None:
     assert handler is not None and handler(context(amount)) == {"branch": branch}
 
 
+def says_yes(ctx: StepContext) -> Any:
+    return "yes"
+
+
 def test_a_condition_that_is_not_a_bool_fails_the_step_for_good() -> None:
-    truthy = IfStep("big", lambda ctx: "yes", then=(), otherwise=())
+    truthy = IfStep("big", says_yes, then=(), otherwise=())
     says = "the condition of 'big' returned a str, not a bool"
     with pytest.raises(PermanentError, match=says) as raised:
         choose(truthy, context(1))

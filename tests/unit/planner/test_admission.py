@@ -63,8 +63,8 @@ def test_a_waiting_flow_tries_for_a_slot_again_when_one_has_rested() -> None:
 def test_a_slot_free_already_is_tried_for_now() -> None:
     retrying = planner.await_admission(plan(), waiting(), at=NOW - timedelta(seconds=5))
     assert retrying is not None
-    assert retrying.tracks[ADMIT_TRACK].next is not None
-    assert retrying.tracks[ADMIT_TRACK].next.run_at == NOW
+    nxt = retrying.tracks[ADMIT_TRACK].next
+    assert nxt is not None and nxt.run_at == NOW
 
 
 def test_a_flow_not_waiting_has_no_slot_retry() -> None:

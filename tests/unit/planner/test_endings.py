@@ -8,6 +8,7 @@ The flow under test is ``tests.unit.planner.sample``'s (see there).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from relayflow.core import planner
@@ -70,11 +71,12 @@ def cleaning() -> FlowRecord:
 
 
 def test_an_ending_of_a_clean_up_gives_only_the_clean_up_up() -> None:
-    for end in (
+    endings: list[Callable[[FlowRecord], FlowRecord]] = [
         lambda r: planner.abort(plan(), r, code="X", message="stop"),
         lambda r: planner.definition_gone(plan(), r, message="stop"),
         lambda r: planner.unknown_flow(plan(), r, message="stop"),
-    ):
+    ]
+    for end in endings:
         record = cleaning()
         given_up = end(record)
         assert given_up.status is Status.FAILED
