@@ -90,3 +90,19 @@ def test_a_freed_slot_is_handed_straight_to_the_oldest_waiting_flow() -> None:
     assert h.store.slots[nxt.slot]["holder"] == nxt.key  # the flow's key: acme~a1
     h.engine._kernel.settle(h.flow(first))  # settling the ended flow again passes nothing on
     assert h.store.slots[nxt.slot]["holder"] == nxt.key
+
+
+def test_a_slot_beyond_a_lowered_quota_is_given_back_not_handed_on() -> None:
+    # given two flows holding acme's two slots and two waiting ...
+    h = Harness(flow(), tenants=policy(max_running=2))
+    ids = [h.start("job", flow_id=f"a{i}", tenant="acme") for i in range(4)]
+    assert [h.flow(i).slot for i in ids] == ["acme.0", "acme.1", None, None]
+    # ... when a deployment lowers the quota to one and both running flows end
+    h.tenants = policy(max_running=1)
+    h.deploy(flow())
+    h.run(ids[0])
+    h.run(ids[1])
+    # then only slot 0 is handed on: one flow runs, as the new quota says
+    assert h.store.slots["acme.1"]["holder"] is None
+    assert [h.flow(i).admission for i in ids[2:]] == ["admitted", "waiting"]
+    assert running(h, "acme") == 1
