@@ -1,11 +1,11 @@
 """relayflow.core.engine.execution: a handler's call — what it is told, how its ending is
 classified (invariant 7: not ready, retryable, permanent, a bug, an output the document cannot
-hold), and the middleware that wraps every call, outermost first."""
+hold, which fails the flow once), and the middleware that wraps every call, outermost first."""
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from relayflow.core import planner
+from relayflow.core.engine import Ran
 from relayflow.core.engine.execution import (
     MAX_OUTPUT_BYTES,
     Call,
@@ -32,8 +33,9 @@ from relayflow.core.metrics import Metrics
 from relayflow.core.planner import Completed, Failed, Outcome, Retry, Waiting
 from relayflow.core.position import Position, TaskKind
 from relayflow.core.records import Effect, FlowRecord, Track
+from relayflow.core.state import Status
 
-from .support import INCARNATION, NOW, kernel_over
+from .support import INCARNATION, NOW, Harness, kernel_over
 
 CONTEXT = StepContext(
     flow_id="1001", flow="demo", step="reserve", input={}, outputs={}, idempotency_key="k"
@@ -309,3 +311,29 @@ def test_each_call_is_a_span_named_by_its_task_and_a_failure_marks_it() -> None:
         StatusCode.ERROR,
         "refused by the client",
     )
+
+
+@pytest.mark.parametrize(
+    ("output", "says"),
+    [
+        (["not", "a", "dict"], "output of reserve is a list"),
+        ({"when": datetime(2026, 1, 1)}, "output of reserve.when is a datetime"),
+        ({"n": 2**70}, "output of reserve.n is an integer outside 64 bits"),
+        ({"__name__": 1}, "reserved key '__name__'"),
+        ({"x": float("nan")}, "output of reserve.x is nan"),
+        ({"blob": "x" * 300_000}, "the limit is 262144"),
+    ],
+)
+def test_an_output_the_flow_document_cannot_hold_fails_the_flow_once(
+    h: Harness, output: Any, says: str
+) -> None:
+    # given a step handler whose output Firestore could not store
+    h.reserve.script = [lambda ctx: output]
+    h.start()
+    # when its task runs, then the flow FAILS at once with the reason (no retry, no 5xx loop)
+    assert h.deliver() is Ran.ADVANCED
+    record = h.record()
+    assert record.status is Status.FAILED
+    assert record.result is not None and record.result.code == "INVALID_OUTPUT"
+    assert says in record.result.message
+    assert len(h.reserve.calls) == 1
