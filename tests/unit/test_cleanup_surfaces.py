@@ -15,6 +15,7 @@ from relayflow.testing import Harness
 from relayflow.web.access import Access
 from relayflow.web.api import build_api
 from relayflow.web.operations import Operations
+from tests.unit.planner.test_cleanup import WINDOW_S, Api, saga
 from tests.unit.test_api import (
     API_URL,
     CERTS_URL,
@@ -24,7 +25,6 @@ from tests.unit.test_api import (
     certs_transport,
     token,
 )
-from tests.unit.test_cleanup import WINDOW_S, Api, saga
 
 ORIGIN = {"Origin": "http://127.0.0.1:8129"}
 

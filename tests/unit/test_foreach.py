@@ -1,13 +1,18 @@
-"""ForEach: one small flow per item, at most `concurrency` items at a time, each with its own
-idempotency key, retries and polls; outputs in the list's order; a failing item undone at
-once, too many failing the flow with everything undone newest first. Item state lives in lane
-documents, never in the flow's. Through relayflow.testing's time-skipping harness."""
+"""relayflow.core.foreach: one small flow per item, at most `concurrency` items at a time,
+each with its own idempotency key, retries and polls; outputs in the list's order; a failing
+item undone at once, too many failing the flow with everything undone newest first. Item state
+lives in lane documents, never in the flow's. Through relayflow.testing's time-skipping
+harness; then the module's own functions, on their own."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import pytest
+
 from relayflow import ActionStep, Flow, NotReady, PermanentError, PollPolicy, PollStep, StepContext
+from relayflow.core import foreach
 from relayflow.core.flows import ForEach
 from relayflow.core.state import TERMINAL, Status
 from relayflow.testing import Harness, scripted
@@ -242,3 +247,48 @@ def test_a_later_failure_undoes_items_that_awaited_callbacks_with_what_they_sent
     (ctx,) = undo.calls
     assert (ctx.item, ctx.item_index) == ("a", 0)  # the item, though the flow runs the undo
     assert ctx.outputs["activate"] == {"sent": 1}  # what its run answered
+
+
+# What the tests above reach through the engine, on its own: listing the items, a lane's news.
+CONTEXT = StepContext(
+    flow_id="b-1", flow="batch", step="each", input={}, outputs={}, idempotency_key="k"
+)
+
+
+def listing(items: Any) -> ForEach:
+    return ForEach("each", items=lambda ctx: items, steps=(ActionStep("charge", scripted({})),))
+
+
+def test_items_may_be_any_sequence_of_storable_json_and_are_listed() -> None:
+    assert foreach.list_items(listing(("a", {"b": [1]})), CONTEXT) == ["a", {"b": [1]}]
+
+
+@pytest.mark.parametrize(
+    ("items", "says"),
+    [
+        ({"a": 1}, "items of 'each' is a dict, not a list"),
+        (list(range(foreach.MAX_ITEMS + 1)), f"'each' has {foreach.MAX_ITEMS + 1} items; at most"),
+        (["x" * foreach.MAX_ITEMS_BYTES], "items of each is"),
+    ],
+    ids=["not-a-list", "too-many", "too-large"],
+)
+def test_items_that_are_not_a_bounded_list_are_bad(items: Any, says: str) -> None:
+    with pytest.raises(foreach.BadItems, match=re.escape(says)):
+        foreach.list_items(listing(items), CONTEXT)
+
+
+def test_a_lanes_news_is_what_it_has_not_told_its_flow_yet() -> None:
+    h = Harness(flow(Api(refuse={1}), items=4, concurrency=2, tolerate=1))
+    record = h.run(h.start("batch"))
+    assert record is not None and record.status is Status.SUCCEEDED
+    lane = h.flow(record.lanes[1])  # items 1 and 3: item 1 refused
+    assert lane.failed_items == [1] and lane.reported_failures == 1 and lane.result_published
+    assert foreach.news(lane) is None  # its flow heard everything
+    unheard = lane.model_copy(update={"reported_failures": 0, "result_published": False})
+    assert foreach.news(unheard) == ([1], True)
+    assert foreach.news(unheard.model_copy(update={"result_published": True})) == ([1], False)
+
+
+def test_a_lane_runs_its_foreachs_item_steps_as_a_flow() -> None:
+    items = foreach.item_flow(flow(Api(), items=1, concurrency=1), "each")
+    assert [step.name for step in items.steps] == ["register", "await_active"]

@@ -1,7 +1,9 @@
 """metrics: after a batch of flows, the instruments hold exactly what the batch did.
 
 The flows run through the real engine in memory (relayflow.testing.Harness) with OtelMetrics
-on an in-memory reader, read back through ``snapshot()`` as GET /metrics shows them.
+on an in-memory reader, read back through ``snapshot()`` as GET /metrics shows them. The
+no-op base the engine reports to when metrics are off is ``relayflow.core.metrics.Metrics``
+(``relayflow.metrics`` re-exports it), tested last.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from relayflow.core.errors import NotReady, PermanentError, RetryableError
 from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy, StepContext
+from relayflow.core.metrics import Metrics as NoMetrics
 from relayflow.core.ports import Unreadable
 from relayflow.core.state import Status
 from relayflow.metrics import Metrics, OtelMetrics, OverdueAges, configure_metrics, oldest_overdue
@@ -228,3 +231,30 @@ def test_local_metrics_are_readable_in_process() -> None:
     assert value(metrics, "relayflow.flows.started", flow="demo", tenant="default") == 1
     assert isinstance(metrics, OtelMetrics)
     metrics.shutdown()
+
+
+def test_the_base_metrics_take_every_report_and_show_nothing() -> None:
+    # given the engine's own base (metrics off), every report the engine makes is accepted
+    h = Harness(FLOW)
+    h.start("demo", {"polls": 2, "finish": "flaky"}, flow_id="f-1")
+    record = h.run("f-1")
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert NoMetrics is Metrics  # the one relayflow.metrics re-exports
+    base = NoMetrics()
+    assert base.enabled is False
+    base.flow_started("demo")
+    base.flow_ended(record)
+    base.cleanup_ended(record, "acme")
+    base.step_ran("demo", record.position, "completed", 0.1)
+    base.step_retried("demo", "finish", "HTTP_503")
+    base.claim_conflict("demo", "finish")
+    base.sweeper_rescued("demo")
+    base.sweep_found([record], now=record.updated_at)
+    base.message_rejected("demo", "INVALID_MESSAGE")
+    base.breaker_changed("client-api", "open")
+    base.breaker_state("client-api", "open")
+    base.dependency_deferred("client-api", "open")
+    base.dependency_called("client-api", ok=False)
+    base.tenants_waiting({"acme": 3})
+    # then it shows nothing: GET /metrics says metrics are off
+    assert base.snapshot() is None

@@ -4,14 +4,10 @@ Every shape runs through relayflow.testing's time-skipping harness."""
 
 from __future__ import annotations
 
-import re
-from datetime import timedelta
-
 import pytest
 
 from relayflow import (
     ActionStep,
-    ConfigError,
     Flow,
     NotReady,
     PermanentError,
@@ -156,51 +152,3 @@ def test_a_retry_of_a_failed_branching_flow_keeps_what_is_still_in_effect() -> N
     ]
     assert len(charges) == 2 and charges[0] == charges[1]
     assert len(reserves) == 2 and reserves[0] != reserves[1]
-
-
-# -- the definition is checked when the registry is built ----------------------------------------
-
-
-def test_a_step_after_an_unknown_step_is_refused() -> None:
-    with pytest.raises(ConfigError, match="runs after unknown \\['nope'\\]"):
-        Flow(name="f", steps=(ActionStep("a", scripted({}), after=("nope",)),))
-
-
-def test_a_cycle_is_refused_and_named() -> None:
-    with pytest.raises(ConfigError, match=r"cycle: (a -> b -> a|b -> a -> b)"):
-        Flow(
-            name="f",
-            steps=(
-                ActionStep("a", scripted({}), after=("b",)),
-                ActionStep("b", scripted({}), after=("a",)),
-            ),
-        )
-
-
-def test_a_step_in_two_branches_is_refused_as_unreachable() -> None:
-    with pytest.raises(ConfigError, match=r"in both branches of 'c'"):
-        Flow(
-            name="f",
-            steps=(
-                IfStep("c", lambda ctx: True, then=("x",), otherwise=("x",)),
-                ActionStep("x", scripted({})),
-            ),
-        )
-
-
-def test_the_graph_draws_as_text_and_mermaid() -> None:
-    graph = choice(1).graph
-    assert re.search(r"^settle +<- approve, auto_approve$", graph.text(), re.M)
-    mermaid = graph.mermaid()
-    assert mermaid.startswith("flowchart TD")
-    assert "big{big?}" in mermaid and "big -->|then| manual_review" in mermaid
-    assert "big -->|otherwise| auto_approve" in mermaid
-
-
-def test_a_straight_line_flow_is_unchanged() -> None:
-    flow = Flow(name="f", steps=(ActionStep("a", scripted({})), ActionStep("b", scripted({}))))
-    assert flow.graph.deps == {"a": (), "b": ("a",)}
-    h = Harness(flow)
-    record = h.run(h.start("f"))
-    assert record is not None and record.status is Status.SUCCEEDED
-    assert record.finished_at is not None and record.finished_at - record.created_at == timedelta(0)

@@ -377,18 +377,6 @@ def test_work_done_for_a_flow_outside_its_tasks_joins_its_trace(tracer: Tracer) 
     assert h.queue.headers[rescued.next.task_id] == {"traceparent": flow_trace}
 
 
-def test_joined_leaves_a_span_of_the_same_trace_current(tracer: Tracer) -> None:
-    with telemetry.span(tracer, "outer"):
-        inside = telemetry.current_traceparent()
-        assert inside is not None
-        with telemetry.joined(f"00-{inside[3:35]}-{PUBLISHER_SPAN}-01"):
-            assert telemetry.current_traceparent() == inside
-    with telemetry.joined(None):
-        assert telemetry.current_traceparent() is None
-    with telemetry.joined("garbage"):
-        assert telemetry.current_traceparent() is None
-
-
 # -- the task route ------------------------------------------------------------------------
 
 

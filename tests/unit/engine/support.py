@@ -1,6 +1,7 @@
 """What the engine's unit tests share: an engine over in-memory fakes (``Harness``) running
 ``reserve`` (action, compensated) -> ``await_ready`` (poll) -> ``finish`` (action), each handler
-playing a script, on a FakeClock that moves to each task's ``run_at``."""
+playing a script, on a FakeClock that moves to each task's ``run_at``; and the engine's kernel
+alone over the same fakes (``kernel_over``), for the parts built on it."""
 
 from __future__ import annotations
 
@@ -8,17 +9,24 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from relayflow.core.admission import Admission
+from relayflow.core.breakers import Breakers
 from relayflow.core.clock import FakeClock
 from relayflow.core.engine import Ran
+from relayflow.core.engine.kernel import Kernel, Limits
 from relayflow.core.flows import (
     ActionStep,
     Flow,
     PollPolicy,
     PollStep,
+    Registry,
     RetryPolicy,
 )
+from relayflow.core.metrics import Metrics
+from relayflow.core.planner import QueueNames
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord
+from relayflow.core.tenants import Tenants
 
 from ..fakes import FakeEvents, FakeQueue, FakeStore, ScriptedHandler, engine_over
 
@@ -75,3 +83,31 @@ class Harness:
         record = self.store.get(flow_id)
         assert record is not None
         return record
+
+
+def kernel_over(
+    *flows: Flow,
+    store: FakeStore | None = None,
+    queue: FakeQueue | None = None,
+    events: FakeEvents | None = None,
+    clock: FakeClock | None = None,
+    limits: Limits | None = None,
+    breakers: Breakers | None = None,
+    metrics: Metrics | None = None,
+) -> Kernel:
+    """The engine's kernel for ``flows`` over the in-memory ports (fresh ones unless given),
+    at NOW, with queues named q-steps and q-polls."""
+    store = store or FakeStore()
+    return Kernel(
+        registry=Registry(flows),
+        store=store,
+        queue=queue or FakeQueue(),
+        events=events or FakeEvents(),
+        clock=clock or FakeClock(NOW),
+        queues=QueueNames(steps="q-steps", polls="q-polls"),
+        limits=limits or Limits(),
+        admission=Admission(store, Tenants()),
+        breakers=breakers,
+        tracer=None,
+        metrics=metrics or Metrics(),
+    )

@@ -1,4 +1,5 @@
-"""engine against in-memory ports: operators' cancel and retry."""
+"""engine against in-memory ports: operators' cancel and retry (which publishes the ended
+generation's result first)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,20 @@ def test_operating_on_a_missing_flow_is_flow_not_found(h: Harness) -> None:
         h.engine.cancel("nobody")
     with pytest.raises(FlowNotFound):
         h.engine.get("nobody")
+
+
+def test_a_retry_publishes_the_ended_generation_first_and_then_its_own(h: Harness) -> None:
+    # given generation 0 failed and an operator retried it before its mark landed
+    h.reserve.script = [PermanentError("no"), {"reservation": "r-2"}]
+    h.start()
+    h.events.failures_left = 1
+    with pytest.raises(ConnectionError):
+        h.deliver()  # generation 0 FAILED, its event not yet out
+    h.engine.retry("1001")  # publishes generation 0's event, then starts generation 1
+    assert h.store.mark_published("1001", generation=0) is False
+    # when generation 1 runs to the end
+    h.await_ready.script = [{"state": "READY"}]
+    while h.record().status not in {Status.SUCCEEDED, Status.FAILED}:
+        h.deliver()
+    # then both generations' events went out, in order
+    assert [e["generation"] for e in h.events.published] == [0, 1]

@@ -1,10 +1,14 @@
-"""engine against in-memory ports: the sweeper: lost tasks rescued, the grace period kept."""
+"""engine against in-memory ports: the sweeper: lost tasks rescued, the grace period kept, a
+result that never went out published, a flow of a type not deployed set aside."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from relayflow.core.engine import Ran
+from relayflow.core.errors import PermanentError
 
 from .support import Harness
 
@@ -47,3 +51,28 @@ def test_sweep_ignores_flows_within_the_grace_period(h: Harness) -> None:
     h.clock.advance(30)
     report = h.engine.sweep(grace_s=60)
     assert (report.overdue, report.rescued) == (0, 0)
+
+
+def test_sweep_publishes_a_result_that_never_went_out_and_sets_aside_an_unknown_type(
+    h: Harness,
+) -> None:
+    # given a flow that ended while Pub/Sub was down (its event never went out) ...
+    h.reserve.script = [PermanentError("no", code="NOPE")]
+    h.start()
+    h.events.failures_left = 1
+    with pytest.raises(ConnectionError):
+        h.deliver()
+    assert h.record().result_published is False
+    # ... and a flow whose definition is gone, overdue
+    h.start(message_id="orphan")
+    h.store.docs["orphan"]["flow"] = "gone"
+    h.queue.lose(h.record("orphan").next.task_id)  # type: ignore[union-attr]
+    # when the sweeper runs later
+    h.clock.advance(600)
+    report = h.engine.sweep(grace_s=60)
+    # then the missing event is published once, and the flow of an unknown type is set aside
+    # (a rolling deploy may still bring its type back)
+    assert (report.errors, report.unpublished, report.republished) == (0, 1, 1)
+    assert h.store.docs["orphan"]["next_run_at"] == h.clock.now() + timedelta(minutes=10)
+    assert [e["code"] for e in h.events.published] == ["NOPE"]
+    assert h.record().result_published is True

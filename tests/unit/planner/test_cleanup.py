@@ -1,8 +1,9 @@
-"""Undo until it is done (issue 18): an undo that fails for a retryable reason does not hold
-the flow's end back, and is not given up after a few tries. The flow ends at once with its
-clean-up ``pending``; the undo goes on as the clean-up, newest effect first, on a long backoff
-that honours the dependency's breaker, until it is done or its window closes (``abandoned``,
-counted for an alert); an operator can undo again. All in virtual time."""
+"""relayflow.core.planner.cleanup: undo until it is done (issue 18). An undo that fails for a
+retryable reason does not hold the flow's end back, and is not given up after a few tries. The
+flow ends at once with its clean-up ``pending``; the undo goes on as the clean-up, newest
+effect first, on a long backoff that honours the dependency's breaker, until it is done or its
+window closes (``abandoned``, counted for an alert); an operator can undo again. Through
+relayflow.testing's harness, all in virtual time."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from relayflow.core.breaker_policy import BreakerPolicy, Dependencies
 from relayflow.core.engine import Limits
 from relayflow.core.errors import InvalidTransition, PermanentError, RetryableError
 from relayflow.core.flows import ForEach
+from relayflow.core.planner.cleanup import cleanup_delay
 from relayflow.core.position import TaskKind
 from relayflow.core.records import CleanupState, EffectState, FlowRecord
 from relayflow.core.state import Status
 from relayflow.testing import Harness
+from tests.unit.planner.sample import plan, started
 
 FAST = RetryPolicy(max_attempts=3, initial_s=1.0, max_interval_s=5.0, jitter=0.0)
 WINDOW_S = 6 * 3600.0
@@ -325,3 +328,16 @@ def test_a_flow_that_fails_undoes_what_its_failed_item_could_not() -> None:
     cleaned = h.run_cleanup(flow_id)
     assert cleaned.cleanup is not None and cleaned.cleanup.state is CleanupState.DONE
     assert api.live == set()  # every item's registration undone, the failed one's too
+
+
+def test_a_clean_up_waits_on_its_long_curve_or_longer_if_the_dependency_asks() -> None:
+    # the sample flow's plan: undo_initial_s 30, doubling, at most undo_max_interval_s (1 h)
+    record, undo_plan = started(), plan()
+    for tries in range(10):
+        nominal = min(30.0 * 2**tries, 3600.0)
+        delay = cleanup_delay(undo_plan, record, tries=tries, error=RetryableError("503"))
+        assert 0.8 * nominal <= delay <= min(1.2 * nominal, 3600.0), tries
+    asks = RetryableError("429", retry_after_s=100.0)
+    assert cleanup_delay(undo_plan, record, tries=0, error=asks) == 100.0
+    greedy = RetryableError("429", retry_after_s=7200.0)
+    assert cleanup_delay(undo_plan, record, tries=0, error=greedy) == 3600.0  # capped at an hour

@@ -1,4 +1,5 @@
-"""relayflow.core.kinds: one conformance test over every registered kind of step.
+"""relayflow.core.kinds.base: one conformance test over every registered kind of step, and the
+registry (``Kinds``) that looks kinds up by step, by position and by task.
 
 Each kind has a sample flow here (``SAMPLES``, keyed by the kind's name) whose first step is of
 that kind; a kind registered without one fails the test, so a new kind is checked from the
@@ -24,7 +25,7 @@ from relayflow.core.flows import (
     Step,
     StepContext,
 )
-from relayflow.core.kinds import REGISTRY, Kind
+from relayflow.core.kinds import REGISTRY, Action, Kind, Kinds, step_at
 from relayflow.core.planner import Completed, Plan, QueueNames
 from relayflow.core.position import Position, TaskKind
 from relayflow.core.records import FlowRecord
@@ -215,3 +216,61 @@ def test_the_planner_hands_a_completed_forward_task_to_its_kind(kind: Kind) -> N
     assert done.history[-1].step == step.name
     assert done.position != record.position or step.name in done.outputs
     assert planner.after(plan, record, Completed(output)) == done.stored()
+
+
+# The registry: kinds looked up by step, by position and by task.
+
+ITEMS = ForEach(
+    "each",
+    items=lambda ctx: [1, 2],
+    steps=(ActionStep("charge", noop, dependency="payments"), PollStep("settle", noop)),
+)
+WITH_ITEMS = Flow(
+    name="w",
+    steps=(ActionStep("reserve", noop, dependency="stock"), ITEMS, then("notify")),
+)
+
+
+def test_a_step_of_no_registered_kind_is_a_type_error() -> None:
+    actions_only = Kinds((Action(),))
+    poll = PollStep("check", noop)
+    with pytest.raises(TypeError, match="no kind is registered for a PollStep"):
+        actions_only.of(poll)
+    assert actions_only.of(ActionStep("act", noop)).name == "action"
+
+
+def test_claims_and_waits_are_answered_for_a_task_whichever_kind_has_it() -> None:
+    claimed = {task for task in STEP_TASKS if REGISTRY.claims(task)}
+    waiting = {task for task in STEP_TASKS if REGISTRY.waits(task)}
+    assert claimed == {TaskKind.ACTION, TaskKind.COMPENSATE}
+    assert waiting == {TaskKind.POLL, TaskKind.WAIT}
+
+
+def test_an_items_step_is_found_inside_its_foreach() -> None:
+    # given the position of the second item step of ForEach ``each``
+    position = Position(step_index=1, step="settle", kind=TaskKind.POLL, scope="each", item=0)
+    # then it names the item step, not the flow's second step (the ForEach itself)
+    assert step_at(WITH_ITEMS, position, REGISTRY).name == "settle"
+    assert REGISTRY.at(WITH_ITEMS, position).name == "poll"
+    outside = Position(step_index=1, step="each", kind=TaskKind.FANOUT)
+    assert step_at(WITH_ITEMS, outside, REGISTRY) is ITEMS
+
+
+def test_the_item_steps_of_a_foreach_are_its_inner_flow() -> None:
+    assert [s.name for s in REGISTRY.inner(WITH_ITEMS, "each").steps] == ["charge", "settle"]
+    with pytest.raises(KeyError, match="'reserve' of 'w' runs no steps inside it"):
+        REGISTRY.inner(WITH_ITEMS, "reserve")
+
+
+def test_the_container_of_item_steps_is_their_flow_unless_planning_one_already() -> None:
+    items = REGISTRY.inner(WITH_ITEMS, "each")
+    assert REGISTRY.container(WITH_ITEMS, None) is WITH_ITEMS
+    assert REGISTRY.container(WITH_ITEMS, "each") is items
+    # a lane's plan is for the item steps: ``each`` is not one of them
+    assert REGISTRY.container(items, "each") is items
+
+
+def test_dependencies_are_every_one_a_step_names_the_item_steps_too() -> None:
+    polling = Flow(name="p", steps=(PollStep("check", noop, dependency="status-api"),))
+    assert REGISTRY.dependencies([WITH_ITEMS, polling]) == {"stock", "payments", "status-api"}
+    assert REGISTRY.dependencies([SAMPLES["action"][0]]) == set()

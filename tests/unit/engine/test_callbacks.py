@@ -1,6 +1,7 @@
-"""Callback steps: a one-use token handed out, the flow resumed when it is completed, a
-duplicate or late completion a no-op that says why, a missing one timed out, a lost one caught
-by the safety-net poll. Through relayflow.testing's harness with a virtual clock."""
+"""relayflow.core.engine.callbacks: a callback step's one-use token handed out, the flow
+resumed when it is completed, a duplicate or late completion a no-op that says why, a missing
+one timed out, a lost one caught by the safety-net poll. Through relayflow.testing's harness
+with a virtual clock. (The step's own transitions: ``tests/unit/kinds/test_callback.py``.)"""
 
 from __future__ import annotations
 

@@ -1,0 +1,74 @@
+"""relayflow.core.engine.tenancy: pausing a tenant puts its tasks off without spending attempts,
+resuming goes on where they were and admits its waiting flows; operators see every tenant's
+limits, state and counts. Through relayflow.testing's harness, with the tenant's job flow of
+``tests/unit/test_tenants.py``."""
+
+from __future__ import annotations
+
+from relayflow.core.ports import TenantState
+from relayflow.core.state import Status
+from relayflow.core.tenants import TenantPolicy, Tenants
+from relayflow.testing import Harness
+from tests.unit.test_tenants import flow, policy
+
+
+def test_pausing_a_tenant_puts_its_tasks_off_and_resuming_goes_on_where_they_were() -> None:
+    h = Harness(flow())
+    flow_id = h.start("job", tenant="acme")
+    h.deliver_next()  # begin: done
+    h.deliver_next()  # the first poll
+    polls_before = len(h.calls_of("wait"))
+    h.engine.pause_tenant("acme", by="ops@example.com", reason="maintenance")
+    for _ in range(5):  # five deliveries while paused: each is put off, none runs
+        h.deliver_next()
+    record = h.flow(flow_id)
+    assert len(h.calls_of("wait")) == polls_before
+    assert [e.outcome for e in record.history[-5:]] == ["deferred"] * 5
+    assert record.position.attempt == 0 and record.polls == polls_before
+    h.engine.resume_tenant("acme", by="ops@example.com")
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert record.polls == 3  # went on where it was: no poll repeated, none lost
+
+
+def test_a_pause_records_who_paused_the_tenant_and_why() -> None:
+    h = Harness(flow())
+    state = h.engine.pause_tenant("acme", by="ops@example.com", reason="maintenance")
+    assert state == TenantState("acme", paused=True, by="ops@example.com", reason="maintenance")
+    assert h.store.tenant_state("acme") == state
+    resumed = h.engine.resume_tenant("acme", by="lead@example.com", reason="done")
+    assert resumed == TenantState("acme", paused=False, by="lead@example.com", reason="done")
+    assert h.store.tenant_state("acme") == resumed
+
+
+def test_resuming_a_tenant_admits_the_flows_that_waited_while_it_was_paused() -> None:
+    # given a limited tenant, paused: its new flows wait, none is admitted
+    h = Harness(flow(), tenants=policy(max_running=1))
+    h.engine.pause_tenant("acme", by="ops", reason="maintenance")
+    first = h.start("job", flow_id="a0", tenant="acme")
+    second = h.start("job", flow_id="a1", tenant="acme")
+    assert [h.flow(f).admission for f in (first, second)] == ["waiting", "waiting"]
+    # when it is resumed, then the oldest waiting flow takes its one slot at once
+    h.engine.resume_tenant("acme", by="ops", reason="done")
+    assert [h.flow(f).admission for f in (first, second)] == ["admitted", "waiting"]
+    assert h.run(second) is not None and h.flow(second).status is Status.SUCCEEDED
+
+
+def test_views_show_every_tenant_with_a_policy_or_a_state_and_its_flows() -> None:
+    # given acme (2 at a time) with three flows, beta paused by an operator, and one default flow
+    tenants = Tenants(tenants={"acme": TenantPolicy(max_running=2, priority="high")})
+    h = Harness(flow(), tenants=tenants)
+    for i in range(3):
+        h.start("job", flow_id=f"a{i}", tenant="acme")
+    h.start("job", flow_id="d0")
+    h.engine.pause_tenant("beta", by="ops", reason="unpaid")
+    # then each is shown once, by name, with its limits, its state and its flows
+    views = {view["tenant"]: view for view in h.engine.tenant_views()}
+    assert sorted(views) == ["acme", "beta", "default"]
+    acme = views["acme"]
+    assert (acme["max_running"], acme["priority"], acme["paused"]) == (2, "high", False)
+    assert (acme["running"], acme["waiting"]) == (2, 1)
+    beta = views["beta"]
+    assert (beta["paused"], beta["paused_by"], beta["reason"]) == (True, "ops", "unpaid")
+    assert (beta["running"], beta["waiting"], beta["max_running"]) == (0, 0, 0)
+    assert (views["default"]["running"], views["default"]["waiting"]) == (1, 0)
