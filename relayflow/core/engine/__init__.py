@@ -91,10 +91,11 @@ class Engine:
             kernel, (execution.counted, protection.outcome, execution.timed, execution.traced)
         )
         delivery = Delivery(kernel, execution, protection)
-        lanes = Lanes(kernel, delivery, execution)
+        endings = Endings(kernel)
+        lanes = Lanes(kernel, delivery, execution, endings)
         self._kernel = kernel
         self._intake = Intake(kernel)
-        self._tasks = Tasks(kernel, delivery, lanes, protection, Endings(kernel))
+        self._tasks = Tasks(kernel, delivery, lanes, protection, endings)
         self._protection = protection
         self._callbacks = Callbacks(kernel)
         self._sweeper = Sweeper(kernel)

@@ -36,5 +36,7 @@ def safe_id(message_id: str) -> str:
     """A document id for a Pub/Sub message id: itself when it is a legal flow id, else hashed."""
     if re.fullmatch(FLOW_ID_PATTERN[1:-1], message_id) and is_document_id(message_id):
         return message_id
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in message_id)[:60]
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "_" for c in message_id)[
+        :60
+    ]
     return f"{safe}-{hashlib.sha256(message_id.encode()).hexdigest()[:12]}"

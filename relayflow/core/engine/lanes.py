@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from relayflow.core import foreach
 from relayflow.core.engine.delivery import Delivery
+from relayflow.core.engine.endings import Endings
 from relayflow.core.engine.execution import Execution
 from relayflow.core.engine.focus import focused_at, mismatch
 from relayflow.core.engine.kernel import Kernel
@@ -29,22 +30,39 @@ from relayflow.core.records import Effect, FlowRecord
 class Lanes:
     """Runs a ForEach's own tasks and its lanes' tasks."""
 
-    def __init__(self, kernel: Kernel, delivery: Delivery, execution: Execution) -> None:
+    def __init__(
+        self, kernel: Kernel, delivery: Delivery, execution: Execution, endings: Endings
+    ) -> None:
         self._k = kernel
         self._delivery = delivery
         self._execution = execution
+        self._endings = endings
 
     def run_lane_task(self, found: Snapshot, flow: Flow, gone: str) -> Ran:
         """A task of a ForEach lane: run like a flow's, with the item steps as definition. A
-        lane whose flow's definition no longer fits is stopped: the flow ends by its own task."""
+        lane whose flow's definition no longer fits is stopped, and its flow ended
+        (DEFINITION_CHANGED): the flow has no task of its own while its lanes run, so nothing
+        else would end it."""
         record = found.record
         assert record.scope is not None
         items = foreach.item_flow(flow, record.scope)
-        if gone or mismatch(self._k.kinds, flow, record.position):
+        why = gone or mismatch(self._k.kinds, flow, record.position)
+        if why:
             plan = self._k.plan(items)
             stopped = self._k.store.change(record.key, lambda lane: cancel_lane(plan, lane))
+            self._end_flow_of(record, flow, why)
             return Ran.ADVANCED if stopped else Ran.STALE
         return self._delivery.run_step(found, items)
+
+    def _end_flow_of(self, lane: FlowRecord, flow: Flow, why: str) -> None:
+        """End the flow of ``lane`` at its ForEach, as a task of its own would have."""
+        assert lane.parent is not None and lane.scope is not None
+        found = self._k.read(lane.parent)
+        if found is None or found.record.tracks.get(lane.scope) is None:
+            return  # gone, or past its ForEach already
+        focused = found.record.focused(lane.scope)
+        at = Snapshot(focused, found.version)
+        self._endings.definition_changed(at, focused.position, self._k.plan(flow), why)
 
     def run_own_task(self, found: Snapshot, flow: Flow) -> Ran:
         """A ForEach's own task at the focused position: fan out, join, or gather."""

@@ -91,7 +91,9 @@ class Tasks:
 
     def _run_flow_task(self, found: Snapshot, flow: Flow, gone: str) -> Ran:
         position = found.record.position
-        if gone and not position.undoing:
+        # A flow whose version is gone is undone with the newest one: its undo's tasks (a
+        # ForEach's gather of its items' effects comes first) run; any other ends it.
+        if gone and not (position.undoing or position.gathers):
             log.error("flow version no longer registered", extra={"flow_id": found.record.key})
             return self._endings.definition_changed(found, position, self._k.plan(flow), gone)
         why = mismatch(self._k.kinds, flow, position)

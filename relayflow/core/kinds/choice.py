@@ -8,9 +8,8 @@ from typing import Any, ClassVar
 
 from relayflow.core.errors import PermanentError
 from relayflow.core.flows import Handler, IfStep, Step, StepContext
-from relayflow.core.kinds.action import retried
 from relayflow.core.kinds.base import Kind, Wrap
-from relayflow.core.planner.forward import advance
+from relayflow.core.planner.forward import advance, fail
 from relayflow.core.planner.plan import Plan, Retry, Waiting
 from relayflow.core.position import TaskKind
 from relayflow.core.records import FlowRecord
@@ -34,7 +33,11 @@ class Choice(Kind):
         return advance(plan, record, output, seen=f"chose {output.get('branch')}")
 
     def again(self, plan: Plan, record: FlowRecord, outcome: Retry | Waiting) -> FlowRecord:
-        return retried(plan, record, outcome)
+        """A condition that raised fails the flow: it reads only the input and the outputs, so
+        a retry would raise again (and an If has no retry policy to bound one)."""
+        raised = outcome.error.message if isinstance(outcome, Retry) else "it said not ready"
+        message = f"the condition of {record.position.step!r} raised: {raised}"
+        return fail(plan, record, PermanentError(message, code="CONDITION_FAILED"))
 
     def describe(self, step: Step) -> str:
         assert isinstance(step, IfStep)

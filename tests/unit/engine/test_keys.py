@@ -108,11 +108,6 @@ def test_any_other_message_id_is_turned_into_a_legal_distinct_one(message_id: st
     assert made != safe_id(message_id + "x")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: safe_id keeps non-ASCII letters (str.isalnum), so its id is no flow id and "
-    "a start message with such a message id fails FlowRecord's validation on every delivery",
-)
 def test_a_message_id_with_non_ascii_letters_is_turned_into_a_legal_one() -> None:
     made = safe_id("é")
     assert re.fullmatch(FLOW_ID_PATTERN, made) and is_document_id(made)

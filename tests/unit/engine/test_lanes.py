@@ -149,12 +149,6 @@ def test_a_lane_whose_item_steps_no_longer_fit_is_stopped_running_nothing() -> N
     assert h.calls_of("await_ready") == [] and h.queue.due_first() is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: lanes stopped because their item steps no longer fit report nothing to their "
-    "flow (cancel_lane marks them published), and the flow's ForEach has no task of its own, "
-    "so the flow stays RUNNING with no task, which no sweep finds",
-)
 def test_a_flow_whose_lanes_were_stopped_by_a_new_definition_still_ends() -> None:
     h = Harness(batch())
     flow_id = fanned_out(h)

@@ -79,16 +79,13 @@ def test_the_branch_not_picked_is_skipped_and_the_picked_one_starts() -> None:
     assert list(other.tracks) == ["auto"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: Choice.again hands a retryable error (or an unexpected exception, classified "
-    "retryable) to the action's retry, which asserts an effect step: the planner raises "
-    "AssertionError and the task fails on every delivery, unbounded by any retry policy",
-)
-def test_a_condition_that_failed_retryably_is_planned_like_any_other_outcome() -> None:
+def test_a_condition_that_raised_fails_the_flow_instead_of_retrying_unbounded() -> None:
+    # A condition reads only the input and outputs: a retry would raise again, and an If has
+    # no retry policy to bound one (this raised AssertionError on every delivery before).
     planned = planner.after(PLAN, started(), Retry(RetryableError("lookup down", code="DOWN")))
     assert planned.history[-1].step == "big"
+    assert planned.result is not None and planned.result.code == "CONDITION_FAILED"
+    assert "lookup down" in (planned.result.message or "")
 
 
 def test_it_is_described_by_its_branches() -> None:
