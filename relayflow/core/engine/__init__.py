@@ -85,11 +85,7 @@ class Engine:
             metrics=metrics or Metrics(),  # the base class records nothing
         )
         protection = Protection(kernel)
-        execution = Execution(kernel)
-        # Outermost first: retries counted, the breaker told, the call timed, then traced.
-        execution = Execution(
-            kernel, (execution.counted, protection.outcome, execution.timed, execution.traced)
-        )
+        execution = Execution.standard(kernel, breaker=protection.outcome)
         delivery = Delivery(kernel, execution, protection)
         endings = Endings(kernel)
         lanes = Lanes(kernel, delivery, execution, endings)

@@ -55,10 +55,15 @@ class Execution:
 
     def __init__(self, kernel: Kernel, middleware: Sequence[Middleware] = ()) -> None:
         self._k = kernel
-        chain: Next = run_handler
-        for outer in reversed(middleware):
-            chain = _linked(outer, chain)
-        self._chain = chain
+        self._chain = _chained(middleware)
+
+    @classmethod
+    def standard(cls, kernel: Kernel, breaker: Middleware) -> Execution:
+        """The engine's chain, outermost first: retries counted, the ``breaker`` told, the
+        call timed, then traced."""
+        execution = cls(kernel)
+        execution._chain = _chained((execution.counted, breaker, execution.timed, execution.traced))
+        return execution
 
     def execute(
         self,
@@ -136,6 +141,13 @@ class Execution:
             record = call.record
             self._k.metrics.step_retried(record.flow, record.position.step, outcome.error.code)
         return outcome
+
+
+def _chained(middleware: Sequence[Middleware]) -> Next:
+    chain: Next = run_handler
+    for outer in reversed(middleware):
+        chain = _linked(outer, chain)
+    return chain
 
 
 def _linked(outer: Middleware, inner: Next) -> Next:
