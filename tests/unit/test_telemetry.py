@@ -14,8 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
 
@@ -45,18 +44,6 @@ PUBLISHED = f"00-{TRACE_ID}-{PUBLISHER_SPAN}-01"  # what a traced publisher atta
 START = json.dumps({"flow": "demo", "input": {"resource": "acme-1"}}).encode()
 RETRY = RetryPolicy(max_attempts=3, initial_s=1.0, multiplier=2.0, max_interval_s=10.0, jitter=0)
 POLL = PollPolicy(initial_s=1.0, multiplier=2.0, max_interval_s=30.0, jitter=0, max_polls=5)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer(exporter: InMemorySpanExporter) -> Tracer:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer("test")
 
 
 def hex_ids(span: ReadableSpan) -> tuple[str, str]:

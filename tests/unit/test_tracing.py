@@ -9,8 +9,6 @@ tracer provider is never touched.
 from __future__ import annotations
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import INVALID_SPAN, SpanKind, StatusCode, Tracer
 
@@ -19,18 +17,6 @@ from relayflow.core import tracing
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PUBLISHER_SPAN = "00f067aa0ba902b7"
 PUBLISHED = f"00-{TRACE_ID}-{PUBLISHER_SPAN}-01"  # what a traced publisher attaches
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer(exporter: InMemorySpanExporter) -> Tracer:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer("test")
 
 
 def test_joined_leaves_a_span_of_the_same_trace_current(tracer: Tracer) -> None:
