@@ -30,10 +30,18 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports: every socket stays bound until all are picked, because the
+    kernel may hand a just-released port out again (two calls to a one-port helper once gave the
+    emulator the same port for gRPC and REST, and it failed to start)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 @dataclass
@@ -57,8 +65,9 @@ class EmulatorProcess:
         log_path: Path | None = None,
         timeout_s: float = 20.0,
     ) -> EmulatorProcess:
-        port = port or free_port(host)
-        rest_port = rest_port or free_port(host)
+        picked = free_ports(2, host)
+        port = port or picked[0]
+        rest_port = rest_port or next(p for p in picked if p != port)
         log_path = log_path or Path(os.devnull)
         command = [
             sys.executable, "-m", "emulators.cloud_tasks",

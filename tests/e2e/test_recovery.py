@@ -4,7 +4,6 @@ redelivered by Pub/Sub and, after five deliveries, dead-lettered."""
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from google.cloud import tasks_v2
 from google.pubsub_v1 import DeadLetterPolicy, PubsubMessage, RetryPolicy, Subscription
 from google.pubsub_v1.types import PushConfig
 
+from emulators.cloud_tasks.testing import free_ports
 from relayflow.core.state import Status
 from relayflow.local import processes
 from relayflow.local.clients import publisher_client, subscriber_client, tasks_client
@@ -95,20 +95,14 @@ def _polls(harness: Harness, flow_id: str) -> int:
     return record.polls if record else 0
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def failing_start_function(harness: Harness, tmp_path: Path) -> Iterator[str]:
     """The real start function, whose Cloud Tasks is unreachable: every start fails after the
     flow doc is written, as when the queue is down. Yields its push URL."""
-    port = _closed_port()
+    port, closed = free_ports(2, HOST)  # distinct: nothing listens on `closed`
     env = {
         **harness.stack.env(),
-        "CLOUD_TASKS_EMULATOR_HOST": f"{HOST}:{_closed_port()}",
+        "CLOUD_TASKS_EMULATOR_HOST": f"{HOST}:{closed}",
         "PYTHONUNBUFFERED": "1",
     }
     script = Path(sys.executable).with_name("functions-framework")
