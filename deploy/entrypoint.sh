@@ -11,10 +11,13 @@ set -eu
 # A worker stuck past Cloud Run's request timeout (3600 s at most) is killed and replaced rather
 # than left holding the instance; request deadlines themselves are Cloud Run's.
 : "${GUNICORN_TIMEOUT_S:=3630}"
+# Threads = the concurrency Cloud Run sends an instance (Terraform sets both from one variable):
+# more requests than threads would wait in gunicorn's backlog, eating their dispatch deadline.
+: "${GUNICORN_THREADS:=8}"
 
 # One worker process with threads: Cloud Run scales instances, and the handlers wait on I/O.
 gunicorn_app() {
-    exec gunicorn --bind "0.0.0.0:${PORT}" --workers 1 --threads 8 \
+    exec gunicorn --bind "0.0.0.0:${PORT}" --workers 1 --threads "${GUNICORN_THREADS}" \
         --timeout "${GUNICORN_TIMEOUT_S}" --graceful-timeout 10 --access-logfile - "$1"
 }
 

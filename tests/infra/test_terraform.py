@@ -1369,3 +1369,16 @@ def test_callback_steps_hand_out_the_api_url() -> None:
     url = relayflow.outputs["callback_url"].body["value"]
     assert url == '${local.url["api"]}/callbacks'
     assert "X-Relayflow-Callback-Token" in relayflow.outputs["callback_url"].body["description"]
+
+
+def test_a_gunicorn_service_has_as_many_threads_as_cloud_run_sends_it_requests() -> None:
+    relayflow = load(RELAYFLOW)
+    for call in ("worker", "poller", "api"):
+        body = relayflow.modules[call].body
+        assert body["max_concurrency"] == f'${{var.concurrency["{call}"]}}', call
+        assert f'GUNICORN_THREADS = tostring(var.concurrency["{call}"])' in body["env"], call
+    assert relayflow.modules["start_flow"].body["max_concurrency"] == (
+        '${var.concurrency["start-flow"]}'
+    )
+    entrypoint = (TERRAFORM.parents[1] / "deploy" / "entrypoint.sh").read_text()
+    assert '--threads "${GUNICORN_THREADS}"' in entrypoint

@@ -30,6 +30,7 @@ module "relayflow" {
   deletion_protection              = var.deletion_protection
   max_instances                    = var.max_instances
   min_instances                    = var.min_instances
+  concurrency                      = var.concurrency
   sweep_schedule                   = var.sweep_schedule
   tasks_log_sampling_ratio         = var.tasks_log_sampling_ratio
   trace_exporter                   = var.trace_exporter

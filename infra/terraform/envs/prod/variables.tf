@@ -59,6 +59,22 @@ variable "max_instances" {
   }
 }
 
+variable "concurrency" {
+  description = "Concurrent requests (and gunicorn threads) per Cloud Run instance, per component (docs/capacity.md)."
+  type = object({
+    start-flow = number
+    worker     = number
+    poller     = number
+    api        = number
+  })
+  default = {
+    start-flow = 16
+    worker     = 16
+    poller     = 16
+    api        = 8
+  }
+}
+
 variable "min_instances" {
   description = "Minimum Cloud Run instances per component."
   type = object({

@@ -439,6 +439,7 @@ module "start_flow" {
   invoker_members    = { pubsub_push = local.pubsub_push_member }
   max_instances      = var.max_instances["start-flow"]
   min_instances      = var.min_instances["start-flow"]
+  max_concurrency    = var.concurrency["start-flow"]
   # Pub/Sub redelivers a push still running after the ack deadline: answer well within it.
   request_timeout_s   = local.topology.subscriptions.start.ack_deadline_s
   labels              = var.labels
@@ -457,7 +458,8 @@ module "worker" {
   service_account_id = "relayflow-worker"
   image              = var.image
   env = merge(local.handler_env, {
-    COMPONENT = "worker"
+    COMPONENT        = "worker"
+    GUNICORN_THREADS = tostring(var.concurrency["worker"])
     # The worker's token check admits the scheduler's calls to POST /sweep.
     RELAYFLOW_SCHEDULER_SERVICE_ACCOUNTS = jsonencode([data.google_service_account.scheduler.email])
   })
@@ -465,6 +467,7 @@ module "worker" {
   custom_audiences    = [local.url["worker"]]
   max_instances       = var.max_instances["worker"]
   min_instances       = var.min_instances["worker"]
+  max_concurrency     = var.concurrency["worker"]
   request_timeout_s   = local.handler_timeout_s["worker"]
   labels              = var.labels
   deletion_protection = var.deletion_protection
@@ -481,11 +484,12 @@ module "poller" {
   description         = "Runs poll steps dispatched by Cloud Tasks; re-enqueues itself with backoff."
   service_account_id  = "relayflow-poller"
   image               = var.image
-  env                 = merge(local.handler_env, { COMPONENT = "poller" })
+  env                 = merge(local.handler_env, { COMPONENT = "poller", GUNICORN_THREADS = tostring(var.concurrency["poller"]) })
   invoker_members     = { tasks = local.tasks_invoker_member }
   custom_audiences    = [local.url["poller"]]
   max_instances       = var.max_instances["poller"]
   min_instances       = var.min_instances["poller"]
+  max_concurrency     = var.concurrency["poller"]
   request_timeout_s   = local.handler_timeout_s["poller"]
   labels              = var.labels
   deletion_protection = var.deletion_protection
@@ -503,7 +507,8 @@ module "api" {
   service_account_id = "relayflow-api"
   image              = var.image
   env = merge(local.common_env, {
-    COMPONENT = "api"
+    COMPONENT        = "api"
+    GUNICORN_THREADS = tostring(var.concurrency["api"])
     # Tokens for the api's URL, and for the audiences named here (none by default:
     # infra/terraform/README.md, "People and the api").
     RELAYFLOW_API_AUDIENCES = jsonencode(var.api_token_audiences)
@@ -524,6 +529,7 @@ module "api" {
   custom_audiences    = [local.url["api"]]
   max_instances       = var.max_instances["api"]
   min_instances       = var.min_instances["api"]
+  max_concurrency     = var.concurrency["api"]
   labels              = var.labels
   deletion_protection = var.deletion_protection
 

@@ -133,6 +133,28 @@ variable "max_instances" {
   }
 }
 
+variable "concurrency" {
+  description = "Concurrent requests per Cloud Run instance, per component. The worker, poller and api run one gunicorn process with this many threads (each request holds a thread while it waits on Firestore, Cloud Tasks or the client API), so Cloud Run never sends an instance more requests than it has threads to serve; docs/capacity.md derives the sizes."
+  type = object({
+    start-flow = number
+    worker     = number
+    poller     = number
+    api        = number
+  })
+  default = {
+    start-flow = 16
+    worker     = 16
+    poller     = 16
+    api        = 8
+  }
+
+  validation {
+    # Cloud Run: at most 1000 concurrent requests per instance (https://cloud.google.com/run/docs/about-concurrency).
+    condition     = alltrue([for n in values(var.concurrency) : n >= 1 && n <= 1000 && floor(n) == n])
+    error_message = "Each component's concurrency must be a whole number from 1 to 1000."
+  }
+}
+
 variable "tasks_log_sampling_ratio" {
   description = "Fraction of Cloud Tasks operations logged (0.0 - 1.0)."
   type        = number
