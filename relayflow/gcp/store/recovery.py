@@ -26,16 +26,13 @@ class FirestoreRecovery(StoreBase):
         so the same (status, next_run_at) index finds those; lanes never clean up."""
         # Per shard, one query of flows (every active or cleanable status: ``in``) and one of
         # lanes, merged by due time.
-        asked = [
-            (self._flows, sorted(s.value for s in ACTIVE | CLEANABLE)),
-            (self._lanes, sorted(s.value for s in ACTIVE)),
-        ]
+        collections = (self._flows, self._lanes)
+        statuses = (sorted(s.value for s in ACTIVE | CLEANABLE), sorted(s.value for s in ACTIVE))
 
         def query_of(n: int) -> Any:
-            collection, statuses = asked[n % 2]
             return (
-                in_shard(collection, n // 2)
-                .where(filter=firestore.FieldFilter("status", "in", statuses))
+                in_shard(collections[n % 2], n // 2)
+                .where(filter=firestore.FieldFilter("status", "in", statuses[n % 2]))
                 .where(filter=firestore.FieldFilter("next_run_at", "<", cutoff))
                 .order_by("next_run_at")
             )
