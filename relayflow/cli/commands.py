@@ -361,13 +361,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
     """Follow a flow through a Firestore listener: each new history entry as it lands."""
     from relayflow.cli import render
     from relayflow.core.records import FlowRecord, flow_key
-    from relayflow.gcp.store import build_client
+    from relayflow.gcp.store import FlowStore, build_client
     from relayflow.topology import load_topology
 
     settings = _settings()
-    client = build_client(settings)
+    names = load_topology().firestore
+    flow_store = FlowStore(
+        build_client(settings), flows=names.flows_collection, rejected=names.rejected_collection
+    )
     key = flow_key(args.tenant, args.flow_id)  # ids are each tenant's own
-    ref = client.collection(load_topology().firestore.flows_collection).document(key)
+    ref = flow_store.reference(key)  # the store names the document (its id is spread)
     ended = threading.Event()
     shown = [0]
 

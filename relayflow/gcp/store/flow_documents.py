@@ -9,6 +9,7 @@ its first change also gives it its ``shard``, so listings and the sweeper see it
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from google.api_core.exceptions import (
     Aborted,
@@ -126,6 +127,20 @@ class FirestoreFlowDocuments(StoreBase):
             return Snapshot(updated, version, doc if shard is None else {**doc, "shard": shard})
         message = f"flow {flow_id}: {CHANGE_ATTEMPTS} conflicting changes in a row"
         raise Aborted(message)  # type: ignore[no-untyped-call]
+
+    def reference(self, key: str) -> Any:
+        """The document of ``key`` for a listener to follow (``relayflow watch``): where it
+        lives, an earlier release's legacy id if only that one exists."""
+        self._counters.add("firestore_reads")
+        spread = self._doc(key)
+        if spread.get(timeout=RPC_TIMEOUT_S).exists:
+            return spread
+        legacy = self._doc(key, legacy=True)
+        self._counters.add("firestore_reads")
+        if legacy.get(timeout=RPC_TIMEOUT_S).exists:
+            self._found_legacy(key)
+            return legacy
+        return spread
 
     def find(self, flow_id: str, *, limit: int = 10) -> list[FlowRecord]:
         """Every tenant's flow with the id ``flow_id`` (its field, not its key)."""
