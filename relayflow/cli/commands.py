@@ -393,7 +393,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     try:
         finished = ended.wait(args.timeout_s)
     finally:
-        watch.unsubscribe()  # type: ignore[no-untyped-call]
+        watch.unsubscribe()
     if not finished:
         print(f"flow {args.flow_id} still running after {args.timeout_s:.0f}s", file=sys.stderr)
         return 1
