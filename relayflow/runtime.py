@@ -120,6 +120,7 @@ def build_runtime(
         slots=topology.firestore.tenant_slots_collection,
         tenants=topology.firestore.tenants_collection,
         counters=counters,
+        shards=settings.firestore_shards,
     )
     task_queue = queue.TaskQueue(
         queue.build_client(settings),

@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from relayflow.core.breaker_policy import Dependencies
 from relayflow.core.tenants import TENANT_PATTERN, Tenants
+from relayflow.topology import load_topology
 
 # The reference app, run when RELAYFLOW_APP is not set.
 DEFAULT_APP = "relayflow.apps.registration:build_registry"
@@ -130,6 +131,13 @@ class Settings(BaseSettings):
     # Window documents per dependency: each takes about one write a second per instance
     # sharing it, so raise this with the instances that call one dependency.
     breaker_shards: int = Field(default=4, ge=1, le=64)
+    # Index shards of the flow-rate Firestore collections (topology.json's firestore.shards,
+    # which explains the default): may grow, never shrink below a count documents were
+    # written under, or the documents of the dropped shards vanish from listings and the
+    # sweeper.
+    firestore_shards: int = Field(
+        default_factory=lambda: load_topology().firestore.shards, ge=1, le=1024
+    )
 
     # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
     trace_exporter: Literal["none", "gcp", "console"] = "none"

@@ -96,6 +96,11 @@ class Queues(_Frozen):
 
 
 class FirestoreNames(_Frozen):
+    model_config = ConfigDict(frozen=True, extra="ignore")  # "_shards_comment"
+
+    # Index shards of the collections written at the flow rate (relayflow.gcp.store.keys):
+    # may grow, never shrink.
+    shards: int = Field(default=128, ge=1, le=1024)
     flows_collection: str
     rejected_collection: str
     lanes_collection: str = "flow_lanes"

@@ -361,13 +361,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
     """Follow a flow through a Firestore listener: each new history entry as it lands."""
     from relayflow.cli import render
     from relayflow.core.records import FlowRecord, flow_key
-    from relayflow.gcp.store import build_client
+    from relayflow.gcp.store import FlowStore, build_client
     from relayflow.topology import load_topology
 
     settings = _settings()
-    client = build_client(settings)
+    names = load_topology().firestore
+    flow_store = FlowStore(
+        build_client(settings), flows=names.flows_collection, rejected=names.rejected_collection
+    )
     key = flow_key(args.tenant, args.flow_id)  # ids are each tenant's own
-    ref = client.collection(load_topology().firestore.flows_collection).document(key)
+    ref = flow_store.reference(key)  # the store names the document (its id is spread)
     ended = threading.Event()
     shown = [0]
 
@@ -390,7 +393,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     try:
         finished = ended.wait(args.timeout_s)
     finally:
-        watch.unsubscribe()  # type: ignore[no-untyped-call]
+        watch.unsubscribe()
     if not finished:
         print(f"flow {args.flow_id} still running after {args.timeout_s:.0f}s", file=sys.stderr)
         return 1

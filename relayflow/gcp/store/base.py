@@ -4,7 +4,8 @@ bound, the read counters, and turning query results into flow records."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from google.cloud import firestore
@@ -13,8 +14,10 @@ from pydantic import ValidationError
 from relayflow.core.ports import Unreadable
 from relayflow.core.records import FlowRecord
 from relayflow.gcp import documents
+from relayflow.gcp.store import keys, merge
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters
+from relayflow.topology import load_topology
 
 # One logger for the whole store, whichever family logs.
 log = logging.getLogger("relayflow.gcp.store")
@@ -43,8 +46,18 @@ class StoreBase:
         slots: str = "tenant_slots",
         tenants: str = "tenants",
         counters: Counters | None = None,
+        shards: int | None = None,
     ) -> None:
+        """``shards``: the index shards (Settings.firestore_shards; the topology's count when
+        None). Queries ask every shard below it, so it may grow, never shrink."""
         self._client = client
+        self._shards = load_topology().firestore.shards if shards is None else shards
+        if not 1 <= self._shards <= 1024:
+            raise ValueError(f"firestore shards must be 1..1024, not {self._shards}")
+        # Keys found at their legacy id (a document an earlier release wrote): changes go
+        # where the document lives.
+        self._legacy: set[str] = set()
+        self._legacy_lock = threading.Lock()
         self._docs = documents.Documents(client)
         self._flows = client.collection(flows)
         # ForEach lanes live apart: listings of flows never see them; the sweeper does.
@@ -59,15 +72,68 @@ class StoreBase:
     def client(self) -> firestore.Client:
         return self._client
 
-    def _path(self, flow_id: str) -> str:
-        """A flow's document path, or a ForEach lane's (its id has dots)."""
-        collection = self._lanes if "." in flow_id else self._flows
-        return self._docs.path(collection.id, flow_id)
+    @property
+    def shards(self) -> int:
+        return self._shards
 
-    def _doc(self, flow_id: str) -> Any:
-        """A flow's document, or a ForEach lane's (its id has dots)."""
-        collection = self._lanes if "." in flow_id else self._flows
-        return collection.document(flow_id)
+    def _collection_of(self, key: str) -> Any:
+        """Where a flow's document lives, or a ForEach lane's (its key has dots)."""
+        return self._lanes if keys.is_lane(key) else self._flows
+
+    def _doc_id(self, key: str) -> str:
+        """The id ``key``'s document lives under: its spread id, or its legacy id where a
+        read found it there."""
+        with self._legacy_lock:
+            legacy = key in self._legacy
+        return keys.legacy_id(key) if legacy else keys.document_id(key)
+
+    def _found_legacy(self, key: str) -> None:
+        self._counters.add("firestore_legacy_reads")
+        with self._legacy_lock:
+            self._legacy.add(key)
+
+    def _path(self, key: str, *, legacy: bool = False) -> str:
+        """A flow's (or ForEach lane's) document path: where it lives, or its legacy one."""
+        doc_id = keys.legacy_id(key) if legacy else self._doc_id(key)
+        return self._docs.path(self._collection_of(key).id, doc_id)
+
+    def _doc(self, key: str, *, legacy: bool = False) -> Any:
+        """A flow's (or ForEach lane's) document: where it lives, or its legacy one."""
+        doc_id = keys.legacy_id(key) if legacy else self._doc_id(key)
+        return self._collection_of(key).document(doc_id)
+
+    def _merged(
+        self,
+        query_of: Callable[[int], Any],
+        *,
+        key: Callable[[Any], Any],
+        limit: int,
+        descending: bool = False,
+    ) -> list[Any]:
+        """The first ``limit`` results of ``query_of(shard)`` over every shard, merged in
+        the order ``key`` (each shard's query is ordered by it)."""
+        return self._merged_over(query_of, 1, key=key, limit=limit, descending=descending)
+
+    def _merged_over(
+        self,
+        query_of: Callable[[int], Any],
+        per_shard: int,
+        *,
+        key: Callable[[Any], Any],
+        limit: int,
+        descending: bool = False,
+    ) -> list[Any]:
+        """``_merged`` of ``per_shard`` queries a shard: ``query_of(n)`` for n below
+        ``shards x per_shard`` (shard ``n // per_shard``)."""
+        queries = [query_of(n) for n in range(self._shards * per_shard)]
+        return merge.merged(
+            queries,
+            key=key,
+            limit=limit,
+            descending=descending,
+            counters=self._counters,
+            timeout=RPC_TIMEOUT_S,
+        )
 
     def _parse(self, snapshots: Iterable[Any]) -> Iterator[FlowRecord]:
         """Records from query results; one that no longer parses is logged and skipped, so a
@@ -82,7 +148,14 @@ class StoreBase:
             return FlowRecord.from_doc(snap.to_dict() or {})
         except ValidationError as exc:
             log.error("unreadable flow document", extra={"doc": snap.id, "error": str(exc)})
-            return Unreadable(flow_id=snap.id, reason=f"no longer parses: {first_error(exc)}")
+            return Unreadable(
+                flow_id=keys.key_of(snap.id), reason=f"no longer parses: {first_error(exc)}"
+            )
+
+
+def in_shard(query: Any, shard: int) -> Any:
+    """``query`` narrowed to one index shard."""
+    return query.where(filter=firestore.FieldFilter("shard", "==", shard))
 
 
 def fields_of(snap: Any) -> dict[str, Any]:

@@ -1,9 +1,15 @@
-"""Flow documents in Firestore (``flows/{key}``, a ForEach lane's in ``flow_lanes``): created
-if absent, read whole, changed only by compare-and-set (``core.ports.FlowDocuments``)."""
+"""Flow documents in Firestore (``flows/{prefix}:{key}``, a ForEach lane's in ``flow_lanes``,
+ids spread by ``keys.document_id``): created if absent, read whole, changed only by
+compare-and-set (``core.ports.FlowDocuments``).
+
+A document an earlier release wrote lives at its bare key: a read that finds nothing at the
+spread id reads there once (``firestore_legacy_reads`` counts those), and its changes go there;
+its first change also gives it its ``shard``, so listings and the sweeper see it."""
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from google.api_core.exceptions import (
     Aborted,
@@ -18,7 +24,9 @@ from pydantic import ValidationError
 from relayflow.core import planner
 from relayflow.core.ports import Change, Snapshot, UnreadableFlow, UnstorableChange
 from relayflow.core.records import FlowRecord
+from relayflow.core.sharding import shard_of
 from relayflow.gcp import documents
+from relayflow.gcp.store import keys
 from relayflow.gcp.store.base import RPC_TIMEOUT_S, StoreBase, first_error
 
 # Each conflict means another writer succeeded; a flow sees a few at once, never dozens.
@@ -29,10 +37,17 @@ class FirestoreFlowDocuments(StoreBase):
     """Reads and compare-and-set writes of flow documents."""
 
     def create(self, record: FlowRecord) -> bool:
-        """Create the flow document; False if one with that id exists already."""
+        """Create the flow document; False if one with that key exists already (also one an
+        earlier release wrote at the legacy id: a start redelivered across the upgrade)."""
+        key = record.key
+        self._counters.add("firestore_reads")
+        if self._docs.get(self._path(key, legacy=True), timeout=RPC_TIMEOUT_S) is not None:
+            self._found_legacy(key)
+            return False
+        doc = {**record.to_doc(), **keys.shard_field(key, self._shards)}
         self._counters.add("firestore_writes")
         try:
-            self._docs.create(self._path(record.key), record.to_doc(), timeout=RPC_TIMEOUT_S)
+            self._docs.create(self._path(key), doc, timeout=RPC_TIMEOUT_S)
         except AlreadyExists:
             return False
         return True
@@ -41,8 +56,12 @@ class FirestoreFlowDocuments(StoreBase):
         """The flow and its version, or None."""
         self._counters.add("firestore_reads")
         found = self._docs.get(self._path(flow_id), timeout=RPC_TIMEOUT_S)
-        if found is None:
-            return None
+        if found is None:  # rare: a task for an unknown flow, or one an earlier release wrote
+            self._counters.add("firestore_reads")
+            found = self._docs.get(self._path(flow_id, legacy=True), timeout=RPC_TIMEOUT_S)
+            if found is None:
+                return None
+            self._found_legacy(flow_id)
         fields, version = found
         try:
             record = FlowRecord.from_doc(fields)
@@ -74,7 +93,6 @@ class FirestoreFlowDocuments(StoreBase):
         deadlock with a 2 s lock timeout and soon gives up. A precondition never locks.)
         ``start``, a snapshot the caller has just read, saves the first read.
         """
-        path = self._path(flow_id)
         for _ in range(CHANGE_ATTEMPTS):
             current, start = start or self.read(flow_id), None
             if current is None:
@@ -82,8 +100,11 @@ class FirestoreFlowDocuments(StoreBase):
             updated = change(current.record)
             if updated is None:
                 return None
+            path = self._path(flow_id)  # after the read: where it found the document
             doc = updated.to_doc()  # every field; only those that changed are sent
             fields, appends = documents.write_of(current.stored, doc)
+            if current.stored is not None and "shard" not in current.stored:
+                fields["shard"] = shard_of(flow_id, self._shards)  # a legacy document's
             if not fields and not appends:  # nothing to write: the document already says it
                 return Snapshot(updated, current.version, current.stored)
             self._counters.add("firestore_writes")
@@ -102,9 +123,24 @@ class FirestoreFlowDocuments(StoreBase):
             except InvalidArgument as exc:  # too large, too many index entries: for good
                 raise UnstorableChange(str(exc.message)[:500]) from exc
             self._counters.add("firestore_bytes_written", size)
-            return Snapshot(updated, version, doc)
+            shard = fields.get("shard", (current.stored or {}).get("shard"))
+            return Snapshot(updated, version, doc if shard is None else {**doc, "shard": shard})
         message = f"flow {flow_id}: {CHANGE_ATTEMPTS} conflicting changes in a row"
         raise Aborted(message)  # type: ignore[no-untyped-call]
+
+    def reference(self, key: str) -> Any:
+        """The document of ``key`` for a listener to follow (``relayflow watch``): where it
+        lives, an earlier release's legacy id if only that one exists."""
+        self._counters.add("firestore_reads")
+        spread = self._doc(key)
+        if spread.get(timeout=RPC_TIMEOUT_S).exists:
+            return spread
+        legacy = self._doc(key, legacy=True)
+        self._counters.add("firestore_reads")
+        if legacy.get(timeout=RPC_TIMEOUT_S).exists:
+            self._found_legacy(key)
+            return legacy
+        return spread
 
     def find(self, flow_id: str, *, limit: int = 10) -> list[FlowRecord]:
         """Every tenant's flow with the id ``flow_id`` (its field, not its key)."""

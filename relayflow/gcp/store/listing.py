@@ -2,7 +2,10 @@
 page at a time, newest first, and counts by status.
 
 Each filter combination with the (updated_at, flow_id) order needs a composite index in the
-cloud (the emulator needs none); see the README's "Console and operations".
+cloud (the emulator needs none); see the README's "Console and operations". ``updated_at``
+moves with every write, so it is indexed only behind the ``shard`` field: each list asks every
+shard and merges the answers (``relayflow.gcp.store.merge``); a page's cursor is global and
+each shard's query starts after it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from relayflow.core.listing import (
 )
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
-from relayflow.gcp.store.base import RPC_TIMEOUT_S, StoreBase, fields_of, log
+from relayflow.gcp.store import keys
+from relayflow.gcp.store.base import RPC_TIMEOUT_S, StoreBase, fields_of, in_shard, log
 
 _Item = TypeVar("_Item", bound=BaseModel)
 
@@ -42,47 +46,62 @@ class FirestoreListing(StoreBase):
         limit: int = 50,
     ) -> list[FlowRecord]:
         """Flows, newest update first, optionally of one status, flow and version."""
-        query: Any = self._flows
+        chosen: Any = self._flows
         for field, value in (("status", status), ("flow", flow), ("version", version)):
             if value is not None:
                 plain = value.value if isinstance(value, Status) else value
-                query = query.where(filter=firestore.FieldFilter(field, "==", plain))
-        query = query.order_by("updated_at", direction=firestore.Query.DESCENDING).limit(limit)
-        records = [
-            FlowRecord.from_doc(s.to_dict() or {}) for s in query.stream(timeout=RPC_TIMEOUT_S)
-        ]
-        self._counters.add("firestore_reads", max(1, len(records)))
-        return records
+                chosen = chosen.where(filter=firestore.FieldFilter(field, "==", plain))
+        descending = firestore.Query.DESCENDING
+
+        def query_of(shard: int) -> Any:
+            # The lists' order (and their indexes): newest update first, ties by id.
+            return (
+                in_shard(chosen, shard)
+                .order_by("updated_at", direction=descending)
+                .order_by("flow_id", direction=descending)
+            )
+
+        snaps = self._merged(query_of, key=_listed, limit=limit, descending=True)
+        return [FlowRecord.from_doc(fields_of(s)) for s in snaps]
 
     def flows(
         self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
     ) -> Page[FlowRecord]:
         """Whole documents of the flows ``filter`` admits, newest update first."""
-        query = self._listing(filter, after=after, limit=limit)
-        return self._page(query, limit, lambda snap: FlowRecord.from_doc(fields_of(snap)))
+        snaps = self._listing(filter, after=after, limit=limit)
+        return self._page(snaps, limit, lambda snap: FlowRecord.from_doc(fields_of(snap)))
 
     def summaries(
         self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
     ) -> Page[FlowSummary]:
         """``flows`` as summaries, read as a projection: a fraction of each document."""
-        query = self._listing(filter, after=after, limit=limit).select(SUMMARY_FIELDS)
-        return self._page(query, limit, lambda snap: FlowSummary.from_doc(fields_of(snap)))
+        snaps = self._listing(filter, after=after, limit=limit, fields=SUMMARY_FIELDS)
+        return self._page(snaps, limit, lambda snap: FlowSummary.from_doc(fields_of(snap)))
 
     def count_by_status(self, filter: FlowFilter) -> dict[Status, int]:
         """How many flows ``filter`` admits in each status: one count aggregation per status
-        (billed one read per 1,000 entries), run side by side."""
+        (billed one read per 1,000 entries), run side by side. A range on ``updated_at`` is
+        indexed only behind the shard, so with one each status is counted in every shard."""
         admitted = filter.without_status()
+        ranged = filter.updated_from is not None or filter.updated_to is not None
+        shards: list[int | None] = list(range(self._shards)) if ranged else [None]
+        asked = [(status, shard) for status in Status for shard in shards]
 
-        def count(status: Status) -> int:
+        def count(pair: tuple[Status, int | None]) -> int:
+            status, shard = pair
             query = self._filtered(admitted).where(
                 filter=firestore.FieldFilter("status", "==", status.value)
             )
+            if shard is not None:
+                query = in_shard(query, shard)
             (result,) = query.count(alias="n").get(timeout=RPC_TIMEOUT_S)
             return int(result[0].value)
 
-        with ThreadPoolExecutor(max_workers=len(Status)) as pool:
-            counts = dict(zip(Status, pool.map(count, Status), strict=True))
-        self._counters.add("firestore_reads", len(Status))
+        counts = dict.fromkeys(Status, 0)
+        with ThreadPoolExecutor(max_workers=min(len(asked), 16)) as pool:
+            for (status, _), n in zip(asked, pool.map(count, asked), strict=True):
+                counts[status] += n
+        self._counters.add("firestore_reads", len(asked))
         return counts
 
     def rejected_messages(
@@ -90,18 +109,28 @@ class FirestoreListing(StoreBase):
     ) -> Page[RejectedMessage]:
         """Refused messages with their reasons, newest first."""
         by_id = FieldPath.document_id()
-        query: Any = self._rejected.order_by(
-            "rejected_at", direction=firestore.Query.DESCENDING
-        ).order_by(by_id, direction=firestore.Query.DESCENDING)
-        if after is not None:
-            start = {"rejected_at": after.at, by_id: self._rejected.document(after.id)}
-            query = query.start_after(start)
-        query = query.limit(limit + 1)
+        descending = firestore.Query.DESCENDING
+
+        def query_of(shard: int) -> Any:
+            query = (
+                in_shard(self._rejected, shard)
+                .order_by("rejected_at", direction=descending)
+                .order_by(by_id, direction=descending)
+            )
+            if after is not None:
+                where = self._rejected.document(keys.document_id(after.id))
+                query = query.start_after({"rejected_at": after.at, by_id: where})
+            return query
+
+        def order(snap: Any) -> tuple[Any, str]:
+            return fields_of(snap)["rejected_at"], snap.id
+
+        snaps = self._merged(query_of, key=order, limit=limit + 1, descending=True)
 
         def parse(snap: Any) -> RejectedMessage:
-            return RejectedMessage.from_doc(snap.id, fields_of(snap))
+            return RejectedMessage.from_doc(keys.key_of(snap.id), fields_of(snap))
 
-        return self._page(query, limit, parse, at_field="rejected_at")
+        return self._page(snaps, limit, parse, cursor_of=_rejected_cursor)
 
     def _filtered(self, filter: FlowFilter) -> Any:
         query: Any = self._flows
@@ -113,31 +142,44 @@ class FirestoreListing(StoreBase):
                 query = query.where(filter=firestore.FieldFilter(field, op, bound))
         return query
 
-    def _listing(self, filter: FlowFilter, *, after: Cursor | None, limit: int) -> Any:
-        """The query for one page: newest update first, ties by id; one more than ``limit``,
-        to know whether a next page exists."""
+    def _listing(
+        self,
+        filter: FlowFilter,
+        *,
+        after: Cursor | None,
+        limit: int,
+        fields: tuple[str, ...] | None = None,
+    ) -> list[Any]:
+        """One page's documents: newest update first, ties by id, merged over the shards;
+        one more than ``limit``, to know whether a next page exists."""
         descending = firestore.Query.DESCENDING
-        query = (
-            self._filtered(filter)
-            .order_by("updated_at", direction=descending)
-            .order_by("flow_id", direction=descending)
-        )
-        if after is not None:
-            query = query.start_after({"updated_at": after.at, "flow_id": after.id})
-        return query.limit(limit + 1)
+        filtered = self._filtered(filter)
+
+        def query_of(shard: int) -> Any:
+            query = (
+                in_shard(filtered, shard)
+                .order_by("updated_at", direction=descending)
+                .order_by("flow_id", direction=descending)
+            )
+            if fields is not None:
+                query = query.select(fields)
+            if after is not None:
+                query = query.start_after({"updated_at": after.at, "flow_id": after.id})
+            return query
+
+        return self._merged(query_of, key=_listed, limit=limit + 1, descending=True)
 
     def _page(
         self,
-        query: Any,
+        snaps: list[Any],
         limit: int,
         parse: Callable[[Any], _Item],
         *,
-        at_field: str = "updated_at",
+        cursor_of: Callable[[Any], Cursor] | None = None,
     ) -> Page[_Item]:
-        """One page of ``query``'s results. A document that does not parse is logged and left
-        out, but still counts for where the page ends, so it cannot hide the pages after it."""
-        snaps = list(query.stream(timeout=RPC_TIMEOUT_S))
-        self._counters.add("firestore_reads", max(1, len(snaps)))
+        """One page of ``snaps`` (``limit`` and one more, if there is more). A document that
+        does not parse is logged and left out, but still counts for where the page ends, so it
+        cannot hide the pages after it."""
         shown = snaps[:limit]
         items: list[_Item] = []
         for snap in shown:
@@ -146,4 +188,19 @@ class FirestoreListing(StoreBase):
             except ValidationError as exc:
                 log.error("unreadable document", extra={"doc": snap.id, "error": str(exc)})
         last = shown[-1] if len(snaps) > limit and shown else None
-        return Page(items, Cursor(fields_of(last)[at_field], last.id) if last else None)
+        return Page(items, (cursor_of or _flow_cursor)(last) if last is not None else None)
+
+
+def _listed(snap: Any) -> tuple[Any, Any]:
+    """Where a flow document sorts in a list (descending): its update, then its id."""
+    doc = fields_of(snap)
+    return doc.get("updated_at"), doc.get("flow_id", "")
+
+
+def _flow_cursor(snap: Any) -> Cursor:
+    doc = fields_of(snap)
+    return Cursor(doc["updated_at"], doc["flow_id"])
+
+
+def _rejected_cursor(snap: Any) -> Cursor:
+    return Cursor(fields_of(snap)["rejected_at"], keys.key_of(snap.id))

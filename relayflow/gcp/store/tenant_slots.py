@@ -1,6 +1,7 @@
-"""A limited tenant's running slots in Firestore (``tenant_slots/{tenant}.{n}``, one document
-per slot, taken and given back by writes conditioned on their version) and the flows waiting
-for one (``core.ports.TenantSlots``)."""
+"""A limited tenant's running slots in Firestore (``tenant_slots/{prefix}:{tenant}.{n}``, ids
+spread as flows' are, ``keys.document_id``; an earlier release's ``{tenant}.{n}`` are used as
+they are; one document per slot, taken and given back by writes conditioned on their version)
+and the flows waiting for one, asked of every shard (``core.ports.TenantSlots``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from google.cloud import firestore
 from relayflow.core.ports import SlotGrant
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
-from relayflow.gcp.store.base import RPC_TIMEOUT_S, StoreBase
+from relayflow.gcp.store import keys
+from relayflow.gcp.store.base import RPC_TIMEOUT_S, StoreBase, in_shard
 
 
 class FirestoreTenantSlots(StoreBase):
@@ -51,7 +53,7 @@ class FirestoreTenantSlots(StoreBase):
                 self._counters.add("firestore_conflicts")
         numbers = {int((s.to_dict() or {}).get("slot", -1)) for s in known}
         for k in (n for n in range(slots) if n not in numbers):
-            slot_id = f"{tenant}.{k}"
+            slot_id = keys.document_id(f"{tenant}.{k}")
             try:
                 self._counters.add("firestore_writes")
                 self._slots.document(slot_id).create(
@@ -104,17 +106,19 @@ class FirestoreTenantSlots(StoreBase):
         query: Any = self._flows.where(filter=firestore.FieldFilter("admission", "==", "waiting"))
         if tenant is not None:
             query = query.where(filter=firestore.FieldFilter("tenant", "==", tenant))
-        query = query.order_by("queued_at").limit(limit)
-        found = [
-            r
-            for r in self._parse(query.stream(timeout=RPC_TIMEOUT_S))
-            if r.status is Status.PENDING
-        ]
-        self._counters.add("firestore_reads", max(1, len(found)))
-        return found
+
+        def query_of(shard: int) -> Any:
+            return in_shard(query, shard).order_by("queued_at")
+
+        def queued(snap: Any) -> Any:
+            return (snap.to_dict() or {}).get("queued_at")
+
+        snaps = self._merged(query_of, key=queued, limit=limit)
+        return [r for r in self._parse(snaps) if r.status is Status.PENDING]
 
     def count_waiting(self, tenant: str) -> int:
-        """How many of ``tenant``'s flows wait for room: one count aggregation."""
+        """How many of ``tenant``'s flows wait for room: one count aggregation (equalities
+        only, no time: it needs no shard)."""
         query: Any = self._flows.where(
             filter=firestore.FieldFilter("admission", "==", "waiting")
         ).where(filter=firestore.FieldFilter("tenant", "==", tenant))

@@ -36,7 +36,8 @@ class MemoryListing(MemoryBase):
             and flow in (None, r.flow)
             and version in (None, r.version)
         ]
-        return sorted(chosen, key=lambda r: r.updated_at, reverse=True)[:limit]
+        # As the lists: newest update first, ties by id.
+        return sorted(chosen, key=lambda r: (r.updated_at, r.flow_id), reverse=True)[:limit]
 
     def flows(
         self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50

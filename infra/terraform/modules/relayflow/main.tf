@@ -143,12 +143,20 @@ locals {
   # A dependency's breaker and its call windows are rewritten on every transition and on every
   # call outcome (issue 11): the breaker's recent transitions and a window's per-interval buckets
   # would otherwise add an index entry per element to each of those writes. Nothing filters on
-  # them (breaker_windows are found by dependency). Tenant slots and tenant states are a few
-  # scalars each and keep the default indexes (slots are found by tenant).
+  # them (breaker_windows are found by dependency). Tenant slots are found by tenant only: their
+  # times and holders (which move with the flows) are exempt; tenant states keep the defaults.
+  #
+  # Times that move forward with every write or every flow (updated_at, next_run_at, ...) would
+  # make one index range take every write of the collection, about 500 a second
+  # (https://cloud.google.com/firestore/docs/best-practices#high_read_write_and_delete_rates_to_a_narrow_document_range):
+  # their single-field indexes are off too, and they are indexed only in the composite indexes
+  # below, behind `shard`. So are values that rise with the flows (Pub/Sub message ids, the
+  # keys lanes and slots name). expire_at is the TTL field's (google_firestore_field.ttl).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup"]
-    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result"]
-    (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot"]
+    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent"]
+    (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason", "rejected_at", "message_id", "task"]
+    (local.topology.firestore.tenant_slots_collection)    = ["taken_at", "free_at", "holder"]
     (local.topology.firestore.breakers_collection)        = ["transitions"]
     (local.topology.firestore.breaker_windows_collection) = ["buckets"]
   }
@@ -246,16 +254,13 @@ module "firestore" {
     local.topology.firestore.rejected_collection,
   ]
   unindexed_fields = local.unindexed_fields
+  # Every composite index leads with `shard` (relayflow.gcp.store.keys): its entries for a
+  # time that moves forward spread over topology.json's firestore.shards ranges instead of
+  # one, which takes about 500 writes/s (https://cloud.google.com/firestore/docs/best-practices#high_read_write_and_delete_rates_to_a_narrow_document_range);
+  # each query asks every shard with shard == s and merges (relayflow.gcp.store.merge).
   composite_indexes = {
-    # relayflow.store.recent: status == S order by updated_at desc (the Store port's short list).
-    status_updated_at = {
-      collection = local.topology.firestore.flows_collection
-      fields = [
-        { field_path = "status", order = "ASCENDING" },
-        { field_path = "updated_at", order = "DESCENDING" },
-      ]
-    }
-    # GET /flows and the console's lists (relayflow.gcp.store.FlowStore._listing): equality
+    # GET /flows and the console's lists (relayflow.gcp.store.FlowStore._listing), and
+    # relayflow.store.recent (same order; list_status serves its status == S): equality
     # filters on flow, status, version, then updated_at and flow_id descending (flow_id breaks
     # ties for the page cursor), optionally a range on updated_at. Firestore merges the
     # one-field indexes below for any mix of equality filters, so there is one per filter and
@@ -263,6 +268,7 @@ module "firestore" {
     list_updated_at = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
         { field_path = "flow_id", order = "DESCENDING" },
       ]
@@ -270,6 +276,7 @@ module "firestore" {
     list_flow = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "flow", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
         { field_path = "flow_id", order = "DESCENDING" },
@@ -278,6 +285,7 @@ module "firestore" {
     list_status = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "status", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
         { field_path = "flow_id", order = "DESCENDING" },
@@ -286,6 +294,7 @@ module "firestore" {
     list_version = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "version", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
         { field_path = "flow_id", order = "DESCENDING" },
@@ -296,6 +305,7 @@ module "firestore" {
     list_tenant = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "tenant", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
         { field_path = "flow_id", order = "DESCENDING" },
@@ -304,6 +314,7 @@ module "firestore" {
     list_tenant_status = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "tenant", order = "ASCENDING" },
         { field_path = "status", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
@@ -315,6 +326,7 @@ module "firestore" {
     waiting_queued_at = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "admission", order = "ASCENDING" },
         { field_path = "queued_at", order = "ASCENDING" },
       ]
@@ -322,15 +334,17 @@ module "firestore" {
     waiting_tenant_queued_at = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "admission", order = "ASCENDING" },
         { field_path = "tenant", order = "ASCENDING" },
         { field_path = "queued_at", order = "ASCENDING" },
       ]
     }
-    # relayflow.store.overdue: status == S and next_run_at < cutoff (sweeper).
+    # relayflow.store.overdue: status in [...] and next_run_at < cutoff (sweeper).
     status_next_run_at = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "status", order = "ASCENDING" },
         { field_path = "next_run_at", order = "ASCENDING" },
       ]
@@ -339,6 +353,7 @@ module "firestore" {
     unpublished_finished_at = {
       collection = local.topology.firestore.flows_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "result_published", order = "ASCENDING" },
         { field_path = "finished_at", order = "ASCENDING" },
       ]
@@ -351,6 +366,7 @@ module "firestore" {
     lanes_status_next_run_at = {
       collection = local.topology.firestore.lanes_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "status", order = "ASCENDING" },
         { field_path = "next_run_at", order = "ASCENDING" },
       ]
@@ -358,8 +374,18 @@ module "firestore" {
     lanes_unpublished_finished_at = {
       collection = local.topology.firestore.lanes_collection
       fields = [
+        { field_path = "shard", order = "ASCENDING" },
         { field_path = "result_published", order = "ASCENDING" },
         { field_path = "finished_at", order = "ASCENDING" },
+      ]
+    }
+    # relayflow.store.rejected_messages: order by rejected_at desc, __name__ desc (the console's
+    # refused messages, paged).
+    rejected_rejected_at = {
+      collection = local.topology.firestore.rejected_collection
+      fields = [
+        { field_path = "shard", order = "ASCENDING" },
+        { field_path = "rejected_at", order = "DESCENDING" },
       ]
     }
   }
