@@ -64,6 +64,7 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from relayflow.gcp.store.keys import document_id, key_of  # noqa: E402
 from relayflow.local import statefile  # noqa: E402
 from relayflow.local.environment import relayflow_env  # noqa: E402
 from relayflow.local.ports import HOST, Ports  # noqa: E402
@@ -281,11 +282,11 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
 def fleet_failures(db: Any, fleet_ids: list[str]) -> dict[str, set[int]]:
     """Each fleet's items that failed for good (its result's ``failed``): a fleet succeeds
     with a few of them, and their registrations must be undone, not live."""
-    refs = [db.collection("flows").document(flow_id) for flow_id in fleet_ids]
+    refs = [db.collection("flows").document(document_id(flow_id)) for flow_id in fleet_ids]
     failed: dict[str, set[int]] = {}
     for snap in db.get_all(refs):
         data = ((snap.to_dict() or {}).get("result") or {}).get("data") or {}
-        failed[snap.id] = set(data.get("failed") or [])
+        failed[key_of(snap.id)] = set(data.get("failed") or [])
     return failed
 
 
@@ -302,7 +303,7 @@ def failed_items(db: Any, flow_ids: list[str], shown: int = 5) -> list[str]:
             continue
         last = [h for h in lane.get("history", []) if h.get("kind") != "compensate"][-2:]
         said = "; ".join(f"{h['step']} {h['outcome']}: {h.get('detail', '')[:120]}" for h in last)
-        lines.append(f"item(s) {lane.get('failed_items')} of {snap.id} failed: {said}")
+        lines.append(f"item(s) {lane.get('failed_items')} of {key_of(snap.id)} failed: {said}")
         if len(lines) >= shown:
             break
     return lines
@@ -315,11 +316,11 @@ def wait_cleaned(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, in
     states: dict[str, str] = {}
     left = list(flow_ids)
     while True:
-        refs = [db.collection("flows").document(flow_id) for flow_id in left]
+        refs = [db.collection("flows").document(document_id(flow_id)) for flow_id in left]
         for snap in db.get_all(refs):
             cleanup = (snap.to_dict() or {}).get("cleanup") if snap.exists else None
             if cleanup:
-                states[snap.id] = str(cleanup.get("state"))
+                states[key_of(snap.id)] = str(cleanup.get("state"))
         left = [f for f in left if states.get(f) == "pending"]
         if not left or time.monotonic() > deadline:
             counted: dict[str, int] = {}
@@ -332,7 +333,7 @@ def wait_cleaned(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, in
 
 def wait_created(db: Any, flow_ids: list[str], created: threading.Event) -> None:
     """Set ``created`` once every flow's document exists (every start message was taken)."""
-    refs = [db.collection("flows").document(flow_id) for flow_id in flow_ids]
+    refs = [db.collection("flows").document(document_id(flow_id)) for flow_id in flow_ids]
     while not created.is_set():
         if all(snap.exists for snap in db.get_all(refs)):
             created.set()
@@ -349,10 +350,10 @@ def wait_terminal(db: Any, flow_ids: list[str], timeout_s: float) -> dict[str, s
     left = list(flow_ids)
     shown = -1
     while True:
-        refs = [db.collection("flows").document(flow_id) for flow_id in left]
+        refs = [db.collection("flows").document(document_id(flow_id)) for flow_id in left]
         for snap in db.get_all(refs):
             if snap.exists:
-                statuses[snap.id] = (snap.to_dict() or {}).get("status", "")
+                statuses[key_of(snap.id)] = (snap.to_dict() or {}).get("status", "")
         left = [flow_id for flow_id in left if statuses.get(flow_id) not in TERMINAL]
         ended = len(flow_ids) - len(left)
         if ended != shown:  # progress, a line each time it moves

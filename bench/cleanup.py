@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from chaos import CHAOS_ENV, client_api, pids  # noqa: E402
 
+from relayflow.gcp.store.keys import document_id  # noqa: E402
 from relayflow.local.environment import relayflow_env  # noqa: E402
 from relayflow.local.ports import Ports  # noqa: E402
 from relayflow.local.stack import Stack  # noqa: E402
@@ -40,7 +41,7 @@ SLOW_UNDO = [{"method": "DELETE", "path_prefix": "/registrations", "delay_s": 6,
 
 
 def flow_doc(db: Any, flow_id: str) -> dict[str, Any]:
-    snap = db.collection("flows").document(flow_id).get()
+    snap = db.collection("flows").document(document_id(flow_id)).get()
     return (snap.to_dict() or {}) if snap.exists else {}
 
 

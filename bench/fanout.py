@@ -25,6 +25,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from relayflow.gcp.store.keys import document_id  # noqa: E402
 from relayflow.local.environment import relayflow_env  # noqa: E402
 from relayflow.local.ports import Ports  # noqa: E402
 from relayflow.local.stack import Stack  # noqa: E402
@@ -76,7 +77,7 @@ def run_one(items: int, base_port: int) -> dict[str, Any]:
 
 def wait(db: Any, flow_id: str, items: int, timeout_s: float = 1200.0) -> str:
     deadline = time.monotonic() + timeout_s
-    ref = db.collection("flows").document(flow_id)
+    ref = db.collection("flows").document(document_id(flow_id))
     shown = -1.0
     while time.monotonic() < deadline:
         doc = ref.get().to_dict() or {}

@@ -59,6 +59,7 @@ sys.path.insert(0, str(BENCH))
 from chaos import client_api, wait_terminal  # noqa: E402
 from e2e_flows import service_counters  # noqa: E402
 
+from relayflow.gcp.store.keys import document_id  # noqa: E402
 from relayflow.local.environment import relayflow_env  # noqa: E402
 from relayflow.local.ports import HOST, Ports  # noqa: E402
 from relayflow.local.stack import Stack  # noqa: E402
@@ -236,7 +237,7 @@ def brought_forward(stack: Stack) -> list[str]:
 
 def field_of(db: Any, flow_ids: list[str], name: str) -> list[datetime]:
     """A time field of each flow's document (the emulator and this bench share a clock)."""
-    refs = [db.collection("flows").document(flow_id) for flow_id in flow_ids]
+    refs = [db.collection("flows").document(document_id(flow_id)) for flow_id in flow_ids]
     found = [(snap.to_dict() or {}).get(name) for snap in db.get_all(refs)]
     return [at for at in found if isinstance(at, datetime)]
 

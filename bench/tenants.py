@@ -44,6 +44,7 @@ sys.path.insert(0, str(BENCH))
 
 from chaos import client_api, wait_terminal  # noqa: E402
 
+from relayflow.gcp.store.keys import document_id, key_of  # noqa: E402
 from relayflow.local.environment import relayflow_env  # noqa: E402
 from relayflow.local.ports import HOST, Ports  # noqa: E402
 from relayflow.local.stack import Stack  # noqa: E402
@@ -92,8 +93,8 @@ def documents(flow_ids: list[str]) -> dict[str, dict[str, Any]]:
     from google.cloud import firestore
 
     db = firestore.Client(project="relayflow-local")
-    refs = [db.collection("flows").document(f) for f in flow_ids]
-    return {s.id: s.to_dict() or {} for s in db.get_all(refs) if s.exists}
+    refs = [db.collection("flows").document(document_id(f)) for f in flow_ids]
+    return {key_of(s.id): s.to_dict() or {} for s in db.get_all(refs) if s.exists}
 
 
 def completion_s(docs: dict[str, dict[str, Any]], sent: dict[str, float]) -> list[float]:
