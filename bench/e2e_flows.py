@@ -42,6 +42,9 @@ push deliveries; Pub/Sub = the start message and the result event, each publishe
 delivered once (one subscriber), each in its own request billed at the 1000-byte minimum. The
 local machine's CPU stands in for a Cloud Run vCPU; the emulators' CPU costs nothing in the cloud
 (the managed services bill per operation) and is shown only to say what it costs locally.
+Firestore is priced in ``location``, the one every environment's Terraform creates (``nam5``,
+a multi-region: twice a region's price); ``bench/prices.py`` prices other locations, and the
+cost at a sustained rate with both Cloud Run billing modes.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import cputime, profile  # noqa: E402
-from bench.prices import FlowUsage, Instance, cost_per_million  # noqa: E402
+from bench.prices import DEFAULT_LOCATION, FlowUsage, Instance, cost_per_million  # noqa: E402
 from relayflow.local import statefile  # noqa: E402
 from relayflow.local.components import EMULATORS, FAKES, SERVICES  # noqa: E402
 from relayflow.local.ports import HOST, Ports  # noqa: E402
@@ -135,11 +138,12 @@ def cpu_per_request(
 
 
 def costs(usage: FlowUsage) -> dict[str, Any]:
-    """Cost per million flows at each stated instance-time factor."""
-    result: dict[str, Any] = {
-        name: cost_per_million(usage, Instance(instance_s_per_cpu_s=factor))
-        for name, factor in INSTANCE_FACTORS.items()
-    }
+    """Cost per million flows at each stated instance-time factor, Firestore in the default
+    location."""
+    result: dict[str, Any] = {"location": DEFAULT_LOCATION}
+    for name, factor in INSTANCE_FACTORS.items():
+        instance = Instance(instance_s_per_cpu_s=factor)
+        result[name] = cost_per_million(usage, instance, DEFAULT_LOCATION)
     result["assumptions"] = {
         "instance": "1 vCPU, 512 MiB, CPU allocated only during requests",
         "instance_s_per_cpu_s": INSTANCE_FACTORS,
