@@ -1,6 +1,7 @@
 """The sweeper: what a crash or an outage left behind, settled (DESIGN invariant 5).
 
-Active flows whose next task is overdue and gone get a fresh one; ended flows whose result
+Active flows whose next task is overdue and gone (for a poll chain: every task the chain may
+have made since its last write) get a fresh one, which for a chain starts a new one; ended flows whose result
 event never went out publish it; waiting flows a lost hand-over left waiting are admitted. What
 cannot be settled is ended (a type no longer deployed, a task lost too often, a document that no
 longer parses) or set aside for a while, so the sweep always reaches the flows behind it
@@ -18,8 +19,10 @@ from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import SweepReport
 from relayflow.core.errors import UnknownFlow
 from relayflow.core.flows import Flow
+from relayflow.core.planner import chain
 from relayflow.core.ports import Unreadable
-from relayflow.core.records import FlowRecord
+from relayflow.core.position import CHAINED
+from relayflow.core.records import FlowRecord, NextTask
 from relayflow.core.state import ACTIVE
 
 log = logging.getLogger("relayflow.core.engine")
@@ -90,14 +93,20 @@ class Sweeper:
         except UnknownFlow:
             self._recover_unknown_type(record, report)
             return
-        queue = self._k.queue
-        lost = [k for k, t in record.tracks.items() if t.next and not queue.exists(t.next)]
+        lost = [k for k, t in record.tracks.items() if t.next and not self._queued(record, t.next)]
         if not lost:
             report.still_queued += 1  # late (a backlog or a paused queue), not lost
             self._set_aside(record)
             return
         for key in lost:
             report.rescued += self._rescue(record, flow, key)
+
+    def _queued(self, record: FlowRecord, nxt: NextTask) -> bool:
+        """Whether a track's task is still queued: its stored next task or, for a poll chain,
+        any of the later polls the chain may have made since (``planner.chain``)."""
+        if nxt.position.kind not in CHAINED:
+            return self._k.queue.exists(nxt)
+        return self._k.queue.pending(record.key, chain.candidates(record.key, nxt)) is not None
 
     def _recover_unknown_type(self, record: FlowRecord, report: SweepReport) -> None:
         due = record.next_run_at or record.updated_at
