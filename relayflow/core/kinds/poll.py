@@ -14,7 +14,7 @@ from typing import ClassVar
 from relayflow.core.backoff import clip_to_deadline
 from relayflow.core.flows import Handler, PollPolicy, PollStep, Step
 from relayflow.core.kinds.base import Kind, Wrap
-from relayflow.core.planner.chain import chain_end
+from relayflow.core.planner.chain import chain_end, due_at_chain_end
 from relayflow.core.planner.history import error_of, log, new_entry, seen_in, timeout_of
 from relayflow.core.planner.plan import (
     MAX_RETRY_AFTER_S,
@@ -129,7 +129,7 @@ def poll_again(
     due = poll_deadline(plan, record)
     end = chain_end(moved, task, policy=policy, max_polls=max_polls, deadline=due) if net else None
     # The flow is due (for the sweeper) when its chain's next write is, not its next poll.
-    return with_next(moved, task).model_copy(update={"aside_until": end})
+    return due_at_chain_end(with_next(moved, task), end)
 
 
 def poll_deadline_reached(

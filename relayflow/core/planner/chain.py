@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from relayflow.core.flows import PollPolicy
-from relayflow.core.planner.plan import Outcome, Waiting
+from relayflow.core.planner.plan import Outcome, Plan, Waiting
 from relayflow.core.position import (
     CHAINED,
     MAX_NOTE_CHARS,
@@ -69,45 +69,44 @@ def replayed(
     """``record``, focused on a chain's track, moved on to the chain's task at ``position``
     with the polls it ``carried`` in its history: the record as it would be had every poll
     been written. A record already there is returned as it is (so replaying twice is once)."""
-    if record.position == position:
+    key = record.focus
+    if record.position == position or key is None:
         return record
     nxt = record.next
     if nxt is not None:
-        run_at = carried[-1].at + timedelta(seconds=carried[-1].delay_s or 0) if carried else None
+        last = carried[-1] if carried else None
+        run_at = last.at + timedelta(seconds=last.delay_s or 0) if last else nxt.run_at
         nxt = nxt.model_copy(
-            update={
-                "position": position,
-                "task_id": task_id(record.key, position),
-                "run_at": run_at or nxt.run_at,
-            }
+            update={"position": position, "task_id": task_id(record.key, position), "run_at": run_at}
         )
+    # The track too, so that focusing the record again finds it at the chain's poll.
+    track = record.tracks[key].model_copy(update={"position": position, "next": nxt})
     return record.model_copy(
         update={
             "position": position,
             "next": nxt,
+            "tracks": {**record.tracks, key: track},
             "history": [*record.history, *carried],
             "polls": record.polls + len(carried),
         }
     )
 
 
-def carries(before: FlowRecord, planned: FlowRecord, outcome: Outcome) -> bool:
-    """Whether ``planned`` — what ``outcome`` of the poll at ``before``'s position leads to —
-    need not be written: the poll was plainly not ready (no error, no hint of when to come
-    back) and its next poll is still in the chain of the stored position."""
+def carries(before: FlowRecord, planned: FlowRecord, outcome: Outcome, *, carried: int) -> bool:
+    """Whether ``planned`` — what ``outcome`` of the poll at ``before``'s position, which
+    carried ``carried`` polls, leads to — need not be written: the poll was plainly not ready
+    (no error, no hint of when to come back) and its next poll is still in the chain (fewer
+    than ``POLL_CHAIN`` polls since the document was last written)."""
     if not isinstance(outcome, Waiting) or outcome.signal.delay_s is not None:
         return False
-    key = before.focus
-    if key is None or key not in before.tracks or planned.focus != key:
+    if carried + 1 >= POLL_CHAIN or before.position.kind not in CHAINED:
+        return False
+    if planned.focus is None or planned.focus != before.focus:
         return False
     if planned.status is not before.status or planned.next is None:
         return False
     after = before.position.at_poll(before.position.poll + 1)
-    return (
-        planned.position == after
-        and planned.next.position == after
-        and before.tracks[key].position.chains_to(after)
-    )
+    return planned.position == after and planned.next.position == after
 
 
 def next_notes(planned: FlowRecord, carried: int) -> tuple[PollNote, ...]:
@@ -124,6 +123,20 @@ def candidates(key: str, nxt: NextTask) -> list[NextTask]:
         return [nxt]
     later = (first.at_poll(first.poll + n) for n in range(1, POLL_CHAIN))
     return [nxt, *(nxt.model_copy(update={"position": p, "task_id": task_id(key, p)}) for p in later)]
+
+
+def first_chain_end(plan: Plan, record: FlowRecord, nxt: NextTask) -> datetime | None:
+    """When the first chain of a poll step that starts with ``nxt`` ends (see
+    ``chain_end``); None if ``nxt`` is no poll step's first poll."""
+    if nxt.position.kind not in CHAINED:
+        return None
+    step = plan.kinds.container(plan.flow, nxt.position.scope).step(nxt.position.step_index)
+    policy = plan.kinds.of(step).policy(step)
+    if policy is None:
+        return None
+    own = plan.now + timedelta(seconds=policy.deadline_s)
+    deadline = min(own, record.deadline_at) if record.deadline_at else own
+    return chain_end(record, nxt, policy=policy, max_polls=policy.max_polls, deadline=deadline)
 
 
 def chain_end(
@@ -145,3 +158,11 @@ def chain_end(
     wait_s = sum(policy.delay_s(n=n, key=key) for n in range(first, last))
     return min(nxt.run_at + timedelta(seconds=wait_s), max(deadline, nxt.run_at))
 
+
+def due_at_chain_end(record: FlowRecord, end: datetime | None) -> FlowRecord:
+    """``record`` due, for the sweeper, when its chain's next write is (``end``), if that
+    chain's track is its only one: with another track running, the flow stays due when the
+    other's task is (the sweeper then finds the chain still queued, and sets it aside)."""
+    if end is None or len(record.tracks) > 1:
+        return record
+    return record.model_copy(update={"aside_until": end})
