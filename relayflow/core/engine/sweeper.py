@@ -15,14 +15,13 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from relayflow.core import planner
+from relayflow.core.engine.chains import queued
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import SweepReport
 from relayflow.core.errors import UnknownFlow
 from relayflow.core.flows import Flow
-from relayflow.core.planner import chain
 from relayflow.core.ports import Unreadable
-from relayflow.core.position import CHAINED
-from relayflow.core.records import FlowRecord, NextTask
+from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE
 
 log = logging.getLogger("relayflow.core.engine")
@@ -93,20 +92,14 @@ class Sweeper:
         except UnknownFlow:
             self._recover_unknown_type(record, report)
             return
-        lost = [k for k, t in record.tracks.items() if t.next and not self._queued(record, t.next)]
+        queue = self._k.queue
+        lost = [k for k, t in record.tracks.items() if t.next and not queued(queue, record.key, t.next)]
         if not lost:
             report.still_queued += 1  # late (a backlog or a paused queue), not lost
             self._set_aside(record)
             return
         for key in lost:
             report.rescued += self._rescue(record, flow, key)
-
-    def _queued(self, record: FlowRecord, nxt: NextTask) -> bool:
-        """Whether a track's task is still queued: its stored next task or, for a poll chain,
-        any of the later polls the chain may have made since (``planner.chain``)."""
-        if nxt.position.kind not in CHAINED:
-            return self._k.queue.exists(nxt)
-        return self._k.queue.pending(record.key, chain.candidates(record.key, nxt)) is not None
 
     def _recover_unknown_type(self, record: FlowRecord, report: SweepReport) -> None:
         due = record.next_run_at or record.updated_at
