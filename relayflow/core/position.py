@@ -75,10 +75,14 @@ _KIND_LETTER = {
 # answer makes the next poll's task without writing the flow's document, carrying what it saw.
 CHAINED = frozenset({TaskKind.POLL, TaskKind.WAIT})
 # At most this many polls run between two writes of a flow's document: the chain's log rides
-# in each task's body (at most POLL_CHAIN - 1 notes, a few KB: Cloud Tasks takes tasks of up
-# to 1 MB, https://cloud.google.com/tasks/docs/quotas), and every POLL_CHAIN-th poll writes
-# it to the history.
-POLL_CHAIN = 10
+# in each task's body (at most POLL_CHAIN - 1 notes of at most ~600 bytes, 12 KB: Cloud Tasks
+# takes tasks of up to 1 MB, https://cloud.google.com/tasks/docs/quotas), and every
+# POLL_CHAIN-th poll writes it to the history. 20, not 10: a poll step writes once per chain
+# and once more when it ends, ceil(polls / POLL_CHAIN) in all, which is at most polls / 10
+# for every flow of 10 polls or more only if POLL_CHAIN >= 19 (a flow that makes 11 polls
+# writes twice with chains of 10). Longer chains cost the sweeper time: it looks for a lost
+# chain task once the whole chain should have run (``planner.chain.chain_end``).
+POLL_CHAIN = 20
 # What a carried note keeps of what a poll saw (a check's detail can be a remote body).
 MAX_NOTE_CHARS = 500
 
