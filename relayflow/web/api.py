@@ -4,7 +4,7 @@
 |---|---|---|
 | ``GET /flows`` | viewer | a page of flows: filters, ``cursor``, ``limit``, ``view``, ``counts`` |
 | ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
-| ``GET /flows/{id}`` | viewer | the whole document (callback tokens for operators only), and ``polls_in_flight``: polls its poll chain ran that the document has not recorded yet |
+| ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
 | ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
 | ``POST /flows/{id}:undo`` | operator | ``{"reason"}``: undo again what an ended flow left live |
@@ -17,6 +17,10 @@
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
+
+``polls_in_flight``: the polls a flow's poll chain ran that its document has not recorded yet
+(read from the chain's newest task, each marked ``"written": false``); the chain's next
+checkpoint writes them to ``history``.
 
 A caller scoped to tenants (``RELAYFLOW_API_SCOPES``) sees and acts on those tenants only.
 Before any route, ``guard`` refuses what only another site's page would send (every

@@ -9,7 +9,8 @@ and only then enqueues the next task and publishes the result (DESIGN invariants
 ``kernel`` (ports, plans, read, write, settle), ``tasks`` (a delivery routed), ``delivery``
 (claim, run, commit, continue inline), ``execution`` (handler calls and their middleware),
 ``protection`` (breakers, put-off, bring-forward), ``lanes`` (ForEach), ``intake`` (start
-messages), ``sweeper``, ``chains`` (poll chains as queued), ``operations``, ``callbacks``, ``tenancy``, ``endings``.
+messages), ``sweeper``, ``chains`` (poll chains as their queue holds them), ``operations``,
+``callbacks``, ``tenancy``, ``endings``.
 """
 
 from __future__ import annotations

@@ -138,7 +138,8 @@ def await_callback(plan: Plan, record: FlowRecord, sent: dict[str, Any]) -> Flow
         return with_next(moved, task)
     # Its safety-net polls run as a chain (``planner.chain``): due when the chain's first
     # write is.
-    end = chain_end(moved, task, policy=step.policy, max_polls=None, deadline=poll_deadline(plan, moved))
+    due = poll_deadline(plan, moved)
+    end = chain_end(moved, task, policy=step.policy, max_polls=None, deadline=due)
     return due_at_chain_end(with_next(moved, task), end)
 
 

@@ -63,9 +63,7 @@ def entries_of(payload: TaskPayload) -> tuple[HistoryEntry, ...]:
     )
 
 
-def replayed(
-    record: FlowRecord, position: Position, carried: Sequence[HistoryEntry]
-) -> FlowRecord:
+def replayed(record: FlowRecord, position: Position, carried: Sequence[HistoryEntry]) -> FlowRecord:
     """``record``, focused on a chain's track, moved on to the chain's task at ``position``
     with the polls it ``carried`` in its history: the record as it would be had every poll
     been written. A record already there is returned as it is (so replaying twice is once)."""
@@ -76,9 +74,8 @@ def replayed(
     if nxt is not None:
         last = carried[-1] if carried else None
         run_at = last.at + timedelta(seconds=last.delay_s or 0) if last else nxt.run_at
-        nxt = nxt.model_copy(
-            update={"position": position, "task_id": task_id(record.key, position), "run_at": run_at}
-        )
+        named = task_id(record.key, position)
+        nxt = nxt.model_copy(update={"position": position, "task_id": named, "run_at": run_at})
     # The track too, so that focusing the record again finds it at the chain's poll.
     track = record.tracks[key].model_copy(update={"position": position, "next": nxt})
     return record.model_copy(
@@ -122,7 +119,8 @@ def candidates(key: str, nxt: NextTask) -> list[NextTask]:
     if first.kind not in CHAINED:
         return [nxt]
     later = (first.at_poll(first.poll + n) for n in range(1, POLL_CHAIN))
-    return [nxt, *(nxt.model_copy(update={"position": p, "task_id": task_id(key, p)}) for p in later)]
+    made = (nxt.model_copy(update={"position": p, "task_id": task_id(key, p)}) for p in later)
+    return [nxt, *made]
 
 
 def first_chain_end(plan: Plan, record: FlowRecord, nxt: NextTask) -> datetime | None:

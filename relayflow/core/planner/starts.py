@@ -39,9 +39,9 @@ def start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowRecor
     if ready:  # the record's position names the step last started
         started = started.model_copy(update={"position": tracks[ready[-1]].position})
         # A poll step's first polls write nothing (a chain): the flow is due at its end.
-        nxt = tracks[ready[-1]].next
-        assert nxt is not None
-        started = due_at_chain_end(started, first_chain_end(plan, started, nxt))
+        first = tracks[ready[-1]].next
+        assert first is not None
+        started = due_at_chain_end(started, first_chain_end(plan, started, first))
     return started.stored()
 
 

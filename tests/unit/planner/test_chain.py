@@ -8,6 +8,7 @@ and the polls its body carried, replayed, then planned, then asked whether it ``
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -85,7 +86,7 @@ def test_every_poll_chain_th_poll_writes_every_poll_of_the_chain_with_its_wait()
     assert all(e.delay_s is not None and e.delay_s > 0 for e in written)
     assert chain.doc.polls == POLL_CHAIN and chain.doc.position.poll == POLL_CHAIN
     # each wait is the one the poll chose: the next poll ran when it said
-    for before, after in zip(written, written[1:], strict=False):
+    for before, after in itertools.pairwise(written):
         assert before.delay_s is not None
         due = before.at + timedelta(seconds=before.delay_s)
         assert abs((after.at - due).total_seconds()) <= 0.001  # the history keeps ms
