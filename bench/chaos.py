@@ -432,13 +432,16 @@ def table(outcomes: list[Outcome]) -> str:
 # -- the stacks -----------------------------------------------------------------------------------
 
 
-def stack_for(ports: Ports, state_dir: Path, duplicate_rate: float) -> Stack:
+def stack_for(
+    ports: Ports, state_dir: Path, duplicate_rate: float, queue_shards: int | None = None
+) -> Stack:
     return Stack(
         ports=ports,
         state_dir=state_dir,
         base_env={**os.environ, **CHAOS_ENV},
         duplicate_rate=duplicate_rate,
         sweep_interval_s=SWEEP_INTERVAL_S,
+        queue_shards=queue_shards,
     )
 
 
@@ -452,10 +455,10 @@ def inner(args: argparse.Namespace) -> int:
         ):
             if not names:
                 continue
-            stack = stack_for(
-                Ports(args.base_port), Path(tmp) / f"stack-{duplicate_rate}", duplicate_rate
-            )
+            state = Path(tmp) / f"stack-{duplicate_rate}"
+            stack = stack_for(Ports(args.base_port), state, duplicate_rate, args.queue_shards)
             where = f"base port {args.base_port}, duplicate rate {duplicate_rate}"
+            where += f", queue shards {args.queue_shards or 1}"
             print(f"starting a local stack ({where}) …", flush=True)
             stack.up()
             try:
@@ -475,6 +478,9 @@ def main() -> int:
     parser.add_argument("--pause-s", type=float, default=30.0)
     parser.add_argument("--outage-s", type=float, default=60.0)
     parser.add_argument("--base-port", type=int, default=8420)
+    parser.add_argument(
+        "--queue-shards", type=int, default=None, help="queues of each kind (default: 1)"
+    )
     parser.add_argument("--timeout-s", type=float, default=900.0)
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -485,7 +491,8 @@ def main() -> int:
     if args.inner:
         return inner(args)
     # The clients in the inner process find the emulators through the environment.
-    env = {**os.environ, **relayflow_env(Ports(args.base_port)), **CHAOS_ENV}
+    shards = args.queue_shards
+    env = {**os.environ, **relayflow_env(Ports(args.base_port), queue_shards=shards), **CHAOS_ENV}
     argv = [sys.executable, __file__, "--inner", *sys.argv[1:]]
     return subprocess.run(argv, env=env, cwd=REPO, check=False).returncode
 

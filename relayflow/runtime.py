@@ -27,7 +27,12 @@ from relayflow.gcp.dead_letters import DeadLetterHold
 from relayflow.metrics import configure_metrics
 from relayflow.settings import Settings, load_settings
 from relayflow.telemetry import Counters, configure_logging, configure_tracing
-from relayflow.topology import Topology, load_topology, topic_of_subscription
+from relayflow.topology import (
+    Topology,
+    load_topology,
+    topic_of_subscription,
+    with_queue_shards,
+)
 
 STEP_PATH = "/tasks/step"
 # What a handler leaves of its queue's dispatch deadline for reading and committing.
@@ -71,32 +76,38 @@ class Runtime:
 
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
-    """Where each queue's tasks go: steps to the worker, polls to the poller."""
+    """Where each queue's tasks go, on every shard: steps to the worker, polls to the poller."""
     queues = topology.queues
     worker, poller = base_url(settings.worker_url), base_url(settings.poller_url)
     targets = {}
     for steps in (queues.steps, queues.steps_high):
-        if steps is not None:
-            targets[steps.name] = queue.Target(
-                worker + STEP_PATH, worker, steps.dispatch_deadline_s
+        for shard in steps.shard_queues() if steps is not None else ():
+            targets[shard.name] = queue.Target(
+                worker + STEP_PATH, worker, shard.dispatch_deadline_s
             )
     for polls in (queues.polls, queues.polls_high):
-        if polls is not None:
-            targets[polls.name] = queue.Target(
-                poller + POLL_PATH, poller, polls.dispatch_deadline_s
+        for shard in polls.shard_queues() if polls is not None else ():
+            targets[shard.name] = queue.Target(
+                poller + POLL_PATH, poller, shard.dispatch_deadline_s
             )
     return targets
 
 
 def queue_names(topology: Topology) -> QueueNames:
-    """The engine's queue of each kind of task, and priority."""
+    """The engine's queue of each kind of task, and priority, and the shards of each."""
     queues = topology.queues
     return QueueNames(
         steps=queues.steps.name,
         polls=queues.polls.name,
         steps_high=queues.steps_high.name if queues.steps_high else None,
         polls_high=queues.polls_high.name if queues.polls_high else None,
+        shards=queues.shards,
     )
+
+
+def deployed_topology(settings: Settings) -> Topology:
+    """The packaged topology with this environment's queue shards (RELAYFLOW_QUEUE_SHARDS)."""
+    return with_queue_shards(load_topology(), settings.queue_shards)
 
 
 def build_runtime(
@@ -109,7 +120,7 @@ def build_runtime(
     """
     metrics = metrics or Metrics()
     registry = load_registry(settings.app, settings)  # first: a bad app fails before any client
-    topology = load_topology()
+    topology = deployed_topology(settings)
     counters = Counters()
     clock = SystemClock()
     flow_store = store.FlowStore(

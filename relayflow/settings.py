@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from relayflow.core.breaker_policy import Dependencies
+from relayflow.core.queue_shards import MAX_QUEUE_SHARDS
 from relayflow.core.tenants import TENANT_PATTERN, Tenants
 from relayflow.topology import load_topology
 
@@ -139,6 +140,13 @@ class Settings(BaseSettings):
         default_factory=lambda: load_topology().firestore.shards, ge=1, le=1024
     )
 
+    # Queues of each kind (steps, polls and their high twins): one whole number for every
+    # kind, since a flow's tasks all go to one shard number, chosen from its key when it is
+    # created (a Cloud Tasks queue dispatches at most 500 tasks/s:
+    # https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues#ratelimits).
+    # None: topology.json's. Grow it, never lower it below a shard that still holds tasks.
+    queue_shards: int | None = None
+
     # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
     trace_exporter: Literal["none", "gcp", "console"] = "none"
     # Share of new traces kept; a flow whose start message carries a sampled parent is kept.
@@ -164,6 +172,20 @@ class Settings(BaseSettings):
                     + (f" (not {bad})" if bad else "")
                 )
         return scopes
+
+    @field_validator("queue_shards", mode="before")
+    @classmethod
+    def _queue_shards(cls, value: object) -> object:
+        if value is None or value == "":
+            return None
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.isdigit() or not 1 <= int(text) <= MAX_QUEUE_SHARDS:
+            raise ValueError(
+                f"RELAYFLOW_QUEUE_SHARDS is one whole number of queues per kind, "
+                f"1..{MAX_QUEUE_SHARDS} (the same for steps, polls and their high twins), "
+                f"not {value!r}"
+            )
+        return int(text)
 
     @field_validator("pubsub_emulator_host", "firestore_emulator_host", "cloud_tasks_emulator_host")
     @classmethod

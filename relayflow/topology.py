@@ -1,7 +1,9 @@
 """The messaging topology (topics, subscriptions, queues), defined once in topology.json.
 
 Terraform reads the same file with jsondecode(file(...)), so local runs and the cloud share
-names, retry and rate settings.
+names, retry and rate settings. Each queue kind has ``shards`` queues (``shard_name``: shard 0
+keeps the kind's name); the environment's count (``RELAYFLOW_QUEUE_SHARDS``, Terraform's
+``queue_shards``) replaces the file's with ``with_queue_shards``.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from relayflow.core.queue_shards import MAX_QUEUE_SHARDS, shard_name
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
+
+# A Cloud Tasks queue id: letters, digits and hyphens, at most 100 characters
+# (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues#Queue).
+QUEUE_ID_PATTERN = r"[A-Za-z0-9-]{1,100}"
 
 
 class _Frozen(BaseModel):
@@ -71,7 +78,9 @@ class Subscriptions(_Frozen):
 
 
 class Queue(_Frozen):
-    name: str
+    name: str = Field(pattern=f"^{QUEUE_ID_PATTERN}$")
+    # Queues of this kind: shard 0 is ``name``, shard i >= 1 ``name-i`` (``shard_name``).
+    shards: int = Field(default=1, ge=1, le=MAX_QUEUE_SHARDS)
     max_dispatches_per_second: float = Field(gt=0, le=500)
     max_concurrent_dispatches: int = Field(gt=0, le=5000)
     max_attempts: int = Field(ge=-1)
@@ -80,6 +89,12 @@ class Queue(_Frozen):
     max_backoff_s: float = Field(ge=0)
     max_doublings: int = Field(ge=0)
     dispatch_deadline_s: int = Field(ge=15, le=1800)
+
+    def shard_queues(self) -> list[Queue]:
+        """One queue per shard, each with its own name and this kind's settings."""
+        return [
+            self.model_copy(update={"name": shard_name(self.name, i)}) for i in range(self.shards)
+        ]
 
 
 class Queues(_Frozen):
@@ -90,9 +105,44 @@ class Queues(_Frozen):
     steps_high: Queue | None = None
     polls_high: Queue | None = None
 
+    @model_validator(mode="after")
+    def _one_count_and_distinct_names(self) -> Queues:
+        counts = {q.name: q.shards for q in self.all()}
+        if len(set(counts.values())) != 1:
+            raise ValueError(
+                f"every queue kind needs the same shards (a flow's tasks all go to one shard "
+                f"number), not {counts}"
+            )
+        names = [q.name for q in self.provisioned()]
+        if any(len(n) > 100 for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"the queues' shard names must be distinct ids of <= 100: {names}")
+        return self
+
+    @property
+    def shards(self) -> int:
+        """Queues of each kind (the same for every kind)."""
+        return self.steps.shards
+
     def all(self) -> list[Queue]:
-        """Every queue, the pair that serves everyone first."""
+        """Every kind of queue, the pair that serves everyone first (shard 0's settings)."""
         return [q for q in (self.steps, self.polls, self.steps_high, self.polls_high) if q]
+
+    def provisioned(self) -> list[Queue]:
+        """Every queue that exists: each kind's shards, in kind order then shard order."""
+        return [shard for kind in self.all() for shard in kind.shard_queues()]
+
+    def with_shards(self, shards: int) -> Queues:
+        """These queues with ``shards`` queues of each kind."""
+        return self._updated({"shards": shards})
+
+    def with_rate(self, max_dispatches_per_second: float) -> Queues:
+        """These queues each limited to ``max_dispatches_per_second`` (a scaled-down bench)."""
+        return self._updated({"max_dispatches_per_second": max_dispatches_per_second})
+
+    def _updated(self, update: dict[str, object]) -> Queues:
+        """Every kind with ``update``, validated again (a bad value is refused here)."""
+        kinds = self.model_dump(exclude_none=True)
+        return Queues.model_validate({role: spec | update for role, spec in kinds.items()})
 
 
 class FirestoreNames(_Frozen):
@@ -152,6 +202,14 @@ def tenant_of_topic(topology: Topology, topic: str | None) -> str:
     """Whose start message came by ``topic``: a tenant's own topic is that tenant's; the
     shared topic (or one not known) starts the default tenant's flows only."""
     return (topic and topology.tenant_requests.tenant_of(topic)) or DEFAULT_TENANT
+
+
+def with_queue_shards(topology: Topology, shards: int | None) -> Topology:
+    """``topology`` with ``shards`` queues of each kind (None: as the file says): the
+    environment's count (``Settings.queue_shards``) over the file's."""
+    if shards is None or shards == topology.queues.shards:
+        return topology
+    return topology.model_copy(update={"queues": topology.queues.with_shards(shards)})
 
 
 @lru_cache(maxsize=1)

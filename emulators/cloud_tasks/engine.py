@@ -350,6 +350,7 @@ class Engine:
         task.first_dispatch_us = task.first_dispatch_us or now
         queue.in_flight += 1
         self.stats.dispatched += 1
+        self.stats.dispatched_by_queue[queue.name.rpartition("/")[2]] += 1
         self._spawn(self._attempt(queue, task, attempt, headers))
         rate = self._settings.duplicate_rate
         if rate and self._rng.random() < rate:

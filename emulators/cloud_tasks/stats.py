@@ -18,6 +18,9 @@ class Stats:
         self.retried = 0
         self.exhausted = 0
         self.duplicated = 0
+        # Attempts dispatched per queue id (the last part of its name): how even the load of
+        # a sharded kind of queue is.
+        self.dispatched_by_queue: collections.Counter[str] = collections.Counter()
         self._lags_us: collections.deque[int] = collections.deque(maxlen=_LAG_WINDOW)
 
     def record_lag(self, lag_us: int) -> None:
@@ -38,6 +41,7 @@ class Stats:
             "retried": self.retried,
             "exhausted": self.exhausted,
             "duplicated": self.duplicated,
+            "dispatched_by_queue": dict(sorted(self.dispatched_by_queue.items())),
             "dispatch_lag_ms": self._lag_percentiles(),
         }
 

@@ -223,6 +223,10 @@ class FlowRecord(_Model):
     # Whose flow it is, and how urgent: high-priority tasks go to their own queues.
     tenant: str = "default"
     priority: str = "low"
+    # The queue shard all of its tasks go to (QueueNames.for_kind), chosen from its key when
+    # it was created and kept for good, so a later change of the count moves no flow; None:
+    # written before queues had shards, shard 0 (the queue named as before).
+    queue_shard: int | None = Field(default=None, ge=0)
     # "waiting": over its tenant's limits, it holds no task until a slot frees up (queued_at
     # orders the wait); "admitted": it runs, holding ``slot`` if its tenant is limited.
     admission: str = "admitted"

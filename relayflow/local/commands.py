@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from relayflow.core.queue_shards import MAX_QUEUE_SHARDS
 from relayflow.local.names import ALL, DEFAULT_BASE_PORT, DEFAULT_STATE_DIR, GROUPS
 
 if TYPE_CHECKING:  # the stack (and the clients it uses) loads only when a command runs
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # the stack (and the clients it uses) loads only when a comma
 BASE_PORT_ENV = "RELAYFLOW_BASE_PORT"
 APP_ENV = "RELAYFLOW_APP"
 TENANTS_ENV = "RELAYFLOW_TENANTS"
+QUEUE_SHARDS_ENV = "RELAYFLOW_QUEUE_SHARDS"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,6 +60,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="a JSON file of tenants' limits and priorities, as RELAYFLOW_TENANTS holds it "
         "(default $RELAYFLOW_TENANTS, else no limits); see the README's Tenants",
+    )
+    up.add_argument(
+        "--queue-shards",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"queues of each kind (steps, polls, their high twins) to provision, the "
+        f"services' RELAYFLOW_QUEUE_SHARDS (default ${QUEUE_SHARDS_ENV}, else topology.json's)",
     )
     up.add_argument(
         "--sweep-interval-s",
@@ -102,6 +112,7 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
     duplicate_rate = getattr(args, "duplicate_rate", 0.0)
     sweep_interval_s = getattr(args, "sweep_interval_s", 60.0)
     app = getattr(args, "app", None) or environ.get(APP_ENV) or None
+    queue_shards = queue_shards_of(getattr(args, "queue_shards", None), environ)
     base_env = dict(environ)
     tenants_file = getattr(args, "tenants", None)
     if tenants_file is not None:
@@ -122,7 +133,20 @@ def _stack(args: argparse.Namespace, environ: Mapping[str, str]) -> Stack:
         app=app,
         app_path=Path.cwd() if app else None,
         progress=progress,
+        queue_shards=queue_shards,
     )
+
+
+def queue_shards_of(flag: int | None, environ: Mapping[str, str]) -> int | None:
+    """``--queue-shards``, else $RELAYFLOW_QUEUE_SHARDS, else None; a bad count is refused
+    here (ValueError), before anything starts."""
+    raw = str(flag) if flag is not None else (environ.get(QUEUE_SHARDS_ENV) or "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_QUEUE_SHARDS:
+        source = "--queue-shards" if flag is not None else QUEUE_SHARDS_ENV
+        raise ValueError(f"{source} must be a whole number in 1..{MAX_QUEUE_SHARDS}, not {raw!r}")
+    return int(raw)
 
 
 def read_tenants(path: Path) -> str:

@@ -19,14 +19,18 @@ __all__ = ["DEFAULT_STATE_DIR", "PROJECT_ID", "child_env", "relayflow_env", "wri
 _NO_PROXY = "127.0.0.1,localhost"
 
 
-def relayflow_env(ports: Ports, app: str | None = None) -> dict[str, str]:
+def relayflow_env(
+    ports: Ports, app: str | None = None, queue_shards: int | None = None
+) -> dict[str, str]:
     """Variables a relayflow process or a client of the local stack reads (see settings.py).
 
-    ``app`` (a ``RELAYFLOW_APP`` target) is set only when given: unset, every process runs the
-    default app.
+    ``app`` (a ``RELAYFLOW_APP`` target) and ``queue_shards`` (``RELAYFLOW_QUEUE_SHARDS``: the
+    queues the stack provisioned of each kind) are set only when given: unset, every process
+    runs the default app on topology.json's shards.
     """
     return {
         **({"RELAYFLOW_APP": app} if app else {}),
+        **({"RELAYFLOW_QUEUE_SHARDS": str(queue_shards)} if queue_shards else {}),
         "PUBSUB_EMULATOR_HOST": f"{HOST}:{ports.pubsub}",
         "FIRESTORE_EMULATOR_HOST": f"{HOST}:{ports.firestore}",
         "CLOUD_TASKS_EMULATOR_HOST": f"{HOST}:{ports.cloud_tasks_grpc}",
@@ -62,6 +66,7 @@ def child_env(
     *,
     app: str | None = None,
     app_path: Path | None = None,
+    queue_shards: int | None = None,
 ) -> dict[str, str]:
     """A component's environment: the caller's, overridden by the stack's own variables.
 
@@ -74,7 +79,7 @@ def child_env(
     python_path += [p for p in (base.get("PYTHONPATH") or "").split(os.pathsep) if p]
     return {
         **base,
-        **relayflow_env(ports, app),
+        **relayflow_env(ports, app, queue_shards),
         **({"PYTHONPATH": os.pathsep.join(python_path)} if python_path else {}),
         "NO_PROXY": no_proxy,
         "no_proxy": no_proxy,

@@ -66,10 +66,11 @@ def tenant_start(topology: topo.Topology, tenant: str) -> topo.Subscription:
 
 
 def provision_queues(ports: Ports, topology: topo.Topology) -> None:
-    """The Cloud Tasks queues with their rate limits and retry config."""
+    """The Cloud Tasks queues, every shard of each kind, with their rate limits and retry
+    config (``topology`` as the stack runs it: its shards and any rate override)."""
     with tasks_client(f"{HOST}:{ports.cloud_tasks_grpc}") as client:
         parent = f"projects/{PROJECT_ID}/locations/{LOCATION}"
-        for queue in topology.queues.all():
+        for queue in topology.queues.provisioned():
             create = partial(client.create_queue, parent=parent, queue=_queue(parent, queue))
             _ignore_existing(create)
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from google.api_core.exceptions import GoogleAPICallError
+from pydantic import ValidationError
 
+from relayflow.core.queue_shards import MAX_QUEUE_SHARDS
 from relayflow.local import processes, statefile
 from relayflow.local.clients import wipe_firestore
 from relayflow.local.components import ALL, Component, Phase, Toolchain, build, resolve
@@ -33,7 +35,7 @@ from relayflow.local.polling import poll_until
 from relayflow.local.ports import HOST, Ports
 from relayflow.local.provision import provision_pubsub, provision_queues
 from relayflow.local.statefile import ProcessRecord, StackState
-from relayflow.topology import load_topology
+from relayflow.topology import Topology, load_topology, with_queue_shards
 
 # Cloud Scheduler calls the sweep every minute in the cloud; the local sweeper does the same.
 DEFAULT_SWEEP_INTERVAL_S = 60.0
@@ -82,6 +84,8 @@ class Stack:
         app_path: Path | None = None,
         sweep_interval_s: float = DEFAULT_SWEEP_INTERVAL_S,
         progress: Callable[[str], None] | None = None,
+        queue_shards: int | None = None,
+        queue_rate: float | None = None,
     ) -> None:
         if not 0.0 <= duplicate_rate <= 1.0:
             raise ValueError(f"duplicate_rate must be in [0, 1], got {duplicate_rate}")
@@ -89,6 +93,11 @@ class Stack:
             raise ValueError(
                 f"sweep_interval_s must be >= 0 (0: no sweeper), got {sweep_interval_s}"
             )
+        # Queues of each kind (None: topology.json's), and a max_dispatches_per_second for every
+        # queue instead of the topology's (None: the topology's; a scaled-down bench sets it).
+        self.queue_shards = queue_shards
+        self.queue_rate = queue_rate
+        self.topology()  # a bad count or rate fails here, before anything starts
         self.ports = ports or Ports()
         # Absolute: components run from the repo root, not from the caller's directory.
         self.state_dir = Path(state_dir).absolute()
@@ -109,7 +118,7 @@ class Stack:
             sweep_interval_s=sweep_interval_s or DEFAULT_SWEEP_INTERVAL_S,
         )
         self._components = [all_components[name] for name in self.names]
-        self._state = StackState(base_port=self.ports.base)
+        self._state = self._fresh_state()
         self._popens: dict[str, subprocess.Popen[bytes]] = {}
         # Told each step of a start as it happens (the CLI prints it: `up` waits a while).
         self._progress = progress or (lambda line: None)
@@ -130,8 +139,34 @@ class Stack:
         return self.logs_dir / f"{name}.log"
 
     def env(self) -> dict[str, str]:
-        """What a client of this stack needs (emulator hosts, project, service URLs)."""
-        return relayflow_env(self.ports, self.app)
+        """What a client of this stack needs (emulator hosts, project, service URLs, the
+        queue shards)."""
+        return relayflow_env(self.ports, self.app, self.queue_shards)
+
+    def topology(self) -> Topology:
+        """The topology as this stack provisions and runs it: its queue shards and rate."""
+        topology = load_topology()
+        try:
+            topology = with_queue_shards(topology, self.queue_shards)
+        except ValidationError:
+            raise ValueError(
+                f"queue shards must be a whole number in 1..{MAX_QUEUE_SHARDS}, "
+                f"not {self.queue_shards}"
+            ) from None
+        if self.queue_rate is None:
+            return topology
+        try:
+            queues = topology.queues.with_rate(self.queue_rate)
+        except ValidationError:
+            raise ValueError(
+                f"queue_rate must be in (0, 500] dispatches per second, not {self.queue_rate}"
+            ) from None
+        return topology.model_copy(update={"queues": queues})
+
+    def _fresh_state(self) -> StackState:
+        return StackState(
+            base_port=self.ports.base, queue_shards=self.queue_shards, queue_rate=self.queue_rate
+        )
 
     def shell_env(self) -> dict[str, str]:
         """``env()`` plus the variables that point the gcloud CLI at the emulators."""
@@ -170,6 +205,14 @@ class Stack:
     def _heal(self, state: StackState) -> UpResult:
         """Restart the components of a running stack that died (or stopped answering)."""
         self._state = state
+        # Its queues stay as they were provisioned: a restarted service must route as the
+        # others do, whatever this `up` was asked for.
+        if (self.queue_shards, self.queue_rate) != (state.queue_shards, state.queue_rate):
+            self._progress(
+                f"the running stack keeps its queues (shards {state.queue_shards or 1}); "
+                "`relayflow local down` first to change them"
+            )
+        self.queue_shards, self.queue_rate = state.queue_shards, state.queue_rate
         records = {record.name: record for record in state.processes}
         dead = [
             c
@@ -200,7 +243,7 @@ class Stack:
         statefile.remove(self.state_file)
         self.env_file.unlink(missing_ok=True)
         self._popens.clear()
-        self._state = StackState(base_port=self.ports.base)
+        self._state = self._fresh_state()
         if survivors:
             raise StackError(f"process groups {survivors} survived SIGKILL")
         return [record.name for record in records]
@@ -263,7 +306,13 @@ class Stack:
         statefile.save(self.state_file, self._state)
 
     def _child_env(self) -> dict[str, str]:
-        return child_env(self._base_env, self.ports, app=self.app, app_path=self.app_path)
+        return child_env(
+            self._base_env,
+            self.ports,
+            app=self.app,
+            app_path=self.app_path,
+            queue_shards=self.queue_shards,
+        )
 
     def _wait_healthy(self, components: Sequence[Component]) -> None:
         pending = {component.name: component for component in components}
@@ -297,7 +346,7 @@ class Stack:
 
     def _provision(self) -> None:
         self._progress("provisioning topics, subscriptions and queues")
-        topology = load_topology()
+        topology = self.topology()
         try:
             if "pubsub" in self.names:
                 provision_pubsub(self.ports, topology, self._tenants())

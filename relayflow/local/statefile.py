@@ -28,6 +28,10 @@ class StackState(BaseModel):
 
     base_port: int
     processes: tuple[ProcessRecord, ...] = ()
+    # The queues provisioned of each kind, and the rate they were limited to (None: as
+    # topology.json says): a component restarted later gets the same.
+    queue_shards: int | None = None
+    queue_rate: float | None = None
 
     def with_process(self, record: ProcessRecord) -> StackState:
         return self.model_copy(update={"processes": (*self.processes, record)})

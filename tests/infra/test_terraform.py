@@ -265,8 +265,11 @@ def _values(config: Config) -> list[str]:
 
 
 def test_queues_subscriptions_and_topics_come_from_the_topology() -> None:
-    inputs = load(RELAYFLOW).modules
-    assert inputs["queues"].body["queues"] == "${local.topology.queues}"
+    relayflow = load(RELAYFLOW)
+    inputs = relayflow.modules
+    # Every shard of each topology queue (tests/infra/test_queue_shards.py expands it).
+    assert inputs["queues"].body["queues"] == "${local.queues}"
+    assert "for role, q in local.topology.queues" in relayflow.locals["queues"]
     assert inputs["messaging"].body["topics"] == "${local.topology.topics}"
     assert inputs["messaging"].body["start_subscription"] == (
         "${local.topology.subscriptions.start}"
@@ -318,22 +321,28 @@ def test_topology_sections_convert_to_the_module_variable_types(
     for key in section:
         value = value[key]
     wanted = object_type_attributes(load(MODULES / module).variables[variable].body["type"])
+    wanted -= {"shard"}  # the queue's shard number: the caller adds it to each shard's queue
     assert wanted <= set(value), f"topology {'.'.join(section)} lacks {wanted - set(value)}"
 
 
 def test_queue_rate_and_retry_settings_are_mapped_from_each_queue() -> None:
-    queue = load(MODULES / "queues").resource("google_cloud_tasks_queue", "main").body
-    assert queue["for_each"] == "${var.queues}"
-    assert queue["name"] == "${each.value.name}"
-    rates = only_block(queue, "rate_limits")
-    retry = only_block(queue, "retry_config")
-    assert rates["max_dispatches_per_second"] == "${each.value.max_dispatches_per_second}"
-    assert rates["max_concurrent_dispatches"] == "${each.value.max_concurrent_dispatches}"
-    assert retry["max_attempts"] == "${each.value.max_attempts}"
-    assert retry["max_retry_duration"] == "${each.value.max_retry_duration_s}s"
-    assert retry["min_backoff"] == "${each.value.min_backoff_s}s"
-    assert retry["max_backoff"] == "${each.value.max_backoff_s}s"
-    assert retry["max_doublings"] == "${each.value.max_doublings}"
+    queues = load(MODULES / "queues")
+    # Shard 0 of each kind (main) and shards >= 1 (shard): between them every queue.
+    assert queues.locals["first"] == "${{for key, q in var.queues : key => q if q.shard == 0}}"
+    assert queues.locals["more"] == "${{for key, q in var.queues : key => q if q.shard > 0}}"
+    for name, each in (("main", "${local.first}"), ("shard", "${local.more}")):
+        queue = queues.resource("google_cloud_tasks_queue", name).body
+        assert queue["for_each"] == each
+        assert queue["name"] == "${each.value.name}"
+        rates = only_block(queue, "rate_limits")
+        retry = only_block(queue, "retry_config")
+        assert rates["max_dispatches_per_second"] == "${each.value.max_dispatches_per_second}"
+        assert rates["max_concurrent_dispatches"] == "${each.value.max_concurrent_dispatches}"
+        assert retry["max_attempts"] == "${each.value.max_attempts}"
+        assert retry["max_retry_duration"] == "${each.value.max_retry_duration_s}s"
+        assert retry["min_backoff"] == "${each.value.min_backoff_s}s"
+        assert retry["max_backoff"] == "${each.value.max_backoff_s}s"
+        assert retry["max_doublings"] == "${each.value.max_doublings}"
 
 
 def test_the_dead_letter_policy_gives_up_after_the_topology_attempts() -> None:
@@ -1139,7 +1148,8 @@ def test_the_api_may_list_and_replay_dead_letters_and_nothing_more_on_pubsub() -
 def test_queue_grants_cover_every_topology_queue() -> None:
     relayflow = load(RELAYFLOW)
     enqueuer = relayflow.resource("google_cloud_tasks_queue_iam_member", "enqueuer").body
-    assert "keys(local.topology.queues)" in relayflow.locals["enqueue_grants"]
+    # local.queues: every shard of every topology queue.
+    assert "keys(local.queues)" in relayflow.locals["enqueue_grants"]
     assert enqueuer["name"] == "${module.queues.names[each.value.queue]}"
     viewer = relayflow.resource("google_cloud_tasks_queue_iam_member", "sweeper_viewer").body
     assert viewer["for_each"] == "${module.queues.names}"
@@ -1150,16 +1160,24 @@ def test_every_topology_queue_is_provisioned_granted_to_its_enqueuers_and_monito
     assert roles == {"steps", "polls", "steps_high", "polls_high"}
     relayflow = load(RELAYFLOW)
     queues = load(MODULES / "queues")
-    # Provisioned: one queue per topology entry, named by role in the module's outputs.
-    assert relayflow.modules["queues"].body["queues"] == "${local.topology.queues}"
-    assert queues.resource("google_cloud_tasks_queue", "main").body["for_each"] == "${var.queues}"
+    # Provisioned: every shard of each topology entry (local.queues), named by role (role-i
+    # for shard i) in the module's outputs, from both of its queue resources.
+    assert relayflow.modules["queues"].body["queues"] == "${local.queues}"
+    assert "for role, q in local.topology.queues" in relayflow.locals["queues"]
+    assert queues.resource("google_cloud_tasks_queue", "main").body["for_each"] == (
+        "${local.first}"
+    )
+    assert queues.resource("google_cloud_tasks_queue", "shard").body["for_each"] == (
+        "${local.more}"
+    )
     assert queues.outputs["names"].body["value"] == (
-        "${{for k, q in google_cloud_tasks_queue.main : k => q.name}}"
+        "${merge({for k, q in google_cloud_tasks_queue.main : k => q.name}, "
+        "{for k, q in google_cloud_tasks_queue.shard : k => q.name})}"
     )
     # Granted: every runtime account enqueues on every queue (a start, a step, a poll, a retry
     # or a rescue of a high-priority tenant's flow goes on a high queue), the sweeper reads all.
     grants = relayflow.locals["enqueue_grants"]
-    assert "setproduct(keys(local.runtime_members), keys(local.topology.queues))" in grants
+    assert "setproduct(keys(local.runtime_members), keys(local.queues))" in grants
     assert set(relayflow.locals["runtime_members"]) == set(COMPONENTS.values())
     enqueuers = {
         who
@@ -1168,12 +1186,16 @@ def test_every_topology_queue_is_provisioned_granted_to_its_enqueuers_and_monito
         for who in _members(r, relayflow)
     }
     assert enqueuers == set(COMPONENTS.values())
-    # Monitored: the failing-attempts alert and the dashboard read every queue's name.
+    # Monitored: the failing-attempts alert and the dashboard read every kind's name, with
+    # each of its shards (NAME-i) by pattern.
     call = relayflow.modules["monitoring"].body
-    assert call["queues"] == "${values(module.queues.names)}"
+    assert call["queues"] == "${[for role, q in local.topology.queues : q.name]}"
+    assert call["queue_shards"] == "${local.queue_shards}"
     monitoring = (MODULES / "monitoring" / "main.tf").read_text(encoding="utf-8")
-    assert 'one_of(${join(", ", [for q in var.queues : "\\"${q}\\""])})' in monitoring
-    assert 'queues_regex             = join("|", var.queues)' in monitoring
+    pattern = '(${join("|", var.queues)})(-[1-9][0-9]*)?'
+    assert f'monitoring.regex.full_match(\\"{pattern}\\")' in monitoring
+    assert f'queues_regex = "{pattern}"' in monitoring
+    assert "queues_regex             = local.queues_regex" in monitoring
 
 
 def _runtime_targets() -> dict[str, str]:

@@ -102,8 +102,9 @@ def new_lane(
     incarnation, so its idempotency keys are the flow's."""
     stride = min(len(items), concurrency(parent, scope, plan))
     mine = [{"index": i, "item": items[i]} for i in range(lane, len(items), stride)]
+    lane_key = lane_id(parent.key, scope, lane)
     record = FlowRecord(
-        flow_id=lane_id(parent.key, scope, lane),
+        flow_id=lane_key,
         flow=parent.flow,
         version=parent.version,
         input=parent.input,
@@ -115,6 +116,8 @@ def new_lane(
         deadline_at=parent.deadline_at,  # the flow's deadline bounds its items too
         tenant=parent.tenant,
         priority=parent.priority,
+        # Its own shard, from its own key: a big ForEach's lanes spread over every shard.
+        queue_shard=plan.queues.shard_of(lane_key),
         parent=parent.key,
         scope=scope,
         lane=lane,

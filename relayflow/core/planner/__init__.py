@@ -51,8 +51,10 @@ from relayflow.core.planner.plan import (
 )
 from relayflow.core.planner.recovery import crashed, lost, rescue, set_aside
 from relayflow.core.planner.starts import new_record
+from relayflow.core.queue_shards import MAX_QUEUE_SHARDS, shard_name
 
 __all__ = [
+    "MAX_QUEUE_SHARDS",
     "MAX_RETRY_AFTER_S",
     "MAX_SCHEDULE_AHEAD_S",
     "Completed",
@@ -88,6 +90,7 @@ __all__ = [
     "restart",
     "schedule",
     "set_aside",
+    "shard_name",
     "step_of",
     "undo_again",
     "undoable",

@@ -9,6 +9,8 @@ planner reaches them only through ``Plan.kinds``.
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,16 +19,27 @@ from typing import Any, Protocol
 from relayflow.core.errors import NotReady, PermanentError, RetryableError, UnknownFlow
 from relayflow.core.flows import Flow, Handler, PollPolicy, RetryPolicy, Step
 from relayflow.core.position import Position, TaskKind, task_id
+from relayflow.core.queue_shards import MAX_QUEUE_SHARDS, shard_name
 from relayflow.core.records import FlowRecord, NextTask
+from relayflow.core.sharding import shard_of
 
 MAX_SCHEDULE_AHEAD_S = 29 * 24 * 3600.0  # a day inside Cloud Tasks' 30-day limit
 # A Retry-After is honoured up to an hour: one header must not park a flow for weeks.
 MAX_RETRY_AFTER_S = 3600.0
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class QueueNames:
-    """Which Cloud Tasks queue serves which kind of task."""
+    """Which Cloud Tasks queue serves which kind of task, and how many shards each kind has.
+
+    A Cloud Tasks queue dispatches at most 500 tasks per second
+    (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues#ratelimits),
+    so each kind has ``shards`` queues: a flow's tasks all go to its shard
+    (``FlowRecord.queue_shard``, chosen from its key when it is created), so their
+    deterministic names still deduplicate and their order is kept.
+    """
 
     steps: str = "flow-steps"
     polls: str = "flow-polls"
@@ -34,12 +47,48 @@ class QueueNames:
     # others (None: one pair of queues for all).
     steps_high: str | None = None
     polls_high: str | None = None
+    # Queues of each kind (the same for every kind: one shard number serves all of a flow's
+    # tasks). What a flow created now is spread over.
+    shards: int = 1
 
-    def for_kind(self, kind: TaskKind, priority: str = "low") -> str:
+    def __post_init__(self) -> None:
+        if not 1 <= self.shards <= MAX_QUEUE_SHARDS:
+            raise ValueError(f"queue shards must be 1..{MAX_QUEUE_SHARDS}, not {self.shards}")
+
+    def shard_of(self, key: str) -> int:
+        """The shard a flow (or a lane) keyed ``key`` created now gets for good."""
+        return shard_of(key, self.shards)
+
+    def for_kind(self, kind: TaskKind, priority: str = "low", shard: int | None = 0) -> str:
+        """The queue of a task of ``kind`` for a flow of ``priority`` on ``shard`` (None: a
+        record written before shards, on shard 0)."""
         polled = kind in (TaskKind.POLL, TaskKind.WAIT)
         if priority == "high" and self.steps_high and self.polls_high:
-            return self.polls_high if polled else self.steps_high
-        return self.polls if polled else self.steps
+            base = self.polls_high if polled else self.steps_high
+        else:
+            base = self.polls if polled else self.steps
+        return shard_name(base, self.placed(shard or 0))
+
+    def placed(self, shard: int) -> int:
+        """The shard a flow's ``shard`` is served on: itself, or, if the count was lowered
+        below it (a mistake: the count may only grow), ``shard % shards`` — the flow's tasks
+        then move to another queue, so a task already queued on the old one may run beside
+        its re-enqueued twin (claims keep effects single). Warned once per shard."""
+        if shard < self.shards:
+            return shard
+        _warn_lowered(shard, self.shards)
+        return shard % self.shards
+
+
+@functools.cache
+def _warn_lowered(shard: int, shards: int) -> None:
+    log.warning(
+        "a flow's queue shard is past the configured count: the count was lowered; its "
+        "tasks go to shard %d instead (raise RELAYFLOW_QUEUE_SHARDS back to at least %d)",
+        shard % shards,
+        shard + 1,
+        extra={"queue_shard": shard, "queue_shards": shards},
+    )
 
 
 @dataclass(frozen=True)
@@ -180,7 +229,8 @@ def schedule(plan: Plan, record: FlowRecord, position: Position, delay_s: float)
     """
     delay_s = min(max(delay_s, 0.0), MAX_SCHEDULE_AHEAD_S)
     return NextTask(
-        queue=plan.queues.for_kind(position.kind, record.priority),
+        # The flow's own shard: every task of a flow on one queue, so its names deduplicate.
+        queue=plan.queues.for_kind(position.kind, record.priority, record.queue_shard),
         task_id=task_id(record.key, position),
         run_at=plan.now + timedelta(seconds=delay_s),
         position=position,

@@ -83,6 +83,8 @@ def new_record(
         tenant=tenant,
         priority=priority,
     )
+    # Its queue shard, for good: every task of the flow goes to that shard's queues.
+    record = record.model_copy(update={"queue_shard": plan.queues.shard_of(record.key)})
     if waiting:
         return record.model_copy(update={"admission": "waiting", "queued_at": plan.now})
     return start_ready(plan, record, generation=0)

@@ -54,4 +54,5 @@ module "relayflow" {
   tenants                          = var.tenants
   dependencies                     = var.dependencies
   api_scopes                       = var.api_scopes
+  queue_shards                     = var.queue_shards
 }

@@ -272,3 +272,10 @@ variable "api_scopes" {
   default     = {}
   nullable    = false
 }
+
+variable "queue_shards" {
+  description = "Cloud Tasks queues of each kind in prod (RELAYFLOW_QUEUE_SHARDS): each dispatches at most 500 tasks/s. Grow it, never lower it (Terraform refuses to delete a shard that may hold tasks); ramp traffic onto new shards by Cloud Tasks' 500/50/5 rule (infra/terraform/README.md, \"Queue shards\")."
+  type        = number
+  default     = 1
+  nullable    = false
+}

@@ -9,6 +9,11 @@
 locals {
   workload = "workload.googleapis.com"
 
+  # Every shard of every kind of queue: shard 0 is named as the kind (var.queues), shard i >= 1
+  # NAME-i. A pattern, not a list of every name, so the filters stay short at any shard count.
+  # (With one shard no queue has a -i suffix: the pattern then matches the names alone.)
+  queues_regex = "(${join("|", var.queues)})(-[1-9][0-9]*)?"
+
   # Name => descriptor; labels are the ones each metric carries (labels are never removed, and
   # the exporter adds any it writes that are missing).
   metrics = {
@@ -99,14 +104,16 @@ locals {
         summary      = "Task deliveries to the worker or poller keep failing (more than ${var.task_failures_per_minute} per minute): Cloud Tasks is retrying them."
         severity     = "ERROR"
         # Any response but success counts; the label's spelling (OK or 200) is matched both ways.
-        filter             = "resource.type = \"cloud_tasks_queue\" AND resource.label.queue_id = one_of(${join(", ", [for q in var.queues : "\"${q}\""])}) AND metric.type = \"cloudtasks.googleapis.com/queue/task_attempt_count\" AND NOT metric.label.response_code = monitoring.regex.full_match(\"(?i)ok|2[0-9][0-9]\")"
+        filter             = "resource.type = \"cloud_tasks_queue\" AND resource.label.queue_id = monitoring.regex.full_match(\"(${join("|", var.queues)})(-[1-9][0-9]*)?\") AND metric.type = \"cloudtasks.googleapis.com/queue/task_attempt_count\" AND NOT metric.label.response_code = monitoring.regex.full_match(\"(?i)ok|2[0-9][0-9]\")"
         denominator_filter = null
         alignment_period   = var.alignment_period
         aligner            = "ALIGN_RATE"
         reducer            = "REDUCE_SUM"
         group_by           = ["resource.label.queue_id"]
-        threshold          = var.task_failures_per_minute / 60
-        duration           = "600s"
+        # Per queue: a kind's failures spread evenly over its shards (a flow's shard is a hash
+        # of its key), so each shard gets its share of the kind's threshold.
+        threshold = var.task_failures_per_minute / var.queue_shards / 60
+        duration  = "600s"
       }
       # A failed flow's undo of a side effect was given up after the undo window
       # (RELAYFLOW_UNDO_WINDOW_S): the effect may be live at the client API. Each one pages.
@@ -265,7 +272,7 @@ resource "google_monitoring_dashboard" "main" {
   project = var.project_id
   dashboard_json = templatefile("${path.module}/dashboard.json.tftpl", {
     dead_letter_subscription = var.dead_letter_subscription
-    queues_regex             = join("|", var.queues)
+    queues_regex             = local.queues_regex
     services_regex           = join("|", var.services)
     overdue_age_threshold_s  = var.overdue_age_threshold_s
     error_ratio_5xx          = var.error_ratio_5xx

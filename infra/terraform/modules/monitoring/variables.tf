@@ -30,8 +30,19 @@ variable "services" {
 }
 
 variable "queues" {
-  description = "Cloud Tasks queue names whose failing attempts are alerted on."
+  description = "Cloud Tasks queue names whose failing attempts are alerted on: each kind's own name (its shard 0); its shards 1 .. queue_shards - 1 (NAME-i) are watched with it."
   type        = list(string)
+}
+
+variable "queue_shards" {
+  description = "Queues of each kind (RELAYFLOW_QUEUE_SHARDS): shard 0 is the name in `queues`, shard i >= 1 NAME-i."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.queue_shards >= 1 && floor(var.queue_shards) == var.queue_shards
+    error_message = "queue_shards is a whole number, at least 1."
+  }
 }
 
 variable "dead_letter_subscription" {
@@ -63,7 +74,7 @@ variable "error_ratio_5xx" {
 }
 
 variable "task_failures_per_minute" {
-  description = "Alert when more task attempts than this per minute fail on one queue (over 10 minutes)."
+  description = "Alert when more task attempts than this per minute fail on one kind of queue (over 10 minutes); each of its shards alerts at its share (this / queue_shards)."
   type        = number
   default     = 6
 }

@@ -1,9 +1,9 @@
 output "ids" {
-  description = "Queue ids (projects/P/locations/L/queues/Q) keyed by role."
-  value       = { for k, q in google_cloud_tasks_queue.main : k => q.id }
+  description = "Queue ids (projects/P/locations/L/queues/Q) keyed by role, and role-i for shard i >= 1."
+  value       = merge({ for k, q in google_cloud_tasks_queue.main : k => q.id }, { for k, q in google_cloud_tasks_queue.shard : k => q.id })
 }
 
 output "names" {
-  description = "Queue names keyed by role."
-  value       = { for k, q in google_cloud_tasks_queue.main : k => q.name }
+  description = "Queue names keyed by role, and role-i for shard i >= 1."
+  value       = merge({ for k, q in google_cloud_tasks_queue.main : k => q.name }, { for k, q in google_cloud_tasks_queue.shard : k => q.name })
 }

@@ -9,9 +9,10 @@ variable "location" {
 }
 
 variable "queues" {
-  description = "Queues keyed by role (steps, polls, and their high-priority twins steps_high, polls_high): the `queues` section of relayflow/topology.json. Durations are seconds."
+  description = "Every queue, keyed by role (steps, polls, and their high-priority twins steps_high, polls_high) for shard 0 and role-i for shard i >= 1: the `queues` section of relayflow/topology.json, each kind's shards expanded by the caller. Durations are seconds."
   type = map(object({
     name                      = string
+    shard                     = optional(number, 0)
     max_dispatches_per_second = number
     max_concurrent_dispatches = number
     max_attempts              = number
@@ -24,9 +25,9 @@ variable "queues" {
   validation {
     condition = alltrue([
       for q in values(var.queues) :
-      can(regex("^[A-Za-z0-9-]{1,100}$", q.name)) && q.max_dispatches_per_second <= 500 && q.max_concurrent_dispatches <= 5000
+      can(regex("^[A-Za-z0-9-]{1,100}$", q.name)) && q.max_dispatches_per_second <= 500 && q.max_concurrent_dispatches <= 5000 && q.shard >= 0
     ])
-    error_message = "Queue names are [A-Za-z0-9-]{1,100}; max_dispatches_per_second <= 500; max_concurrent_dispatches <= 5000."
+    error_message = "Queue names are [A-Za-z0-9-]{1,100}; max_dispatches_per_second <= 500; max_concurrent_dispatches <= 5000; shard >= 0."
   }
 }
 

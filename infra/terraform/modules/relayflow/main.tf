@@ -11,6 +11,18 @@ locals {
 
   project_number = data.google_project.main.number
 
+  # Queues of each kind (RELAYFLOW_QUEUE_SHARDS): the environment's count, else the topology's
+  # (the same for every kind). Every queue is keyed by its role for shard 0 and role-i for
+  # shard i >= 1, named NAME and NAME-i (relayflow.core.queue_shards.shard_name): a deployment
+  # that grows from one shard keeps its queue, its state address, its grants and its tasks.
+  queue_shards = coalesce(var.queue_shards, local.topology.queues.steps.shards)
+  queues = merge([
+    for role, q in local.topology.queues : {
+      for i in range(local.queue_shards) :
+      (i == 0 ? role : "${role}-${i}") => merge(q, { name = i == 0 ? q.name : "${q.name}-${i}", shard = i, role = role })
+    }
+  ]...)
+
   # Cloud Run's deterministic URLs (https://SERVICE-PROJECT_NUMBER.REGION.run.app) are known
   # before the services exist. The worker and the poller each need both URLs (a step enqueues
   # polls, a poll enqueues the next step), so the services' `uri` outputs would form a cycle.
@@ -37,6 +49,9 @@ locals {
     # calls dependencies or reports them.
     RELAYFLOW_TENANTS      = local.tenants_json
     RELAYFLOW_DEPENDENCIES = local.dependencies_json
+    # The queues Terraform makes of each kind: every component routes a flow's tasks to its
+    # shard among them.
+    RELAYFLOW_QUEUE_SHARDS = tostring(local.queue_shards)
   }
 
   # Each tenant named in RELAYFLOW_TENANTS starts its flows on a topic of its own, with its own
@@ -93,8 +108,9 @@ locals {
     poller     = module.poller.service_account_member
     api        = module.api.service_account_member
   }
+  # On every shard of every queue (keys as local.queues': worker/steps, worker/steps-1, ...).
   enqueue_grants = {
-    for pair in setproduct(keys(local.runtime_members), keys(local.topology.queues)) :
+    for pair in setproduct(keys(local.runtime_members), keys(local.queues)) :
     "${pair[0]}/${pair[1]}" => { member = local.runtime_members[pair[0]], queue = pair[1] }
   }
 
@@ -398,7 +414,7 @@ module "queues" {
 
   project_id         = var.project_id
   location           = var.region
-  queues             = local.topology.queues
+  queues             = local.queues
   log_sampling_ratio = var.tasks_log_sampling_ratio
 
   depends_on = [google_project_service.main]
@@ -676,11 +692,13 @@ resource "google_cloud_scheduler_job" "sweep" {
 module "monitoring" {
   source = "../monitoring"
 
-  project_id               = var.project_id
-  notification_channels    = var.notification_channels
-  runbook_url              = var.runbook_url
-  services                 = [module.start_flow.name, module.worker.name, module.poller.name, module.api.name]
-  queues                   = values(module.queues.names)
+  project_id            = var.project_id
+  notification_channels = var.notification_channels
+  runbook_url           = var.runbook_url
+  services              = [module.start_flow.name, module.worker.name, module.poller.name, module.api.name]
+  # Each kind's own name; its shards (NAME-i) are watched with it.
+  queues                   = [for role, q in local.topology.queues : q.name]
+  queue_shards             = local.queue_shards
   dead_letter_subscription = module.messaging.hold_subscription_names["dead_letter"]
   overdue_age_threshold_s  = var.alert_thresholds.overdue_age_s
   failed_flows_per_minute  = var.alert_thresholds.failed_flows_per_minute

@@ -443,3 +443,14 @@ variable "api_scopes" {
     error_message = "api_scopes lists tenant names, each matching ^[a-z0-9][a-z0-9-]{0,62}$."
   }
 }
+
+variable "queue_shards" {
+  description = "Cloud Tasks queues of each kind (steps, polls and their high twins), the RELAYFLOW_QUEUE_SHARDS every service reads; null: relayflow/topology.json's (1). A queue dispatches at most 500 tasks/s, so a kind's ceiling is 500 x shards; shard 0 keeps the kind's name, shard i is NAME-i. Grow it (following Cloud Tasks' 500/50/5 ramp onto the new shards), never lower it: a lowered count would delete shards that hold flows' tasks, so Terraform refuses to destroy a shard (infra/terraform/README.md, \"Queue shards\")."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.queue_shards == null || try(var.queue_shards >= 1 && var.queue_shards <= 250 && floor(var.queue_shards) == var.queue_shards, false)
+    error_message = "queue_shards is a whole number in 1..250 (four kinds of queue, 1,000 queues per project and region by default), or null for topology.json's."
+  }
+}
