@@ -8,10 +8,11 @@
     relayflow breakers
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
     relayflow demo                    relayflow local up | down | status
+    relayflow migrate-shards          (once, after upgrading to sharded indexes)
 
-``publish``, ``watch``, ``demo`` and ``sweep`` talk to Pub/Sub and Firestore directly, as the
-environment says (``source .relayflow/local/env``, or Google Cloud with application default
-credentials); the operator commands go through the api (``RELAYFLOW_API_URL``), as the
+``publish``, ``watch``, ``demo``, ``sweep`` and ``migrate-shards`` talk to Pub/Sub and Firestore
+directly, as the environment says (``source .relayflow/local/env``, or Google Cloud with application
+default credentials); the operator commands go through the api (``RELAYFLOW_API_URL``), as the
 console does, so they act with the caller's identity and role.
 
 This module imports only the standard library: ``relayflow --help`` must print at once, and
@@ -275,6 +276,10 @@ def _register_tools(sub: Any) -> None:
     demo.add_argument("--flows", type=_count, default=24)
     demo.add_argument("--timeout-s", type=_positive, default=180.0)
     sub.add_parser("sweep", parents=[app], help="re-enqueue overdue flows whose next task was lost")
+    sub.add_parser(
+        "migrate-shards",
+        help="once, after upgrading: give documents an earlier release wrote their index shard",
+    )
     graph = sub.add_parser("graph", parents=[app], help="print a flow's shape (text, or --mermaid)")
     graph.add_argument("flow", type=_flow_name, help="flow name")
     graph.add_argument("--version", type=_version, default=None, help="default: the newest")
@@ -416,6 +421,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate_shards(args: argparse.Namespace) -> int:
+    """Give every flow, lane and rejected record that lacks a ``shard`` its shard, so the
+    sweeper, listings and admission (which ask each shard) see it; safe to run again."""
+    from relayflow.cli import render
+    from relayflow.gcp.store import FlowStore, build_client
+    from relayflow.topology import load_topology
+
+    settings = _settings()
+    names = load_topology().firestore
+    store = FlowStore(
+        build_client(settings),
+        flows=names.flows_collection,
+        rejected=names.rejected_collection,
+        lanes=names.lanes_collection,
+        shards=settings.firestore_shards,
+    )
+
+    def progress(collection: str, scanned: int, sharded: int) -> None:
+        print(f"{collection}: {scanned} read, {sharded} given a shard", file=sys.stderr, flush=True)
+
+    report = store.give_shards(progress=progress)
+    print(render.as_json({"scanned": report.scanned, "sharded": report.sharded}, indent=None))
+    return 0
+
+
 def cmd_graph(args: argparse.Namespace) -> int:
     """Print a flow's shape; reads the app only (no emulator, no cloud)."""
     from relayflow.app import load_registry
@@ -459,6 +489,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "watch": cmd_watch,
     "demo": cmd_demo,
     "sweep": cmd_sweep,
+    "migrate-shards": cmd_migrate_shards,
     "graph": cmd_graph,
     "status": _operation("cmd_status"),
     "list": _operation("cmd_list"),

@@ -199,3 +199,25 @@ def test_rejected_records_are_spread_and_paged_over_shards(sharded: FlowStore) -
         after = page.next
     assert sorted(seen) == [f"{1000 + i}" for i in range(9)] and len(seen) == 9
     assert sharded.rejected("1004") is not None and "shard" not in (sharded.rejected("1004") or {})
+
+
+def test_migrating_gives_an_unchanged_legacy_flow_its_shard_so_the_sweeper_finds_it(
+    sharded: FlowStore, firestore_client: firestore.Client
+) -> None:
+    # a flow an earlier release wrote, whose task was lost: nothing will change it again
+    lost = make_record("old-2", status=Status.RUNNING, next_run_at=T0 - timedelta(minutes=5))
+    firestore_client.collection("flows").document("old-2").create(lost.to_doc())
+    rejected = firestore_client.collection("rejected").document("m-1")
+    rejected.create({"rejected_at": T0, "reason": "bad", "message_id": "m-1"})
+    sharded.create(make_record("new-1", status=Status.RUNNING))
+    assert sharded.overdue(cutoff=T0) == []  # in no shard: the sweeper cannot see it
+    heard: list[tuple[str, int, int]] = []
+
+    report = sharded.give_shards(progress=lambda *seen: heard.append(seen))
+
+    assert report.sharded == {"flows": 1, "flow_lanes": 0, "rejected": 1}
+    assert report.scanned == {"flows": 2, "flow_lanes": 0, "rejected": 1}
+    assert ("flows", 2, 1) in heard
+    assert [r.flow_id for r in sharded.overdue(cutoff=T0)] == ["old-2"]
+    assert rejected.get().to_dict()["shard"] == shard_of("m-1", SHARDS)
+    assert sharded.give_shards().sharded == {"flows": 0, "flow_lanes": 0, "rejected": 0}

@@ -223,3 +223,12 @@ def test_undo_follows_the_clean_up_until_it_is_over() -> None:
     )
     assert code == 0 and fake.docs == []  # it read again: FAILED was not the end of it
     assert "compensated" in out.getvalue() and "clean-up done" in out.getvalue()
+
+
+def test_migrate_shards_is_a_command_that_takes_no_arguments() -> None:
+    from relayflow.cli import commands
+
+    args = commands.build_parser().parse_args(["migrate-shards"])
+    assert commands.COMMANDS[args.command] is commands.cmd_migrate_shards
+    with pytest.raises(SystemExit):
+        commands.build_parser().parse_args(["migrate-shards", "extra"])

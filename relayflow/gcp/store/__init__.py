@@ -11,6 +11,7 @@ from __future__ import annotations
 from relayflow.gcp.store.base import RPC_TIMEOUT_S, build_client
 from relayflow.gcp.store.flow_documents import CHANGE_ATTEMPTS, FirestoreFlowDocuments
 from relayflow.gcp.store.listing import FirestoreListing
+from relayflow.gcp.store.migration import FirestoreMigration, MigrationReport
 from relayflow.gcp.store.recovery import FirestoreRecovery
 from relayflow.gcp.store.rejections import FirestoreRejections
 from relayflow.gcp.store.tenant_slots import FirestoreTenantSlots
@@ -24,6 +25,7 @@ class FlowStore(
     FirestoreTenantStates,
     FirestoreListing,
     FirestoreRejections,
+    FirestoreMigration,
 ):
     """Every family of the store (``core.ports.Store``) over one client and its collections:
     reads and compare-and-set writes of flow documents, the sweeper's queries, tenants' slots
@@ -35,10 +37,12 @@ __all__ = [
     "RPC_TIMEOUT_S",
     "FirestoreFlowDocuments",
     "FirestoreListing",
+    "FirestoreMigration",
     "FirestoreRecovery",
     "FirestoreRejections",
     "FirestoreTenantSlots",
     "FirestoreTenantStates",
     "FlowStore",
+    "MigrationReport",
     "build_client",
 ]
