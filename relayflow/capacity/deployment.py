@@ -85,6 +85,10 @@ class Deployment:
     collections: Mapping[str, str]  # topology.json firestore key -> collection name
     firestore_shards: int | None = None  # None: no shard field
     services: tuple[Service, ...] = ()
+    # Breaker call windows: each instance adds its counts to one of these documents about once
+    # a second (relayflow.core.breakers), so their writes grow with the instances, not the flows.
+    breaker_shards: int = 4
+    breaker_flush_s: float = 1.0
 
     def queue_kind(self, queue: str) -> QueueKind | None:
         return next((q for q in self.queues if q.holds(queue)), None)
@@ -123,9 +127,9 @@ def topology_parts(
         rate = float(spec.get("max_dispatches_per_second", 500.0))
         queues.append(QueueKind(kind, str(spec["name"]), shards, rate))
     store = dict(topology.get("firestore", {}))
-    shards = store.get("shards")
+    raw_shards = store.get("shards")
     collections = {
         k: str(v) for k, v in store.items() if k.endswith("_collection") and isinstance(v, str)
     }
-    firestore_shards = None if shards is None else _positive_int(shards, "firestore.shards")
+    firestore_shards = None if raw_shards is None else _positive_int(raw_shards, "firestore.shards")
     return tuple(queues), collections, firestore_shards

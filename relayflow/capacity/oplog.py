@@ -40,7 +40,9 @@ def parse(lines: Iterable[str], where: str = "ops log") -> list[Op]:
             kind, component = str(raw.pop("op")), str(raw.pop("c"))
             t, m = float(raw.pop("t")), float(raw.pop("m"))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{where}:{number}: not an operation record ({exc}): {line[:120]!r}")
+            raise ValueError(
+                f"{where}:{number}: not an operation record ({exc}): {line[:120]!r}"
+            ) from None
         if kind not in KINDS:
             raise ValueError(f"{where}:{number}: unknown operation {kind!r}")
         ops.append(Op(kind, component, t, m, raw))

@@ -95,9 +95,7 @@ def index_findings(indexes: Indexes, monotonic: Mapping[str, set[str]]) -> list[
     for collection, paths in sorted(monotonic.items()):
         for path in sorted(paths):
             if indexes.single_field_indexed(collection, path):
-                findings.append(
-                    Finding(collection, path, "single-field", "indexed, not exempted")
-                )
+                findings.append(Finding(collection, path, "single-field", "indexed, not exempted"))
             for composite in indexes.composites_of(collection, path):
                 if not composite.shard_first:
                     findings.append(

@@ -11,6 +11,7 @@ bench and the tests import this module.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Mapping
@@ -28,6 +29,8 @@ from relayflow.capacity.deployment import (
     Service,
     topology_parts,
 )
+from relayflow.core.breakers import Breakers
+from relayflow.settings import Settings
 
 _OPTIONS = SerializationOptions(with_comments=False, strip_string_quotes=True)
 _META = "__is_block__"
@@ -149,7 +152,9 @@ def read_indexes(scope: Scope, firestore_module: Directory) -> Indexes:
         if "unindexed" in arg or "exempt" in arg:
             for collection, fields in dict(scope.resolve(value)).items():
                 exempt.setdefault(str(collection), set()).update(str(f) for f in fields)
-    ttl_field = body.get("ttl_field", firestore_module.variables.get("ttl_field", {}).get("default"))
+    ttl_field = body.get(
+        "ttl_field", firestore_module.variables.get("ttl_field", {}).get("default")
+    )
     if ttl_field is not None:
         for collection in scope.resolve(body.get("ttl_collections", [])):
             exempt.setdefault(str(collection), set()).add(str(scope.resolve(ttl_field)))
@@ -187,6 +192,20 @@ def read_services(scope: Scope, service_module: Directory) -> tuple[Service, ...
     return tuple(sorted(services, key=lambda s: SERVICES.index(s.name)))
 
 
+def breaker_shards(scope: Scope) -> int:
+    """``RELAYFLOW_BREAKER_SHARDS`` if the module's environment for every component sets it,
+    else relayflow's default (relayflow.settings)."""
+    env = scope.directory.locals.get("common_env", {})
+    value = env.get("RELAYFLOW_BREAKER_SHARDS") if isinstance(env, dict) else None
+    if value is None:
+        return int(Settings.model_fields["breaker_shards"].default)
+    return int(scope.resolve(value))
+
+
+# How often an instance adds its call counts to its breaker window (the engine's default).
+BREAKER_FLUSH_S = float(inspect.signature(Breakers).parameters["flush_s"].default)
+
+
 def read_deployment(repo: Path, env: str = "prod") -> Deployment:
     """The deployment of environment ``env`` (infra/terraform/envs/ENV) of the repo at ``repo``."""
     topology = json.loads((repo / "relayflow" / "topology.json").read_text(encoding="utf-8"))
@@ -203,4 +222,6 @@ def read_deployment(repo: Path, env: str = "prod") -> Deployment:
         collections=collections,
         firestore_shards=shards,
         services=read_services(scope, load(terraform / "modules" / "service")),
+        breaker_shards=breaker_shards(scope),
+        breaker_flush_s=BREAKER_FLUSH_S,
     )
