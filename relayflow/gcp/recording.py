@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar, cast
 
+import proto
 from google.api_core.exceptions import AlreadyExists
 
 OPS_LOG_ENV = "RELAYFLOW_OPS_LOG"
@@ -87,7 +88,7 @@ def publisher(client: T, recorder: Recorder | None) -> T:
 
 def _raw(message: Any) -> Any:
     """The protobuf under a proto-plus wrapper (or the protobuf itself)."""
-    return getattr(message, "_pb", message)
+    return type(message).pb(message) if isinstance(message, proto.Message) else message
 
 
 def _field(request: Any, name: str) -> Any:
@@ -210,7 +211,8 @@ class _FirestoreApi:
 
 def _query_collection(request: Any) -> str:
     query = _raw(_field(request, "structured_query"))
-    sources = getattr(query, "from")  # the protobuf's field is named `from`
+    # The API's field is `from`; the generated classes name it `from_`.
+    sources: Any = getattr(query, "from_", None) or getattr(query, "from", ())
     return str(sources[0].collection_id) if len(sources) else ""
 
 
