@@ -21,6 +21,7 @@ page size atomically to a local file).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -244,7 +245,8 @@ class _Counted:
         return getattr(self._source, name)
 
     def __del__(self) -> None:  # a stream its caller stopped reading early
-        self._finish()
+        with contextlib.suppress(Exception):  # at interpreter exit the file may be gone
+            self._finish()
 
     def _finish(self) -> None:
         if not self._done:
