@@ -20,7 +20,7 @@ from relayflow.core.flows import Registry
 from relayflow.core.messages import describe
 from relayflow.core.metrics import Metrics
 from relayflow.core.planner import QueueNames
-from relayflow.gcp import events, queue, store
+from relayflow.gcp import events, queue, recording, store
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.breakers import FirestoreBreakers
 from relayflow.gcp.dead_letters import DeadLetterHold
@@ -111,20 +111,27 @@ def deployed_topology(settings: Settings) -> Topology:
 
 
 def build_runtime(
-    settings: Settings, *, tracer: Tracer | None = None, metrics: Metrics | None = None
+    settings: Settings,
+    *,
+    tracer: Tracer | None = None,
+    metrics: Metrics | None = None,
+    component: str = "relayflow",
 ) -> Runtime:
     """Connect to Firestore, Cloud Tasks and Pub/Sub (or their emulators) and build the engine.
 
     ``tracer`` is what ``telemetry.configure_tracing`` returned (None: tracing off);
-    ``metrics`` what ``metrics.configure_metrics`` did (None: metrics off).
+    ``metrics`` what ``metrics.configure_metrics`` did (None: metrics off). With
+    ``RELAYFLOW_OPS_LOG`` set, every client records its operations as ``component``
+    (``relayflow.gcp.recording``).
     """
     metrics = metrics or Metrics()
     registry = load_registry(settings.app, settings)  # first: a bad app fails before any client
     topology = deployed_topology(settings)
     counters = Counters()
     clock = SystemClock()
+    recorder = recording.from_env(component)
     flow_store = store.FlowStore(
-        store.build_client(settings),
+        recording.firestore(store.build_client(settings), recorder),
         flows=topology.firestore.flows_collection,
         rejected=topology.firestore.rejected_collection,
         lanes=topology.firestore.lanes_collection,
@@ -134,7 +141,7 @@ def build_runtime(
         shards=settings.firestore_shards,
     )
     task_queue = queue.TaskQueue(
-        queue.build_client(settings),
+        recording.tasks(queue.build_client(settings), recorder),
         project=settings.project_id,
         location=settings.location,
         targets=task_targets(settings, topology),
@@ -142,7 +149,7 @@ def build_runtime(
         counters=counters,
     )
     publisher = events.Events(
-        events.build_publisher(),
+        recording.publisher(events.build_publisher(), recorder),
         project=settings.project_id,
         results_topic=topology.topics.results,
         counters=counters,
@@ -213,6 +220,7 @@ def boot(service: str) -> Runtime:
             settings,
             tracer=configure_tracing(settings, service=service),
             metrics=configure_metrics(settings, service=service),
+            component=service,
         )
     except AppError as exc:
         logging.getLogger("relayflow.boot").critical(

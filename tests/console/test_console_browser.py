@@ -49,8 +49,13 @@ def polled(console: Console, flow_id: str, times: int = 1) -> FlowRecord:
     found: list[FlowRecord] = []
 
     def enough() -> bool:
+        # A poll chain writes its polls at checkpoints; the api shows those in flight too.
         record = console.h.store.get(flow_id)
-        if record is not None and record.polls >= times:
+        if record is None:
+            return False
+        shown = requests.get(console.url(f"/flows/{flow_id}"), timeout=10)
+        in_flight = len(shown.json().get("polls_in_flight") or []) if shown.ok else 0
+        if record.polls + in_flight >= times:
             found.append(record)
         return bool(found)
 
