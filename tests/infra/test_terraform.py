@@ -1343,6 +1343,7 @@ LANE_LARGE = {
     "tracks",
     "result",
     "pending_result",
+    "cleanup",  # a lane that undoes its item keeps its clean-up (with times) here too
 }
 
 
