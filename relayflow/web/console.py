@@ -140,9 +140,7 @@ def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
         and record.status is not Status.SUCCEEDED
         and not record.cleaning,
         "can_undo": bool(planner.undoable(record)),
-        "timeline": timeline.build(
-            record, definition, now=now, in_flight=ops.engine.polls_in_flight(record)
-        ),
+        "timeline": timeline.build(record, definition, now=now),
         "operator": g.caller.may(Role.OPERATOR),
     }
 
