@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit down install bench
+.PHONY: demo test lint unit down install bench sizing
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy relayflow emulators functions services
 	$(VENV)/bin/lint-imports
 	terraform fmt -check -recursive infra/terraform
+
+## Write each environment's Cloud Run sizes and queue shards (infra/terraform/envs/ENV/sizing.tf)
+## from the capacity model: the targets and the measured profile are in infra/terraform/sizing.json.
+sizing: $(STAMP)
+	$(PY) -m relayflow.capacity.sizing
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests/unit

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import cputime  # noqa: E402
-from relayflow.capacity import oplog  # noqa: E402
+from relayflow.capacity import oplog, sizing  # noqa: E402
 from relayflow.capacity.deployment import Deployment  # noqa: E402
 from relayflow.capacity.model import ShapeRun, parse_mix, requests_of  # noqa: E402
 from relayflow.capacity.report import answer, hotspots, render  # noqa: E402
@@ -189,6 +190,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--ops-log", type=Path, help="keep the operations log here")
     parser.add_argument("--save-runs", type=Path, help="keep each shape's run (ops, CPU) here")
     parser.add_argument(
+        "--save-profile",
+        action="store_true",
+        help="write the mix's per-flow figures to infra/terraform/sizing.json and regenerate "
+        "every environment's sizing.tf (make sizing)",
+    )
+    parser.add_argument(
         "--replay",
         type=Path,
         help="no stack: the model on runs --save-runs kept (another --rate, --mix or --env)",
@@ -236,13 +243,35 @@ def load_runs(path: Path) -> dict[str, ShapeRun]:
     }
 
 
+def save_profile(
+    runs: dict[str, ShapeRun], deployment: Deployment, args: argparse.Namespace, what: str
+) -> None:
+    """Keep the mix's per-flow figures in infra/terraform/sizing.json (the environments'
+    targets stay as they are) and regenerate every environment's sizing.tf from them."""
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    measured = f"{time.strftime('%Y-%m-%d')} on {head or 'an unknown commit'}, {what}"
+    current = sizing.SizingFile.read(REPO)
+    profile = sizing.profile_of(runs, args.mix, deployment, measured)
+    sizing.SizingFile(profile, current.targets).write(REPO)
+    for line in sizing.regenerate(REPO) or ["every environment's sizing.tf already matched"]:
+        print(line)
+
+
 def main() -> int:
     args = arguments()
     deployment = read_deployment(REPO, args.env)  # a configuration it cannot read fails first
     if args.replay:
-        figures = report(load_runs(args.replay), deployment, args)
+        runs = load_runs(args.replay)
+        figures = report(runs, deployment, args)
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+        if args.save_profile:
+            save_profile(runs, deployment, args, f"replay of {args.replay.name}")
         return 0
     with tempfile.TemporaryDirectory(prefix="relayflow-capacity-") as state_dir:
         log = args.ops_log.resolve() if args.ops_log else Path(state_dir) / "ops.jsonl"
@@ -267,6 +296,8 @@ def main() -> int:
     figures = report(runs, deployment, args)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
+    if args.save_profile:
+        save_profile(runs, deployment, args, f"{args.flows} flows")
     return 0
 
 

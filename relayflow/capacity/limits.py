@@ -39,8 +39,10 @@ FIRESTORE_DOCUMENT = Limit(
     1.0,
     "writes/s",
     "https://docs.cloud.google.com/firestore/docs/best-practices#updates_to_a_single_document",
-    "sustained writes to one document; the quotas page once stated 'maximum write rate to a"
-    " document: 1 per second' and no longer does: the stricter reading is kept",
+    "sustained writes to one document; the quotas page once stated 'maximum sustained write rate"
+    " to a document: 1 per second' and no longer does: the stricter reading is kept. Sustained is"
+    " read over 10 s (relayflow.capacity.model.SUSTAINED_S): the most writes in any 10 s of a"
+    " document's life, over 10 s",
 )
 FIRESTORE_RAMP = Limit(
     500.0,
@@ -70,11 +72,13 @@ PUBSUB_PUBLISH = Limit(
     " europe-west1, us-central1, us-east1); each request counts at least 1 kB",
 )
 CLOUD_RUN_MAX_INSTANCES = Limit(
-    100.0,
+    1000.0,
     "instances",
     "https://docs.cloud.google.com/run/docs/configuring/max-instances-limits",
-    "per service: the default maximum was 100 instances; now the regional CPU and memory"
-    " quotas bound it: the stricter reading is kept",
+    "per service: the regional instance-limit quota's baseline, 1,000 instances of 1 vCPU (also"
+    " bounded by the regional CPU quota over the service's vCPUs; raised on request). The page"
+    " once gave 100 as every service's default maximum: that is a setting, which the Terraform"
+    " sets per environment (envs/ENV/sizing.tf), not a limit",
 )
 CLOUD_RUN_CONCURRENCY = Limit(
     1000.0,

@@ -15,7 +15,7 @@ import inspect
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from relayflow.capacity.deployment import (
     CompositeIndex,
     Deployment,
     Indexes,
+    QueueKind,
     Service,
     topology_parts,
 )
@@ -192,6 +193,24 @@ def read_services(scope: Scope, service_module: Directory) -> tuple[Service, ...
     return tuple(sorted(services, key=lambda s: SERVICES.index(s.name)))
 
 
+def queue_shards(scope: Scope) -> int | None:
+    """The environment's ``queue_shards`` (the module's ``coalesce(var.queue_shards, <the
+    topology's>)``): None when the environment leaves it to the topology."""
+    if "queue_shards" not in scope.caller and "default" not in scope.directory.variables.get(
+        "queue_shards", {}
+    ):
+        return None
+    value = scope.resolve("${var.queue_shards}")
+    return None if value is None else int(value)
+
+
+def with_queue_shards(queues: tuple[QueueKind, ...], shards: int | None) -> tuple[QueueKind, ...]:
+    """Every kind with the environment's shard count (one count for all kinds), if it sets one."""
+    if shards is None:
+        return queues
+    return tuple(replace(q, shards=shards) for q in queues)
+
+
 def breaker_shards(scope: Scope) -> int:
     """``RELAYFLOW_BREAKER_SHARDS`` if the module's environment for every component sets it,
     else relayflow's default (relayflow.settings)."""
@@ -218,7 +237,7 @@ def read_deployment(repo: Path, env: str = "prod") -> Deployment:
     queues, collections, shards = topology_parts(topology)
     return Deployment(
         indexes=read_indexes(scope, load(terraform / "modules" / "firestore")),
-        queues=queues,
+        queues=with_queue_shards(queues, queue_shards(scope)),
         collections=collections,
         firestore_shards=shards,
         services=read_services(scope, load(terraform / "modules" / "service")),

@@ -25,7 +25,9 @@ def test_each_environment_sets_the_count_it_passes_to_the_module() -> None:
     for env in env_dirs():
         config = load(env)
         assert config.modules["relayflow"].body["queue_shards"] == "${var.queue_shards}", env
-        assert config.variables["queue_shards"].body["default"] == 1, env
+        # Each environment's count is the capacity model's (tests/infra/test_sizing.py).
+        default = config.variables["queue_shards"].body["default"]
+        assert isinstance(default, int) and default >= 1, env
     relayflow = load(RELAYFLOW)
     assert relayflow.variables["queue_shards"].body["default"] is None
     assert relayflow.locals["queue_shards"] == (

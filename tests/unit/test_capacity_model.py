@@ -24,6 +24,7 @@ from relayflow.capacity.model import (
     ramp_minutes,
     requests_of,
     sizing,
+    sustained_rate,
 )
 from relayflow.capacity.oplog import Op
 from relayflow.capacity.report import answer, render
@@ -154,10 +155,20 @@ def test_ids_in_key_order_put_every_write_on_one_range_and_spread_ids_do_not() -
 def test_a_flows_own_document_is_as_hot_whatever_the_rate() -> None:
     own = rows(run())["firestore document: a flow's own"]
 
-    assert own.usage.constant == pytest.approx(3 / 5)
+    # Three writes in 5 s: the busiest 10 s of its life holds all three.
+    assert own.usage.constant == pytest.approx(3 / 10)
     assert not own.scales
     assert own.ceiling == math.inf
     assert rows(run(), rate=1e6)["firestore document: a flow's own"].load == own.load
+
+
+def test_a_burst_is_not_a_sustained_rate_but_a_write_a_second_is() -> None:
+    burst = [0.0, 0.01, 0.02, 30.0]
+    steady = [float(t) for t in range(60)]
+
+    assert sustained_rate(burst) == pytest.approx(3 / 10)
+    assert sustained_rate(steady) == pytest.approx(1.0)
+    assert sustained_rate([5.0]) == pytest.approx(0.1)
 
 
 def test_dispatches_are_per_shard_of_each_kind_against_the_configured_rate() -> None:

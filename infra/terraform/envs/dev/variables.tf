@@ -43,38 +43,6 @@ variable "deletion_protection" {
   default     = false
 }
 
-variable "max_instances" {
-  description = "Maximum Cloud Run instances per component."
-  type = object({
-    start-flow = number
-    worker     = number
-    poller     = number
-    api        = number
-  })
-  default = {
-    start-flow = 5
-    worker     = 5
-    poller     = 5
-    api        = 2
-  }
-}
-
-variable "concurrency" {
-  description = "Concurrent requests (and gunicorn threads) per Cloud Run instance, per component (docs/capacity.md)."
-  type = object({
-    start-flow = number
-    worker     = number
-    poller     = number
-    api        = number
-  })
-  default = {
-    start-flow = 16
-    worker     = 16
-    poller     = 16
-    api        = 8
-  }
-}
-
 variable "min_instances" {
   description = "Minimum Cloud Run instances per component."
   type = object({
@@ -270,12 +238,5 @@ variable "api_scopes" {
   description = "Which tenants each api caller (by email) may see and operate (RELAYFLOW_API_SCOPES); callers not listed see every tenant their role allows."
   type        = map(list(string))
   default     = {}
-  nullable    = false
-}
-
-variable "queue_shards" {
-  description = "Cloud Tasks queues of each kind in dev (RELAYFLOW_QUEUE_SHARDS): each dispatches at most 500 tasks/s. Grow it, never lower it (Terraform refuses to delete a shard that may hold tasks); ramp traffic onto new shards by Cloud Tasks' 500/50/5 rule (infra/terraform/README.md, \"Queue shards\")."
-  type        = number
-  default     = 1
   nullable    = false
 }
