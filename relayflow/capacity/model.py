@@ -122,7 +122,8 @@ def _fields(op: Op) -> set[str]:
 
 
 def _stamps(op: Op) -> set[str]:
-    return set(op.get("ts", ()))
+    """The fields ``op`` writes that move forward: timestamps, and ids callers number."""
+    return set(op.get("ts", ())) | (_fields(op) & rules.CALLER_ORDERED)
 
 
 def index_usage(run: ShapeRun, deployment: Deployment) -> list[Usage]:

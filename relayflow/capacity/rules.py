@@ -3,7 +3,8 @@
 One source for the capacity model and the hotspot guard test (tests/infra/test_hotspots.py):
 
 - a collection written at the flow rate must not keep a monotonically increasing field (every
-  datetime of its document's model) in a single-field index, nor in a composite index that
+  datetime of its document's model, and the ids callers number: ``CALLER_ORDERED``) in a
+  single-field index, nor in a composite index that
   does not lead with ``shard``: each such index range takes 500 writes/s
   (https://docs.cloud.google.com/firestore/native/docs/solutions/shard-timestamp);
 - the document ids the flow rate writes must not follow the order they are written in: writes
@@ -31,6 +32,9 @@ FLOW_RATE_MODELS: Mapping[str, type[BaseModel]] = {
     "flows_collection": FlowRecord,
     "lanes_collection": FlowRecord,
 }
+# Fields holding ids callers choose (``order-000123``, ...) or Pub/Sub's rising message ids:
+# written at the flow rate in the order callers number them, they are as monotonic as a time.
+CALLER_ORDERED = frozenset({"flow_id", "message_id", "parent"})
 # Rank correlation of write order against key order above which ids are "in key order".
 KEY_ORDER_THRESHOLD = 0.5
 
@@ -80,11 +84,13 @@ def datetime_paths(model: type[BaseModel], prefix: str = "", depth: int = 0) -> 
 
 def monotonic_fields(collections: Mapping[str, str]) -> dict[str, set[str]]:
     """Collection name -> the monotonic fields of its documents, for each collection written
-    at the flow rate (``collections``: topology key -> name)."""
+    at the flow rate (``collections``: topology key -> name): its datetimes and the fields of
+    ``CALLER_ORDERED`` it has."""
     found: dict[str, set[str]] = {}
     for key, model in FLOW_RATE_MODELS.items():
         name = collections.get(key, key.removesuffix("_collection"))
-        found.setdefault(name, set()).update(datetime_paths(model))
+        ordered = CALLER_ORDERED & set(model.model_fields)
+        found.setdefault(name, set()).update(datetime_paths(model), ordered)
     return found
 
 

@@ -221,3 +221,28 @@ def test_migrating_gives_an_unchanged_legacy_flow_its_shard_so_the_sweeper_finds
     assert [r.flow_id for r in sharded.overdue(cutoff=T0)] == ["old-2"]
     assert rejected.get().to_dict()["shard"] == shard_of("m-1", SHARDS)
     assert sharded.give_shards().sharded == {"flows": 0, "flow_lanes": 0, "rejected": 0}
+
+
+def test_finding_by_id_queries_a_spread_field_that_legacy_flows_get_by_change_or_migration(
+    sharded: FlowStore, firestore_client: firestore.Client
+) -> None:
+    sharded.create(make_record("order-7", status=Status.RUNNING))
+    stored = firestore_client.collection("flows").document(keys.document_id("order-7")).get()
+    assert stored.to_dict()[keys.FIND_FIELD] == keys.find_value("order-7")
+    assert keys.find_value("order-7") != "order-7" and keys.find_value("order-7").endswith(
+        ":order-7"
+    )
+    # two flows an earlier release wrote: one changed since, one untouched
+    for flow_id in ("old-7", "old-8"):
+        firestore_client.collection("flows").document(flow_id).create(
+            make_record(flow_id, status=Status.RUNNING).to_doc()
+        )
+    assert sharded.find("old-7") == [] and sharded.find("old-8") == []
+    assert sharded.change("old-7", lambda r: r.model_copy(update={"attempts": 1})) is not None
+
+    assert [r.flow_id for r in sharded.find("old-7")] == ["old-7"]
+    assert sharded.find("old-8") == []
+    report = sharded.give_shards()
+    assert report.sharded["flows"] == 1  # old-8 (old-7 got shard and field by its change)
+    assert [r.flow_id for r in sharded.find("old-8")] == ["old-8"]
+    assert [r.flow_id for r in sharded.find("order-7")] == ["order-7"]

@@ -44,7 +44,11 @@ class FirestoreFlowDocuments(StoreBase):
         if self._docs.get(self._path(key, legacy=True), timeout=RPC_TIMEOUT_S) is not None:
             self._found_legacy(key)
             return False
-        doc = {**record.to_doc(), **keys.shard_field(key, self._shards)}
+        doc = {
+            **record.to_doc(),
+            **keys.shard_field(key, self._shards),
+            **keys.find_field(record.flow_id),
+        }
         self._counters.add("firestore_writes")
         try:
             self._docs.create(self._path(key), doc, timeout=RPC_TIMEOUT_S)
@@ -105,6 +109,8 @@ class FirestoreFlowDocuments(StoreBase):
             fields, appends = documents.write_of(current.stored, doc)
             if current.stored is not None and "shard" not in current.stored:
                 fields["shard"] = shard_of(flow_id, self._shards)  # a legacy document's
+            if current.stored is not None and keys.FIND_FIELD not in current.stored:
+                fields.update(keys.find_field(updated.flow_id))  # one from before find's field
             if not fields and not appends:  # nothing to write: the document already says it
                 return Snapshot(updated, current.version, current.stored)
             self._counters.add("firestore_writes")
@@ -143,8 +149,10 @@ class FirestoreFlowDocuments(StoreBase):
         return spread
 
     def find(self, flow_id: str, *, limit: int = 10) -> list[FlowRecord]:
-        """Every tenant's flow with the id ``flow_id`` (its field, not its key)."""
-        query = self._flows.where(filter=firestore.FieldFilter("flow_id", "==", flow_id))
+        """Every tenant's flow with the id ``flow_id`` (its field, not its key; a document an
+        earlier release wrote is found once ``relayflow migrate-shards`` has given it the field)."""
+        value = keys.find_value(flow_id)
+        query = self._flows.where(filter=firestore.FieldFilter(keys.FIND_FIELD, "==", value))
         found = list(self._parse(query.limit(limit).stream(timeout=RPC_TIMEOUT_S)))
         self._counters.add("firestore_reads", max(1, len(found)))
         return found

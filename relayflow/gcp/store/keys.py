@@ -46,3 +46,19 @@ def is_lane(key: str) -> bool:
 def shard_field(key: str, shards: int) -> dict[str, int]:
     """The ``shard`` field a document of ``key`` is created with."""
     return {"shard": shard_of(key, shards)}
+
+
+# The field ``find`` (a flow id across tenants) queries: the id behind its hash prefix, so its
+# single-field index takes new entries all over its range, where ``flow_id`` itself (callers
+# number their flows) would put every flow's entry at the end of one (no index on it).
+FIND_FIELD = "id_spread"
+
+
+def find_value(flow_id: str) -> str:
+    """The ``FIND_FIELD`` value of the flows whose id is ``flow_id`` (in any tenant)."""
+    return f"{prefix_of(flow_id)}{SEPARATOR}{flow_id}"
+
+
+def find_field(flow_id: str) -> dict[str, str]:
+    """The ``FIND_FIELD`` a flow document is created with."""
+    return {FIND_FIELD: find_value(flow_id)}

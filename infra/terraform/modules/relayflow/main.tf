@@ -169,7 +169,7 @@ locals {
   # below, behind `shard`. So are values that rise with the flows (Pub/Sub message ids, the
   # keys lanes and slots name). expire_at is the TTL field's (google_firestore_field.ttl).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent"]
     (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent"]
     (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason", "rejected_at", "message_id", "task"]
     (local.topology.firestore.tenant_slots_collection)    = ["taken_at", "free_at", "holder"]
