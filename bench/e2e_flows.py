@@ -1,6 +1,15 @@
 """Run N registration flows through a fresh local stack and print throughput, latency and cost.
 
     python bench/e2e_flows.py [--flows 200] [--base-port 8320] [--timeout-s 600]
+                              [--activation-s 2] [--poll-max-interval-s 30]
+
+``--activation-s``: how long after its creation a registration turns ACTIVE (the client API
+emulator's activation delay), which sets how many polls each flow makes; with
+``--poll-max-interval-s`` (the poll backoff's cap, RELAYFLOW_POLL_MAX_INTERVAL_S) a run can
+make ~3 polls a flow (``--activation-s 2.5``) or ~50 (``--activation-s 92
+--poll-max-interval-s 2``). The headline (``writes``) states writes per flow against the
+poll-chain target, 4 + polls/10 (a poll that is plainly not ready writes nothing between
+its chain's checkpoints: ``relayflow.core.planner.chain``).
 
 Prints flows/s, p50/p95 flow latency (start message published -> flow finished; and the run
 time, flow doc created -> finished), and per flow: Firestore
@@ -229,6 +238,23 @@ def usage_per_flow(batch: Batch, flows: int) -> FlowUsage:
     )
 
 
+def set_activation_delay(ports: Ports, delay_s: float) -> None:
+    """The client API emulator's activation delay for registrations created from now on."""
+    url = f"http://{HOST}:{ports.client_api}/admin/config"
+    requests.post(url, json={"activation_delay_s": delay_s}, timeout=10).raise_for_status()
+
+
+def writes_headline(usage: FlowUsage, polls_per_flow: float) -> dict[str, Any]:
+    """Writes per flow against the poll-chain target, 4 + polls/10."""
+    target = 4 + polls_per_flow / 10
+    return {
+        "writes_per_flow": round(usage.firestore_writes, 2),
+        "polls_per_flow": round(polls_per_flow, 2),
+        "target_writes_per_flow": round(target, 2),
+        "met": usage.firestore_writes <= target,
+    }
+
+
 def summary(batch: Batch, flows: int) -> dict[str, Any]:
     """The printed figures."""
     from relayflow.cli.batch import percentile
@@ -251,6 +277,7 @@ def summary(batch: Batch, flows: int) -> dict[str, Any]:
         "run_time_p50_s": round(percentile(durations, 50), 3),
         "run_time_p95_s": round(percentile(durations, 95), 3),
         "polls_per_flow": round(polls / n, 2),
+        "writes": writes_headline(usage, polls / n),
         "per_flow": {
             "firestore_reads": round(usage.firestore_reads, 2),
             "firestore_writes": round(usage.firestore_writes, 2),
@@ -281,9 +308,16 @@ def own_cpu_per_request(cpu_ms: dict[str, float], profile_dir: Path) -> dict[str
 
 
 def measure(
-    flows: int, timeout_s: float, base_port: int, state_dir: Path, profile_dir: Path | None
+    flows: int,
+    timeout_s: float,
+    base_port: int,
+    state_dir: Path,
+    profile_dir: Path | None,
+    activation_s: float | None = None,
 ) -> int:
     """Runs inside the stack's environment (a child process), so the clients find it."""
+    if activation_s is not None:
+        set_activation_delay(Ports(base_port), activation_s)
     batch = run(flows, timeout_s, Ports(base_port), state_dir, profile_dir)
     lines = summary(batch, flows)
     if profile_dir is not None:
@@ -306,17 +340,36 @@ def main() -> int:
         help="sample the start function, worker and poller with py-spy into DIR "
         "(then: python bench/profile.py DIR); the CPU figures then include py-spy's overhead",
     )
+    parser.add_argument(
+        "--activation-s",
+        type=float,
+        help="the client API emulator's activation delay (default: the emulator's, 2 s)",
+    )
+    parser.add_argument(
+        "--poll-max-interval-s",
+        type=float,
+        help="the poll backoff's cap for this stack (RELAYFLOW_POLL_MAX_INTERVAL_S)",
+    )
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not 1 <= args.flows <= 100_000:
         parser.error("--flows must be in 1..100000")
+    if args.activation_s is not None and args.activation_s < 0:
+        parser.error("--activation-s must be >= 0")
+    if args.poll_max_interval_s is not None and args.poll_max_interval_s <= 0:
+        parser.error("--poll-max-interval-s must be > 0")
     if args.measure:
         profile_dir = args.profile.resolve() if args.profile else None
         state = Path(args.state_dir)
-        return measure(args.flows, args.timeout_s, args.base_port, state, profile_dir)
+        return measure(
+            args.flows, args.timeout_s, args.base_port, state, profile_dir, args.activation_s
+        )
+    env = dict(os.environ)
+    if args.poll_max_interval_s is not None:
+        env["RELAYFLOW_POLL_MAX_INTERVAL_S"] = str(args.poll_max_interval_s)
     with tempfile.TemporaryDirectory(prefix="relayflow-bench-") as state_dir:
-        stack = Stack(ports=Ports(args.base_port), state_dir=Path(state_dir))
+        stack = Stack(ports=Ports(args.base_port), state_dir=Path(state_dir), base_env=env)
         print(f"starting a local stack on base port {args.base_port} …", flush=True)
         stack.up()
         try:

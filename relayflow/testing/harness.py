@@ -355,7 +355,7 @@ class Harness:
             run_at=self.now + timedelta(seconds=REDELIVERY_S),
             position=payload.position,
         )
-        self.queue.ensure(payload.flow_id, again)
+        self.queue.ensure(payload.flow_id, again, payload.chain)
 
     def _replace(self, flow: str | None, step: str, role: str, handler: Handler) -> None:
         flows = [f for f in self._registry if flow in (None, f.name)]

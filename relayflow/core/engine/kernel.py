@@ -200,7 +200,7 @@ class Kernel:
         message = f"the store refused the flow's next state: {refused}"[:1000]
 
         def ended(latest: FlowRecord) -> FlowRecord | None:
-            current = focused_at(latest, position)
+            current = focused_at(latest, position, found.carried)
             if current is None:
                 return None
             return planner.abort(plan, current, code="COMMIT_REFUSED", message=message)

@@ -24,6 +24,7 @@ from relayflow.core.engine.outcomes import Ran
 from relayflow.core.engine.protection import Protection
 from relayflow.core.errors import UnknownFlow
 from relayflow.core.flows import Flow
+from relayflow.core.planner.chain import entries_of, replayed
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import TaskPayload
 
@@ -75,7 +76,7 @@ class Tasks:
                 self._k.results.publish(found.record, None, marked=True)
             self._k.settle(found.record)
             return Ran.STALE
-        found = dataclasses.replace(found, record=found.record.focused(key))
+        found = _at(found, key, payload)
         if position.admitting:
             return self._run_admit(found)
         try:
@@ -110,3 +111,12 @@ class Tasks:
         self._k.store.change(record.key, planner.admission_tried)
         self._k.admit(record.tenant)
         return Ran.ADVANCED
+
+
+def _at(found: Snapshot, key: str, payload: TaskPayload) -> Snapshot:
+    """``found`` focused on track ``key`` at the task's position: a later poll of a chain sees
+    the flow as if every poll its task carried had been written (and a write records them)."""
+    focused = found.record.focused(key)
+    carried = entries_of(payload) if focused.position != payload.position else ()
+    record = replayed(focused, payload.position, carried)
+    return dataclasses.replace(found, record=record, carried=carried)

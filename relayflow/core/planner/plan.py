@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from relayflow.core.errors import NotReady, PermanentError, RetryableError, UnknownFlow
-from relayflow.core.flows import Flow, Handler, RetryPolicy, Step
+from relayflow.core.flows import Flow, Handler, PollPolicy, RetryPolicy, Step
 from relayflow.core.position import Position, TaskKind, task_id
 from relayflow.core.queue_shards import MAX_QUEUE_SHARDS, shard_name
 from relayflow.core.records import FlowRecord, NextTask
@@ -181,6 +181,10 @@ class StepKind(Protocol):
 
     def compensation(self, step: Step) -> Handler | None:
         """The handler that undoes ``step``'s effect, if it has one."""
+        ...
+
+    def policy(self, step: Step) -> PollPolicy | None:
+        """The backoff a poll step's polls follow (None: not a poll step)."""
         ...
 
     def deadline(self, plan: Plan, record: FlowRecord) -> datetime:
