@@ -74,15 +74,20 @@ _KIND_LETTER = {
 # a callback step's safety-net poll. They run as a chain (``core.planner.chain``): a not-ready
 # answer makes the next poll's task without writing the flow's document, carrying what it saw.
 CHAINED = frozenset({TaskKind.POLL, TaskKind.WAIT})
-# At most this many polls run between two writes of a flow's document: the chain's log rides
-# in each task's body (at most POLL_CHAIN - 1 notes of at most ~600 bytes, 12 KB: Cloud Tasks
-# takes tasks of up to 1 MB, https://cloud.google.com/tasks/docs/quotas), and every
-# POLL_CHAIN-th poll writes it to the history. 20, not 10: a poll step writes once per chain
-# and once more when it ends, ceil(polls / POLL_CHAIN) in all, which is at most polls / 10
-# for every flow of 10 polls or more only if POLL_CHAIN >= 19 (a flow that makes 11 polls
-# writes twice with chains of 10). Longer chains cost the sweeper time: it looks for a lost
-# chain task once the whole chain should have run (``planner.chain.chain_end``).
+# How many polls run between two writes of a flow's document by default (the setting
+# RELAYFLOW_POLL_CHAIN, ``Settings.poll_chain``): the chain's log rides in each task's body,
+# and every POLL_CHAIN-th poll writes it to the history. 20, not 10: a poll step writes once
+# per chain and once more when it ends, ceil(polls / POLL_CHAIN) in all, which is at most
+# polls / 10 for every flow of 10 polls or more only if POLL_CHAIN >= 19 (a flow that makes
+# 11 polls writes twice with chains of 10). Longer chains cost the sweeper time: it looks for
+# a lost chain task once the whole chain should have run (``planner.chain.chain_end``).
 POLL_CHAIN = 20
+# The longest chain any setting may ask for. A task is current for a chain if it is at most
+# this many polls past its flow's stored position (``Position.chains_to``), whatever the
+# setting now is, so a deploy that shortens the chain does not strand the longer chains
+# already queued. A task then carries at most MAX_POLL_CHAIN - 1 notes of at most ~600 bytes,
+# 60 KB: Cloud Tasks takes tasks of up to 1 MB (https://cloud.google.com/tasks/docs/quotas).
+MAX_POLL_CHAIN = 100
 # What a carried note keeps of what a poll saw (a check's detail can be a remote body).
 MAX_NOTE_CHARS = 500
 
@@ -160,11 +165,12 @@ class Position(BaseModel):
 
     def chains_to(self, task: Position) -> bool:
         """Whether ``task`` is a later poll of the chain that begins at this (stored) position:
-        the same step, try and rescue but for its poll number, at most ``POLL_CHAIN - 1``
-        polls on. Every poll after a chain's first follows a plain not-ready answer, so its
-        position has no errors in a row (``attempt``) and no deferral, whatever the first had;
-        a rescue, a cancel or a retry moves the stored position and so ends the chain."""
-        if self.kind not in CHAINED or not self.poll < task.poll < self.poll + POLL_CHAIN:
+        the same step, try and rescue but for its poll number, at most ``MAX_POLL_CHAIN - 1``
+        polls on (the longest chain a setting may make). Every poll after a chain's first
+        follows a plain not-ready answer, so its position has no errors in a row (``attempt``)
+        and no deferral, whatever the first had; a rescue, a cancel or a retry moves the
+        stored position and so ends the chain."""
+        if self.kind not in CHAINED or not self.poll < task.poll < self.poll + MAX_POLL_CHAIN:
             return False
         if task.attempt or task.deferral:
             return False
@@ -208,7 +214,7 @@ class TaskPayload(BaseModel):
 
     flow_id: str = Field(pattern=TASK_FLOW_PATTERN)  # a flow's id, or a ForEach lane's
     position: Position
-    chain: tuple[PollNote, ...] = Field(default=(), max_length=POLL_CHAIN - 1)
+    chain: tuple[PollNote, ...] = Field(default=(), max_length=MAX_POLL_CHAIN - 1)
 
     @model_validator(mode="after")
     def _chain_leads_here(self) -> TaskPayload:

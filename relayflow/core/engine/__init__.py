@@ -175,7 +175,7 @@ class Engine:
         """The polls ``record``'s poll chains ran since its document was last written (read
         from the chain's newest task), oldest first: what a reader of the flow sees of them
         before the chain's next checkpoint writes them to its history."""
-        return chains.in_flight(self._kernel.queue, record)
+        return chains.in_flight(self._kernel.queue, record, self._kernel.limits.poll_chain)
 
     def lanes(self, flow_id: str) -> list[FlowRecord]:
         """The ForEach lanes of a flow's current run (FlowNotFound if there is no flow)."""

@@ -60,7 +60,10 @@ class Delivery:
         current for the next poll of the chain (``focus.track_of``)."""
         plan = self._k.plan(flow)
         planned = planner.after(plan, found.record, outcome)
-        if not chain.carries(found.record, planned, outcome, carried=len(found.carried)):
+        carried = len(found.carried)
+        if not chain.carries(
+            found.record, planned, outcome, carried=carried, chain=plan.poll_chain
+        ):
             return False
         assert planned.next is not None  # carries() says so
         notes = chain.next_notes(planned, len(found.carried))

@@ -92,8 +92,10 @@ class Sweeper:
         except UnknownFlow:
             self._recover_unknown_type(record, report)
             return
-        queue, key = self._k.queue, record.key
-        lost = [k for k, t in record.tracks.items() if t.next and not queued(queue, key, t.next)]
+        queue, key, chain = self._k.queue, record.key, self._k.limits.poll_chain
+        lost = [
+            k for k, t in record.tracks.items() if t.next and not queued(queue, key, t.next, chain)
+        ]
         if not lost:
             report.still_queued += 1  # late (a backlog or a paused queue), not lost
             self._set_aside(record)

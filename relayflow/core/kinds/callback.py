@@ -139,7 +139,9 @@ def await_callback(plan: Plan, record: FlowRecord, sent: dict[str, Any]) -> Flow
     # Its safety-net polls run as a chain (``planner.chain``): due when the chain's first
     # write is.
     due = poll_deadline(plan, moved)
-    end = chain_end(moved, task, policy=step.policy, max_polls=None, deadline=due)
+    end = chain_end(
+        moved, task, policy=step.policy, max_polls=None, deadline=due, chain=plan.poll_chain
+    )
     return due_at_chain_end(with_next(moved, task), end)
 
 

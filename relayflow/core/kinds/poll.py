@@ -127,7 +127,13 @@ def poll_again(
     )
     task = schedule(plan, moved, nxt, delay)
     due = poll_deadline(plan, record)
-    end = chain_end(moved, task, policy=policy, max_polls=max_polls, deadline=due) if net else None
+    end = (
+        chain_end(
+            moved, task, policy=policy, max_polls=max_polls, deadline=due, chain=plan.poll_chain
+        )
+        if net
+        else None
+    )
     # The flow is due (for the sweeper) when its chain's next write is, not its next poll.
     return due_at_chain_end(with_next(moved, task), end)
 

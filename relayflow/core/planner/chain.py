@@ -5,11 +5,12 @@ A poll that is plainly not ready (no error, no Retry-After) changes nothing a re
 once: its next poll's time follows from the schedule (hash-derived jitter, deterministic task
 names). So it writes nothing; it makes the next poll's task, whose body carries the polls since
 the document was last written (``TaskPayload.chain``). The document is written — a checkpoint,
-recording every carried poll in the history — when the next poll would be the ``POLL_CHAIN``-th
-since the last write, on an error or a hint (their times are not the schedule's), when the step
-ends or the flow does. A task is current for a chain's track if it is the stored position or a
-later poll of it (``Position.chains_to``); a rescue, a cancel or a retry moves the stored
-position, which makes the whole chain stale.
+recording every carried poll in the history — when the next poll would be the
+``Plan.poll_chain``-th since the last write (RELAYFLOW_POLL_CHAIN, default ``POLL_CHAIN``), on
+an error or a hint (their times are not the schedule's), when the step ends or the flow does.
+A task is current for a chain's track if it is the stored position or a later poll of it
+(``Position.chains_to``); a rescue, a cancel or a retry moves the stored position, which makes
+the whole chain stale.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from relayflow.core.planner.plan import Outcome, Plan, Waiting
 from relayflow.core.position import (
     CHAINED,
     MAX_NOTE_CHARS,
-    POLL_CHAIN,
     PollNote,
     Position,
     TaskPayload,
@@ -89,14 +89,16 @@ def replayed(record: FlowRecord, position: Position, carried: Sequence[HistoryEn
     )
 
 
-def carries(before: FlowRecord, planned: FlowRecord, outcome: Outcome, *, carried: int) -> bool:
+def carries(
+    before: FlowRecord, planned: FlowRecord, outcome: Outcome, *, carried: int, chain: int
+) -> bool:
     """Whether ``planned`` — what ``outcome`` of the poll at ``before``'s position, which
     carried ``carried`` polls, leads to — need not be written: the poll was plainly not ready
     (no error, no hint of when to come back) and its next poll is still in the chain (fewer
-    than ``POLL_CHAIN`` polls since the document was last written)."""
+    than ``chain`` polls since the document was last written)."""
     if not isinstance(outcome, Waiting) or outcome.signal.delay_s is not None:
         return False
-    if carried + 1 >= POLL_CHAIN or before.position.kind not in CHAINED:
+    if carried + 1 >= chain or before.position.kind not in CHAINED:
         return False
     if planned.focus is None or planned.focus != before.focus:
         return False
@@ -112,13 +114,13 @@ def next_notes(planned: FlowRecord, carried: int) -> tuple[PollNote, ...]:
     return notes_of(planned.history[-(carried + 1) :])
 
 
-def candidates(key: str, nxt: NextTask) -> list[NextTask]:
-    """The tasks the chain that begins with ``nxt`` (a track's stored next task) may have in
-    its queue now, oldest first: ``nxt`` itself and the chain's later polls."""
+def candidates(key: str, nxt: NextTask, chain: int) -> list[NextTask]:
+    """The tasks the chain of ``chain`` polls that begins with ``nxt`` (a track's stored next
+    task) may have in its queue now, oldest first: ``nxt`` itself and the chain's later polls."""
     first = nxt.position
     if first.kind not in CHAINED:
         return [nxt]
-    later = (first.at_poll(first.poll + n) for n in range(1, POLL_CHAIN))
+    later = (first.at_poll(first.poll + n) for n in range(1, chain))
     made = (nxt.model_copy(update={"position": p, "task_id": task_id(key, p)}) for p in later)
     return [nxt, *made]
 
@@ -134,7 +136,14 @@ def first_chain_end(plan: Plan, record: FlowRecord, nxt: NextTask) -> datetime |
         return None
     own = plan.now + timedelta(seconds=policy.deadline_s)
     deadline = min(own, record.deadline_at) if record.deadline_at else own
-    return chain_end(record, nxt, policy=policy, max_polls=policy.max_polls, deadline=deadline)
+    return chain_end(
+        record,
+        nxt,
+        policy=policy,
+        max_polls=policy.max_polls,
+        deadline=deadline,
+        chain=plan.poll_chain,
+    )
 
 
 def chain_end(
@@ -144,12 +153,14 @@ def chain_end(
     policy: PollPolicy,
     max_polls: int | None,
     deadline: datetime,
+    chain: int,
 ) -> datetime:
-    """When the last poll of the chain that begins with ``nxt`` is due if each one before it
-    is plainly not ready: the latest the chain's next write comes (so the sweeper, which
-    reads it as the flow's due time, does not take a healthy chain for a lost one)."""
+    """When the last poll of the chain of ``chain`` polls that begins with ``nxt`` is due if
+    each one before it is plainly not ready: the latest the chain's next write comes (so the
+    sweeper, which reads it as the flow's due time, does not take a healthy chain for a lost
+    one)."""
     first = nxt.position.poll
-    last = first + POLL_CHAIN - 1
+    last = first + chain - 1
     if max_polls is not None:  # the poll that uses up max_polls ends the step: a write
         last = min(last, max_polls - 1 + record.poll_errors)
     key = f"{record.flow_id}:{nxt.position.step}"

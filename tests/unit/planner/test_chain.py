@@ -22,7 +22,14 @@ from relayflow.core.planner.chain import (
     next_notes,
     replayed,
 )
-from relayflow.core.position import POLL_CHAIN, PollNote, Position, TaskKind, TaskPayload
+from relayflow.core.position import (
+    MAX_POLL_CHAIN,
+    POLL_CHAIN,
+    PollNote,
+    Position,
+    TaskKind,
+    TaskPayload,
+)
 from relayflow.core.records import FlowRecord, HistoryEntry
 from relayflow.core.state import Status
 
@@ -44,7 +51,7 @@ class Chain:
         p = plan(self.at) if flow is None else plan(self.at, flow=flow)  # type: ignore[arg-type]
         record = replayed(self.doc.focused("await_ready"), self.position, self.carried)
         planned = planner.after(p, record, outcome)
-        if carries(record, planned, outcome, carried=len(self.carried)):
+        if carries(record, planned, outcome, carried=len(self.carried), chain=POLL_CHAIN):
             assert planned.next is not None
             payload = TaskPayload(
                 flow_id=FLOW_ID,
@@ -202,13 +209,13 @@ def test_replaying_a_replayed_record_changes_nothing() -> None:
 def test_a_chains_candidate_tasks_are_its_polls_from_the_stored_one() -> None:
     doc = at_poll()
     assert doc.next is not None
-    found = candidates(doc.key, doc.next)
+    found = candidates(doc.key, doc.next, POLL_CHAIN)
     assert [t.position.poll for t in found] == list(range(POLL_CHAIN))
     assert len({t.task_id for t in found}) == POLL_CHAIN
     action = doc.next.model_copy(
         update={"position": Position(step_index=0, step="reserve", kind=TaskKind.ACTION)}
     )
-    assert candidates(doc.key, action) == [action]
+    assert candidates(doc.key, action, POLL_CHAIN) == [action]
 
 
 def test_a_chain_longer_than_its_bound_or_out_of_order_is_refused() -> None:
@@ -222,8 +229,8 @@ def test_a_chain_longer_than_its_bound_or_out_of_order_is_refused() -> None:
     action = Position(step_index=0, step="reserve", kind=TaskKind.ACTION, poll=3)
     with pytest.raises(ValueError, match="carries no poll chain"):
         TaskPayload(flow_id=FLOW_ID, position=action, chain=(note,))
-    far = pos.at_poll(POLL_CHAIN + 5)
-    notes = tuple(note.model_copy(update={"poll": n}) for n in range(5, POLL_CHAIN + 5))
+    far = pos.at_poll(MAX_POLL_CHAIN + 5)
+    notes = tuple(note.model_copy(update={"poll": n}) for n in range(5, MAX_POLL_CHAIN + 5))
     with pytest.raises(ValueError, match="at most"):
         TaskPayload(flow_id=FLOW_ID, position=far, chain=notes)
     assert "chain" not in TaskPayload(flow_id=FLOW_ID, position=pos).model_dump()
