@@ -127,9 +127,7 @@ def test_cancel_with_a_reason_waits_showing_the_compensation_then_retry(
     flow_id = new_id("cli-cancel")
     harness.client_api("POST", "/admin/config", json={"resource_delays": {flow_id: None}})
     _start(harness, flow_id)
-    assert poll_until(
-        lambda: (r := harness.store.get(flow_id)) is not None and r.polls >= 1, timeout_s=20
-    )
+    assert poll_until(lambda: harness.polls_shown(flow_id) >= 1, timeout_s=20)
 
     # when it is cancelled from the CLI, waiting for the end
     cancelled = _run(harness, "cancel", flow_id, "--reason", "customer withdrew", "--wait")
