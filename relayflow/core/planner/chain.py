@@ -15,10 +15,12 @@ the whole chain stale.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from relayflow.core.flows import PollPolicy
+from relayflow.core.planner.history import over_limit
 from relayflow.core.planner.plan import Outcome, Plan, Waiting
 from relayflow.core.position import (
     CHAINED,
@@ -87,6 +89,39 @@ def replayed(record: FlowRecord, position: Position, carried: Sequence[HistoryEn
             "polls": record.polls + len(carried),
         }
     )
+
+
+def recorded_late(
+    plan: Plan, record: FlowRecord, carried: Sequence[HistoryEntry]
+) -> FlowRecord | None:
+    """``record`` with the polls a stale chain task ``carried`` that its history lacks, each
+    at its time among the entries there; None if it has them all (a duplicate, or a later
+    checkpoint wrote them).
+
+    A chain cut mid-way — its flow rescued, cancelled, retried, or its callback arrived — has
+    run polls no checkpoint wrote: its task, stale when it arrives, is the last that knows
+    them. A poll is the history's if an entry names it (generation, step, kind, try, poll and
+    time); one older than the oldest entry a trimmed history kept is taken as trimmed."""
+    kept = {_named(e) for e in record.history}
+    oldest = record.history[0].at if record.history_dropped and record.history else None
+    missing = [e for e in carried if _named(e) not in kept and (oldest is None or e.at >= oldest)]
+    if not missing:
+        return None
+    # A merge, not a sort: the entries already there keep their order whatever their times;
+    # a poll goes before an entry of the same time (it ran before what cut its chain).
+    history = list(heapq.merge(missing, record.history, key=lambda e: e.at))
+    dropped = over_limit(plan, history)
+    return record.model_copy(
+        update={
+            "history": history[dropped:],
+            "history_dropped": record.history_dropped + dropped,
+            "polls": record.polls + len(missing),  # as a checkpoint counts them (``replayed``)
+        }
+    )
+
+
+def _named(e: HistoryEntry) -> tuple[object, ...]:
+    return (e.generation, e.step, e.kind, e.attempt, e.poll, e.at)
 
 
 def carries(

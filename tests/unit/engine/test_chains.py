@@ -58,6 +58,11 @@ def poll_entries(h: Harness, flow_id: str) -> list[Any]:
     return [e for e in h.flow(flow_id).history if e.kind is TaskKind.POLL]
 
 
+def not_ready(h: Harness, flow_id: str) -> list[Any]:
+    """The polls (or safety-net polls) the history lists that found nothing ready."""
+    return [e for e in h.flow(flow_id).history if e.outcome.startswith("not ready")]
+
+
 def deliver_polls(h: Harness, flow_id: str, n: int) -> None:
     """Deliver the register task, then ``n`` polls."""
     for _ in range(n + 1):
@@ -210,3 +215,84 @@ def test_a_callbacks_safety_net_polls_chain_too_and_the_callback_still_ends_the_
     assert answer.outcome.value == "completed"
     record = h.run(flow_id)
     assert record is not None and record.status is Status.SUCCEEDED
+
+
+def test_a_chain_cut_by_a_cancel_records_the_polls_its_task_carried_once() -> None:
+    # given a chain of 4 polls no checkpoint wrote, and its pending task
+    h = Harness(registration())
+    flow_id = h.start("reg", {})
+    deliver_polls(h, flow_id, 4)
+    pending = h.queue.only(flow_id).payload()
+    assert [n.poll for n in pending.chain] == [0, 1, 2, 3]
+    h.cancel(flow_id)
+    assert not_ready(h, flow_id) == []
+
+    # when the stale task arrives, twice
+    writes = h.store.writes
+    assert h.deliver(pending) is Ran.STALE
+    assert h.deliver(pending) is Ran.STALE
+
+    # then its polls are in the history, once, before the cancel, in one write
+    assert h.store.writes == writes + 1
+    record = h.flow(flow_id)
+    assert [e.poll for e in not_ready(h, flow_id)] == [0, 1, 2, 3]
+    assert record.polls == 4
+    outcomes = [e.outcome for e in record.history]
+    assert outcomes.index("not ready: PENDING") < outcomes.index("cancelled")
+    done = h.run(flow_id)
+    assert done is not None and done.status is Status.CANCELLED
+
+
+def test_a_duplicate_of_a_chain_task_a_checkpoint_wrote_writes_nothing() -> None:
+    h = Harness(registration())
+    flow_id = h.start("reg", {})
+    deliver_polls(h, flow_id, 3)
+    early = h.queue.only(flow_id).payload()  # poll 3's, carrying 0..2
+    record = h.run(flow_id)  # the checkpoint and the ready poll write them
+    assert record is not None and record.status is Status.SUCCEEDED
+    writes = h.store.writes
+    assert h.deliver(early) is Ran.STALE
+    assert h.store.writes == writes
+    assert [e.poll for e in poll_entries(h, flow_id)] == list(range(POLLS))
+
+
+def test_a_callback_arriving_mid_chain_keeps_the_safety_net_polls_in_the_history() -> None:
+    safety = PollPolicy(initial_s=5.0, multiplier=1.0, max_interval_s=5.0, max_polls=1000)
+    flow = Flow(
+        name="cb",
+        steps=(
+            CallbackStep(
+                "await_active",
+                lambda ctx: {"sent": True},
+                timeout_s=3600,
+                check=scripted(NotReady("no news")),
+                policy=safety,
+            ),
+            ActionStep("finish", lambda ctx: {"ok": True}),
+        ),
+    )
+    h = Harness(flow, poll_chain=5)
+    flow_id = h.start("cb", {})
+    h.deliver_next(flow_id)  # the run: sends, then waits
+    for _ in range(7):  # a checkpoint at the fifth, two polls carried since
+        h.deliver_next(flow_id)
+    assert [e.poll for e in not_ready(h, flow_id)] == [0, 1, 2, 3, 4]
+    h.complete(h.token(flow_id, "await_active"), {"state": "ACTIVE"})
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert h.deliver_next(flow_id) is Ran.STALE  # the chain's task, after the flow ended
+    history = h.flow(flow_id).history
+    assert [e.poll for e in not_ready(h, flow_id)] == [0, 1, 2, 3, 4, 5, 6]
+    # each where it ran: before the callback's completion
+    assert [e.outcome for e in history].index("completed") == 1 + 7
+
+
+def test_the_chains_length_is_the_harness_setting() -> None:
+    h = Harness(registration(), poll_chain=3)
+    flow_id = h.start("reg", {})
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.SUCCEEDED
+    # create, register's claim and commit, checkpoints at polls 2, 5, … 23 (8), the ready poll
+    # (with create_entity's claim), create_entity's commit
+    assert h.store.writes == 3 + 8 + 2
+    assert [e.poll for e in poll_entries(h, flow_id)] == list(range(POLLS))

@@ -20,6 +20,7 @@ from relayflow.core.planner.chain import (
     carries,
     entries_of,
     next_notes,
+    recorded_late,
     replayed,
 )
 from relayflow.core.position import (
@@ -234,3 +235,46 @@ def test_a_chain_longer_than_its_bound_or_out_of_order_is_refused() -> None:
     with pytest.raises(ValueError, match="at most"):
         TaskPayload(flow_id=FLOW_ID, position=far, chain=notes)
     assert "chain" not in TaskPayload(flow_id=FLOW_ID, position=pos).model_dump()
+
+
+def note_entry(poll: int, at: datetime) -> HistoryEntry:
+    return HistoryEntry(
+        at=at, step="await_ready", kind=TaskKind.POLL, poll=poll, outcome="not ready: PENDING"
+    )
+
+
+def test_a_cut_chains_polls_go_into_the_history_at_their_times_once() -> None:
+    doc = at_poll()
+    cut = HistoryEntry(
+        at=NOW + timedelta(seconds=10), step="~", kind=TaskKind.POLL, outcome="cancelled"
+    )
+    record = doc.model_copy(update={"history": [*doc.history, cut]})
+    carried = [
+        note_entry(0, NOW + timedelta(seconds=1)),
+        note_entry(1, NOW + timedelta(seconds=10)),
+    ]
+    late = recorded_late(plan(NOW), record, carried)
+    assert late is not None
+    assert late.history[-3:] == [*carried, cut]  # a poll of the cut's time goes before it
+    assert late.polls == record.polls + 2
+    assert recorded_late(plan(NOW), late, carried) is None  # there already: no write
+
+
+def test_polls_older_than_a_trimmed_history_are_taken_as_trimmed() -> None:
+    kept = note_entry(5, NOW + timedelta(seconds=5))
+    record = at_poll().model_copy(update={"history": [kept], "history_dropped": 40})
+    assert recorded_late(plan(NOW), record, [note_entry(1, NOW + timedelta(seconds=1))]) is None
+    newer = note_entry(6, NOW + timedelta(seconds=6))
+    late = recorded_late(plan(NOW), record, [note_entry(1, NOW), newer])
+    assert late is not None and late.history == [kept, newer]
+
+
+def test_a_cut_chains_polls_keep_the_history_bounded() -> None:
+    p = replace(plan(NOW), history_limit=10)
+    record = at_poll().model_copy(
+        update={"history": [note_entry(n, NOW + timedelta(seconds=n)) for n in range(10)]}
+    )
+    late = recorded_late(p, record, [note_entry(10, NOW + timedelta(seconds=10))])
+    assert late is not None and len(late.history) <= 10
+    assert late.history_dropped == record.history_dropped + 11 - len(late.history)
+    assert late.history[-1].poll == 10
