@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     # How many polls a poll chain runs between two writes of its flow's document (1: every
     # poll writes; ``core.planner.chain``). Every component reads the same value: the api and
     # the sweeper look for a chain's tasks that far.
-    poll_chain: int = Field(default=POLL_CHAIN, ge=1, le=MAX_POLL_CHAIN)
+    poll_chain: int = POLL_CHAIN
     history_limit: int = Field(default=200, ge=10, le=2000)
     # Finished flows and rejected messages are deleted this long after they end (TTL).
     retention_days: float = Field(default=30.0, gt=0, le=3650)
@@ -177,6 +177,18 @@ class Settings(BaseSettings):
                     + (f" (not {bad})" if bad else "")
                 )
         return scopes
+
+    @field_validator("poll_chain", mode="before")
+    @classmethod
+    def _poll_chain(cls, value: object) -> object:
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.isdigit() or not 1 <= int(text) <= MAX_POLL_CHAIN:
+            raise ValueError(
+                f"RELAYFLOW_POLL_CHAIN is how many polls run between two writes of a flow's "
+                f"document, one whole number 1..{MAX_POLL_CHAIN} (1: every poll writes; "
+                f"default {POLL_CHAIN}), not {value!r}"
+            )
+        return int(text)
 
     @field_validator("queue_shards", mode="before")
     @classmethod
