@@ -39,12 +39,12 @@ if TYPE_CHECKING:
 # checking an argument imports nothing.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-# How often ``watch`` reads a poll chain's task for the polls its flow's document has not
-# recorded yet (a GetTask per candidate the chain may have made: only while someone watches).
-WATCH_CHAIN_S = 1.0
 TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
 STATUSES = ("PENDING", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
+# How often ``watch`` reads a poll chain's task for the polls its flow's document has not
+# recorded yet (a GetTask per candidate the chain may have made: only while someone watches).
+WATCH_CHAIN_S = 1.0
 MAX_DEADLINE_S = 30 * 24 * 3600
 MAX_LIST = 500
 MAX_REASON_CHARS = 500
