@@ -1,6 +1,21 @@
 """Run N registration flows through a fresh local stack and print throughput, latency and cost.
 
     python bench/e2e_flows.py [--flows 200] [--base-port 8320] [--timeout-s 600]
+                              [--activation-s 2] [--poll-max-interval-s 30]
+
+``--activation-s``: how long after its creation a registration turns ACTIVE (the client API
+emulator's activation delay), which sets how many polls each flow makes; with
+``--poll-max-interval-s`` (the poll backoff's cap, RELAYFLOW_POLL_MAX_INTERVAL_S) a run can
+make ~3 polls a flow (``--activation-s 2.5``) or ~50 (``--activation-s 92
+--poll-max-interval-s 2``). The headline (``writes``) states writes per flow against the
+poll-chain target, 4 + polls/10 (a poll that is plainly not ready writes nothing between
+its chain's checkpoints: ``relayflow.core.planner.chain``). It counts the writes to flow
+documents, read from the operation log every process of the stack keeps for the run
+(RELAYFLOW_OPS_LOG, ``relayflow.gcp.recording``): the other writes, shown apart under
+``writes.shared`` with their rate, are the dependency breakers' windows (``breaker_windows``),
+which each instance flushes about once a second while it makes calls — per instance-second, not
+per flow, so a slow batch of few flows shows several per flow and one at the target rate almost
+none. ``per_flow.firestore_writes`` (and the cost) counts every write, both kinds.
 
 Prints flows/s, p50/p95 flow latency (start message published -> flow finished; and the run
 time, flow doc created -> finished), and per flow: Firestore
@@ -68,10 +83,13 @@ sys.path.insert(0, str(REPO))
 
 from bench import cputime, profile  # noqa: E402
 from bench.prices import DEFAULT_LOCATION, FlowUsage, Instance, cost_per_million  # noqa: E402
+from relayflow.capacity import oplog  # noqa: E402
+from relayflow.gcp.recording import OPS_LOG_ENV  # noqa: E402
 from relayflow.local import statefile  # noqa: E402
 from relayflow.local.components import EMULATORS, FAKES, SERVICES  # noqa: E402
 from relayflow.local.ports import HOST, Ports  # noqa: E402
 from relayflow.local.stack import Stack  # noqa: E402
+from relayflow.topology import load_topology  # noqa: E402
 
 if TYPE_CHECKING:
     from relayflow.cli.batch import BatchReport
@@ -82,6 +100,8 @@ INSTANCE_FACTORS = {"low": 1.0, "high": 5.0}
 # there (Cloud Scheduler calls it); the api serves people, not flows.
 CLOUD_RUN = ("start_function", "worker", "poller", "sweeper")
 SETTLE_S = 1.0  # the last handler returns after its result event is out
+OPS_LOG = "ops.jsonl"  # in the stack's state directory: every process's operations
+FLOWS_COLLECTION = load_topology().firestore.flows_collection
 
 
 def _get(url: str) -> dict[str, Any]:
@@ -159,6 +179,8 @@ class Batch:
     report: BatchReport
     delta: dict[str, int]
     cpu_s: dict[str, float]
+    # Firestore writes the stack's processes made during the batch, per collection.
+    writes_by_collection: dict[str, int]
 
 
 def run(
@@ -190,6 +212,7 @@ def run(
     pids = component_pids(state_dir)
     recordings = profile.attach(pids, profile_dir) if profile_dir else []
     before, cpu_before = service_counters(ports), cputime.cpu_seconds(pids)
+    started = time.time()
     try:
         report = run_batch(
             planned,
@@ -207,7 +230,19 @@ def run(
     cpu_s = cputime.delta(cpu_before, cputime.cpu_seconds(pids))
     after = service_counters(ports)
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    return Batch(report=report, delta=delta, cpu_s=cpu_s)
+    writes = writes_by_collection(state_dir / OPS_LOG, started, time.time())
+    return Batch(report=report, delta=delta, cpu_s=cpu_s, writes_by_collection=writes)
+
+
+def writes_by_collection(log: Path, start: float, end: float) -> dict[str, int]:
+    """The Firestore writes the operation log at ``log`` records in [start, end), per
+    collection."""
+    counts: dict[str, int] = {}
+    for op in oplog.between(oplog.read(log), start, end):
+        if op.op == oplog.FS_WRITE:
+            collection = str(op.get("coll", ""))
+            counts[collection] = counts.get(collection, 0) + 1
+    return counts
 
 
 def usage_per_flow(batch: Batch, flows: int) -> FlowUsage:
@@ -227,6 +262,33 @@ def usage_per_flow(batch: Batch, flows: int) -> FlowUsage:
         tasks_operations=tasks_ops / n,
         pubsub_requests=2 * published / n,
     )
+
+
+def set_activation_delay(ports: Ports, delay_s: float) -> None:
+    """The client API emulator's activation delay for registrations created from now on."""
+    url = f"http://{HOST}:{ports.client_api}/admin/config"
+    requests.post(url, json={"activation_delay_s": delay_s}, timeout=10).raise_for_status()
+
+
+def writes_headline(batch: Batch, polls_per_flow: float) -> dict[str, Any]:
+    """Writes to flow documents per flow against the poll-chain target, 4 + polls/10, and
+    the other writes apart, per flow and per second (see the docstring)."""
+    n = max(len(batch.report.records), 1)
+    target = 4 + polls_per_flow / 10
+    flow_writes = batch.writes_by_collection.get(FLOWS_COLLECTION, 0) / n
+    elapsed = max(batch.report.elapsed_s, 1e-9)
+    shared = {
+        name: {"per_flow": round(count / n, 2), "per_s": round(count / elapsed, 2)}
+        for name, count in sorted(batch.writes_by_collection.items())
+        if name != FLOWS_COLLECTION
+    }
+    return {
+        "writes_per_flow": round(flow_writes, 2),
+        "polls_per_flow": round(polls_per_flow, 2),
+        "target_writes_per_flow": round(target, 2),
+        "met": flow_writes <= target,
+        "shared": shared,
+    }
 
 
 def summary(batch: Batch, flows: int) -> dict[str, Any]:
@@ -251,6 +313,7 @@ def summary(batch: Batch, flows: int) -> dict[str, Any]:
         "run_time_p50_s": round(percentile(durations, 50), 3),
         "run_time_p95_s": round(percentile(durations, 95), 3),
         "polls_per_flow": round(polls / n, 2),
+        "writes": writes_headline(batch, polls / n),
         "per_flow": {
             "firestore_reads": round(usage.firestore_reads, 2),
             "firestore_writes": round(usage.firestore_writes, 2),
@@ -281,9 +344,16 @@ def own_cpu_per_request(cpu_ms: dict[str, float], profile_dir: Path) -> dict[str
 
 
 def measure(
-    flows: int, timeout_s: float, base_port: int, state_dir: Path, profile_dir: Path | None
+    flows: int,
+    timeout_s: float,
+    base_port: int,
+    state_dir: Path,
+    profile_dir: Path | None,
+    activation_s: float | None = None,
 ) -> int:
     """Runs inside the stack's environment (a child process), so the clients find it."""
+    if activation_s is not None:
+        set_activation_delay(Ports(base_port), activation_s)
     batch = run(flows, timeout_s, Ports(base_port), state_dir, profile_dir)
     lines = summary(batch, flows)
     if profile_dir is not None:
@@ -306,17 +376,37 @@ def main() -> int:
         help="sample the start function, worker and poller with py-spy into DIR "
         "(then: python bench/profile.py DIR); the CPU figures then include py-spy's overhead",
     )
+    parser.add_argument(
+        "--activation-s",
+        type=float,
+        help="the client API emulator's activation delay (default: the emulator's, 2 s)",
+    )
+    parser.add_argument(
+        "--poll-max-interval-s",
+        type=float,
+        help="the poll backoff's cap for this stack (RELAYFLOW_POLL_MAX_INTERVAL_S)",
+    )
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not 1 <= args.flows <= 100_000:
         parser.error("--flows must be in 1..100000")
+    if args.activation_s is not None and args.activation_s < 0:
+        parser.error("--activation-s must be >= 0")
+    if args.poll_max_interval_s is not None and args.poll_max_interval_s <= 0:
+        parser.error("--poll-max-interval-s must be > 0")
     if args.measure:
         profile_dir = args.profile.resolve() if args.profile else None
         state = Path(args.state_dir)
-        return measure(args.flows, args.timeout_s, args.base_port, state, profile_dir)
+        return measure(
+            args.flows, args.timeout_s, args.base_port, state, profile_dir, args.activation_s
+        )
+    env = dict(os.environ)
+    if args.poll_max_interval_s is not None:
+        env["RELAYFLOW_POLL_MAX_INTERVAL_S"] = str(args.poll_max_interval_s)
     with tempfile.TemporaryDirectory(prefix="relayflow-bench-") as state_dir:
-        stack = Stack(ports=Ports(args.base_port), state_dir=Path(state_dir))
+        env[OPS_LOG_ENV] = str(Path(state_dir) / OPS_LOG)
+        stack = Stack(ports=Ports(args.base_port), state_dir=Path(state_dir), base_env=env)
         print(f"starting a local stack on base port {args.base_port} …", flush=True)
         stack.up()
         try:

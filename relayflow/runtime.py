@@ -200,6 +200,7 @@ def limits(settings: Settings, topology: Topology) -> Limits:
         undo_window_s=settings.undo_window_s,
         undo_initial_s=settings.undo_initial_s,
         undo_max_interval_s=settings.undo_max_interval_s,
+        poll_chain=settings.poll_chain,
     )
 
 

@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from relayflow.core.breaker_policy import Dependencies
+from relayflow.core.position import MAX_POLL_CHAIN, POLL_CHAIN
 from relayflow.core.queue_shards import MAX_QUEUE_SHARDS
 from relayflow.core.tenants import TENANT_PATTERN, Tenants
 from relayflow.topology import load_topology
@@ -69,6 +70,10 @@ class Settings(BaseSettings):
     retry_initial_s: float = Field(default=1.0, gt=0)
     retry_max_interval_s: float = Field(default=60.0, gt=0)
 
+    # How many polls a poll chain runs between two writes of its flow's document (1: every
+    # poll writes; ``core.planner.chain``). Every component reads the same value: the api and
+    # the sweeper look for a chain's tasks that far.
+    poll_chain: int = POLL_CHAIN
     history_limit: int = Field(default=200, ge=10, le=2000)
     # Finished flows and rejected messages are deleted this long after they end (TTL).
     retention_days: float = Field(default=30.0, gt=0, le=3650)
@@ -172,6 +177,18 @@ class Settings(BaseSettings):
                     + (f" (not {bad})" if bad else "")
                 )
         return scopes
+
+    @field_validator("poll_chain", mode="before")
+    @classmethod
+    def _poll_chain(cls, value: object) -> object:
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.isdigit() or not 1 <= int(text) <= MAX_POLL_CHAIN:
+            raise ValueError(
+                f"RELAYFLOW_POLL_CHAIN is how many polls run between two writes of a flow's "
+                f"document, one whole number 1..{MAX_POLL_CHAIN} (1: every poll writes; "
+                f"default {POLL_CHAIN}), not {value!r}"
+            )
+        return int(text)
 
     @field_validator("queue_shards", mode="before")
     @classmethod

@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,9 @@ FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
 STATUSES = ("PENDING", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
+# How often ``watch`` reads a poll chain's task for the polls its flow's document has not
+# recorded yet (a GetTask per candidate the chain may have made: only while someone watches).
+WATCH_CHAIN_S = 1.0
 MAX_DEADLINE_S = 30 * 24 * 3600
 MAX_LIST = 500
 MAX_REASON_CHARS = 500
@@ -363,46 +367,77 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    """Follow a flow through a Firestore listener: each new history entry as it lands."""
+    """Follow a flow through a Firestore listener: each new history entry as it lands, and,
+    between a poll chain's writes, the polls it carries (read from its task, as the api's
+    ``polls_in_flight``), marked as not yet written."""
     from relayflow.cli import render
+    from relayflow.cli.follow import Follower
+    from relayflow.core.engine.chains import in_flight
     from relayflow.core.records import FlowRecord, flow_key
+    from relayflow.gcp import queue
     from relayflow.gcp.store import FlowStore, build_client
+    from relayflow.runtime import task_targets
     from relayflow.topology import load_topology
 
     settings = _settings()
-    names = load_topology().firestore
+    topology = load_topology()
+    names = topology.firestore
     flow_store = FlowStore(
         build_client(settings), flows=names.flows_collection, rejected=names.rejected_collection
+    )
+    tasks = queue.TaskQueue(
+        queue.build_client(settings),
+        project=settings.project_id,
+        location=settings.location,
+        targets=task_targets(settings, topology),
+        service_account=settings.tasks_service_account,
     )
     key = flow_key(args.tenant, args.flow_id)  # ids are each tenant's own
     ref = flow_store.reference(key)  # the store names the document (its id is spread)
     ended = threading.Event()
-    shown = [0]
+    follower = Follower()
+    latest: list[FlowRecord] = []
 
     def on_snapshot(docs: list[Any], *_: object) -> None:
         for doc in docs:
             if not doc.exists:
                 print(f"waiting for flow {args.flow_id} to exist…", flush=True)
                 continue
-            record = FlowRecord.from_doc(doc.to_dict() or {}).model_dump(mode="json")
-            history = record["history"]
-            total = record["history_dropped"] + len(history)
-            for entry in history[max(0, len(history) - (total - shown[0])) :]:
-                print(render.entry(entry), flush=True)
-            shown[0] = total
+            parsed = FlowRecord.from_doc(doc.to_dict() or {})
+            latest[:] = [parsed]
+            record = parsed.model_dump(mode="json")
+            for line in follower.document(record):
+                print(line, flush=True)
             if record["status"] in render.TERMINAL:
                 print(render.flow(record).split("history:")[0], flush=True)
                 ended.set()
 
+    def show_in_flight() -> None:
+        if latest:
+            carried = in_flight(tasks, latest[0], settings.poll_chain)
+            for line in follower.polls_in_flight([e.model_dump(mode="json") for e in carried]):
+                print(line, flush=True)
+
     watch = ref.on_snapshot(on_snapshot)
     try:
-        finished = ended.wait(args.timeout_s)
+        finished = _wait_calling(ended, args.timeout_s, show_in_flight)
     finally:
         watch.unsubscribe()
     if not finished:
         print(f"flow {args.flow_id} still running after {args.timeout_s:.0f}s", file=sys.stderr)
         return 1
     return 0
+
+
+def _wait_calling(ended: threading.Event, timeout_s: float, each: Callable[[], None]) -> bool:
+    """Wait for ``ended`` for at most ``timeout_s``, calling ``each`` every ``WATCH_CHAIN_S``;
+    whether it was set."""
+    deadline = time.monotonic() + timeout_s
+    while not ended.wait(min(WATCH_CHAIN_S, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            return False
+        each()
+    return True
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

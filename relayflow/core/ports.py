@@ -10,7 +10,7 @@ and each caller is typed against only the families it uses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from relayflow.core.errors import RelayflowError
 from relayflow.core.listing import Cursor, FlowFilter, FlowSummary, Page, RejectedMessage
-from relayflow.core.records import FlowRecord, NextTask
+from relayflow.core.position import PollNote, TaskPayload
+from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.state import Status
 
 # Called with the current record; returns the record to write, or None to write nothing.
@@ -34,6 +35,9 @@ class Snapshot:
     # The document's fields as they are stored at ``version``, when the store knows them: a
     # write from this snapshot then sends only what changed. Not for the engine to read.
     stored: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # A poll chain's task: the polls it carried that the document has not recorded yet
+    # (``record`` has them already). A write from this snapshot records them too.
+    carried: tuple[HistoryEntry, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -246,8 +250,14 @@ class Store(FlowDocuments, Recovery, TenantSlots, TenantStates, Listing, Rejecti
 class Queue(Protocol):
     """Tasks under deterministic names; a name once used is never accepted again."""
 
-    def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
-        """Create the task for ``nxt`` unless it exists (or existed) under its name."""
+    def ensure(self, flow_id: str, nxt: NextTask, chain: Sequence[PollNote] = ()) -> Enqueued:
+        """Create the task for ``nxt`` unless it exists (or existed) under its name; a poll
+        chain's next task carries ``chain`` in its body."""
+        ...
+
+    def pending(self, flow_id: str, tasks: Sequence[NextTask]) -> TaskPayload | None:
+        """The body of the last of ``tasks`` still in its queue (a poll chain's candidates,
+        oldest first), or None if none is."""
         ...
 
     def run_now(self, nxt: NextTask) -> bool:

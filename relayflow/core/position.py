@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 FLOW_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
 # A flow's key: what its document, tasks and tokens are named by. Flow ids are each tenant's
@@ -60,6 +68,28 @@ _KIND_LETTER = {
     TaskKind.GATHER: "x",
     TaskKind.ADMIT: "m",
 }
+
+
+# The tasks that check something outside and change nothing when it is not ready yet: a poll,
+# a callback step's safety-net poll. They run as a chain (``core.planner.chain``): a not-ready
+# answer makes the next poll's task without writing the flow's document, carrying what it saw.
+CHAINED = frozenset({TaskKind.POLL, TaskKind.WAIT})
+# How many polls run between two writes of a flow's document by default (the setting
+# RELAYFLOW_POLL_CHAIN, ``Settings.poll_chain``): the chain's log rides in each task's body,
+# and every POLL_CHAIN-th poll writes it to the history. 20, not 10: a poll step writes once
+# per chain and once more when it ends, ceil(polls / POLL_CHAIN) in all, which is at most
+# polls / 10 for every flow of 10 polls or more only if POLL_CHAIN >= 19 (a flow that makes
+# 11 polls writes twice with chains of 10). Longer chains cost the sweeper time: it looks for
+# a lost chain task once the whole chain should have run (``planner.chain.chain_end``).
+POLL_CHAIN = 20
+# The longest chain any setting may ask for. A task is current for a chain if it is at most
+# this many polls past its flow's stored position (``Position.chains_to``), whatever the
+# setting now is, so a deploy that shortens the chain does not strand the longer chains
+# already queued. A task then carries at most MAX_POLL_CHAIN - 1 notes of at most ~600 bytes,
+# 60 KB: Cloud Tasks takes tasks of up to 1 MB (https://cloud.google.com/tasks/docs/quotas).
+MAX_POLL_CHAIN = 100
+# What a carried note keeps of what a poll saw (a check's detail can be a remote body).
+MAX_NOTE_CHARS = 500
 
 
 class Position(BaseModel):
@@ -133,6 +163,26 @@ class Position(BaseModel):
         plain = {"rescue": 0, "deferral": 0}
         return self.model_copy(update=plain) == other.model_copy(update=plain)
 
+    def chains_to(self, task: Position) -> bool:
+        """Whether ``task`` is a later poll of the chain that begins at this (stored) position:
+        the same step, try and rescue but for its poll number, at most ``MAX_POLL_CHAIN - 1``
+        polls on (the longest chain a setting may make). Every poll after a chain's first
+        follows a plain not-ready answer, so its position has no errors in a row (``attempt``)
+        and no deferral, whatever the first had; a rescue, a cancel or a retry moves the
+        stored position and so ends the chain."""
+        if self.kind not in CHAINED or not self.poll < task.poll < self.poll + MAX_POLL_CHAIN:
+            return False
+        if task.attempt or task.deferral:
+            return False
+        plain = {"poll": 0, "attempt": 0, "deferral": 0}
+        return self.model_copy(update=plain) == task.model_copy(update=plain)
+
+    def at_poll(self, poll: int) -> Position:
+        """The position of poll ``poll`` of this position's chain (see ``chains_to``)."""
+        if poll == self.poll:
+            return self
+        return self.model_copy(update={"poll": poll, "attempt": 0, "deferral": 0})
+
     def label(self) -> str:
         """A short human-readable form, e.g. ``await_registration poll 3``."""
         if self.kind is TaskKind.POLL:
@@ -140,13 +190,53 @@ class Position(BaseModel):
         return f"{self.effect_name} {self.kind} attempt {self.attempt}"
 
 
+class PollNote(BaseModel):
+    """One poll of a chain that its flow's document has not recorded yet: when it ran, what it
+    saw, and how long it then waited (a history entry, less what the position says)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    at: datetime
+    poll: int = Field(ge=0)
+    attempt: int = Field(default=0, ge=0)  # the chain's first poll may follow errors
+    seen: str = Field(max_length=MAX_NOTE_CHARS)
+    delay_s: float = Field(ge=0)
+
+
 class TaskPayload(BaseModel):
-    """The JSON body of every relayflow task: whose flow, and the position it was made for."""
+    """The JSON body of every relayflow task: whose flow, and the position it was made for.
+
+    A poll chain's task also carries ``chain``: the polls since its flow's document was last
+    written, one note each, oldest first, ending with the poll just before this one.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     flow_id: str = Field(pattern=TASK_FLOW_PATTERN)  # a flow's id, or a ForEach lane's
     position: Position
+    chain: tuple[PollNote, ...] = Field(default=(), max_length=MAX_POLL_CHAIN - 1)
+
+    @model_validator(mode="after")
+    def _chain_leads_here(self) -> TaskPayload:
+        if not self.chain:
+            return self
+        if self.position.kind not in CHAINED:
+            raise ValueError(f"chain: a {self.position.kind} task carries no poll chain")
+        polls = [note.poll for note in self.chain]
+        first = self.position.poll - len(polls)
+        if polls != list(range(first, self.position.poll)):
+            raise ValueError(
+                f"chain: polls {polls} do not lead to poll {self.position.poll} one by one"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_empty_chain(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out when empty, so every other task's body reads as before.
+        dumped: dict[str, Any] = handler(self)
+        if not self.chain:
+            dumped.pop("chain", None)
+        return dumped
 
 
 def split_effect_name(name: str) -> tuple[str | None, int | None, str]:

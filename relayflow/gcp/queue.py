@@ -6,6 +6,7 @@ is success (DESIGN invariant 3).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
 from relayflow.core.ports import Enqueued
-from relayflow.core.position import TaskPayload
+from relayflow.core.position import PollNote, TaskPayload
 from relayflow.core.records import NextTask
 from relayflow.settings import Settings
 from relayflow.telemetry import Counters, trace_headers
@@ -68,10 +69,11 @@ class TaskQueue:
     def queue_path(self, queue: str) -> str:
         return self._client.queue_path(self._project, self._location, queue)
 
-    def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
-        """Create the task for ``nxt`` unless it exists (or existed) under its name."""
+    def ensure(self, flow_id: str, nxt: NextTask, chain: Sequence[PollNote] = ()) -> Enqueued:
+        """Create the task for ``nxt`` unless it exists (or existed) under its name; a poll
+        chain's next task carries ``chain`` in its body."""
         request = _CreateTaskRequest(parent=self.queue_path(nxt.queue))
-        self._fill(request.task, flow_id, nxt)
+        self._fill(request.task, flow_id, nxt, chain)
         try:
             # A plain protobuf request, wrapped without a copy: the client would otherwise
             # rebuild the task through proto-plus on every call (a tenth of a poll's CPU).
@@ -99,9 +101,26 @@ class TaskQueue:
             return False
         return True
 
-    def _fill(self, task: Any, flow_id: str, nxt: NextTask) -> None:
+    def pending(self, flow_id: str, tasks: Sequence[NextTask]) -> TaskPayload | None:
+        """The body of the last of ``tasks`` still in its queue (GetTask, FULL view: the
+        body is left out of the default one), newest first; None if none is."""
+        for nxt in reversed(tasks):
+            name = self._client.task_path(self._project, self._location, nxt.queue, nxt.task_id)
+            try:
+                task = self._client.get_task(
+                    request={"name": name, "response_view": tasks_v2.Task.View.FULL},
+                    timeout=10.0,
+                )
+            except NotFound:
+                continue
+            self._counters.add("tasks_read")
+            return TaskPayload.model_validate_json(task.http_request.body)
+        return None
+
+    def _fill(self, task: Any, flow_id: str, nxt: NextTask, chain: Sequence[PollNote]) -> None:
         target = self._targets[nxt.queue]
-        body = TaskPayload(flow_id=flow_id, position=nxt.position).model_dump_json()
+        payload = TaskPayload(flow_id=flow_id, position=nxt.position, chain=tuple(chain))
+        body = payload.model_dump_json()
         task.name = self._client.task_path(self._project, self._location, nxt.queue, nxt.task_id)
         task.schedule_time.FromDatetime(nxt.run_at)
         task.dispatch_deadline.seconds = int(target.dispatch_deadline_s)

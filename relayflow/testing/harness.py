@@ -90,6 +90,9 @@ class Call:
 class Harness:
     """Flows from ``registry`` on in-memory ports and a virtual clock.
 
+    Polls run as chains, as a deployment runs them: ``poll_chain`` (the deployment's
+    RELAYFLOW_POLL_CHAIN; default 20) polls between two writes of a flow's document.
+
     >>> h = Harness(registry)
     >>> flow_id = h.start("orders", {"sku": "A-1"})
     >>> h.run(flow_id).status
@@ -106,6 +109,7 @@ class Harness:
         tenants: Tenants | None = None,
         dependencies: Dependencies | None = None,
         metrics: Metrics | None = None,
+        poll_chain: int | None = None,
     ) -> None:
         self.clock = FakeClock(start)
         # Dependencies' breakers, shared as Firestore shares them (on, with their defaults,
@@ -120,6 +124,8 @@ class Harness:
         self.failed_deliveries: list[tuple[TaskPayload, BaseException]] = []
         self.duplicate_deliveries = duplicate_deliveries
         self.limits = limits or Limits(continue_inline=True)  # as a deployment runs
+        if poll_chain is not None:  # polls between two writes, as RELAYFLOW_POLL_CHAIN sets
+            self.limits = replace(self.limits, poll_chain=poll_chain)
         self.tenants = tenants
         self.metrics = metrics  # e.g. relayflow.metrics.OtelMetrics, to read what was counted
         self._registry = _as_registry(registry)
@@ -355,7 +361,7 @@ class Harness:
             run_at=self.now + timedelta(seconds=REDELIVERY_S),
             position=payload.position,
         )
-        self.queue.ensure(payload.flow_id, again)
+        self.queue.ensure(payload.flow_id, again, payload.chain)
 
     def _replace(self, flow: str | None, step: str, role: str, handler: Handler) -> None:
         flows = [f for f in self._registry if flow in (None, f.name)]

@@ -4,7 +4,7 @@
 |---|---|---|
 | ``GET /flows`` | viewer | a page of flows: filters, ``cursor``, ``limit``, ``view``, ``counts`` |
 | ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
-| ``GET /flows/{id}`` | viewer | the whole document (callback tokens for operators only) |
+| ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
 | ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
 | ``POST /flows/{id}:undo`` | operator | ``{"reason"}``: undo again what an ended flow left live |
@@ -17,6 +17,10 @@
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
+
+``polls_in_flight``: the polls a flow's poll chain ran that its document has not recorded yet
+(read from the chain's newest task, each marked ``"written": false``); the chain's next
+checkpoint writes them to ``history``.
 
 A caller scoped to tenants (``RELAYFLOW_API_SCOPES``) sees and acts on those tenants only.
 Before any route, ``guard`` refuses what only another site's page would send (every
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -40,7 +45,7 @@ from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.errors import RelayflowError
 from relayflow.core.listing import FlowSummary, Page
 from relayflow.core.ports import Listing
-from relayflow.core.records import FlowRecord
+from relayflow.core.records import FlowRecord, HistoryEntry
 from relayflow.core.state import Status
 from relayflow.runtime import Runtime, api_verifier
 from relayflow.web import console, guard, params
@@ -153,7 +158,10 @@ def _register_flows(app: Flask, ops: Operations) -> None:
     @app.get("/flows/<flow_id>")
     @viewer
     def get_flow(flow_id: str) -> Any:
-        return flow_json(shown_flow(ops, flow_id), caller())
+        record = shown_flow(ops, flow_id)
+        doc = flow_json(record, caller())
+        doc["polls_in_flight"] = in_flight_json(ops.engine.polls_in_flight(record))
+        return doc
 
     @app.post("/flows/<flow_id>:cancel")
     @guarded(ops.access, Role.OPERATOR, "cancel flows")
@@ -276,6 +284,12 @@ def flow_json(record: FlowRecord, viewer: Caller) -> dict[str, Any]:
             if holder.get("token"):
                 holder["token"] = REDACTED
     return doc
+
+
+def in_flight_json(entries: Iterable[HistoryEntry]) -> list[dict[str, Any]]:
+    """Polls a chain ran that the document has not recorded yet, as history entries marked
+    ``"written": false`` (the chain's next checkpoint writes them to ``history``)."""
+    return [{**e.model_dump(mode="json"), "written": False} for e in entries]
 
 
 def shown_json(item: FlowSummary | FlowRecord, viewer: Caller) -> dict[str, Any]:

@@ -140,7 +140,9 @@ def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
         and record.status is not Status.SUCCEEDED
         and not record.cleaning,
         "can_undo": bool(planner.undoable(record)),
-        "timeline": timeline.build(record, definition, now=now),
+        "timeline": timeline.build(
+            record, definition, now=now, in_flight=ops.engine.polls_in_flight(record)
+        ),
         "operator": g.caller.may(Role.OPERATOR),
     }
 

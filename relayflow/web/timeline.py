@@ -4,13 +4,14 @@ Each history entry is a mark in its step's lane (compensations in a lane of thei
 operator actions in the operator lane) at the time it happened; a wait the planner chose (a
 poll's backoff, a retry's) is a bar from the entry to when the next try was due, labelled
 with the delay chosen and how it compares with the policy's curve (the jitter); a retry by an
-operator starts a new generation, drawn as a boundary.
+operator starts a new generation, drawn as a boundary. Polls a poll chain ran that the
+document has not recorded yet (read from the chain's task) are marks too, marked not written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from relayflow.core.backoff import nominal_delay
@@ -57,6 +58,8 @@ class Mark:
     offset_s: float  # since the flow was created
     tone: str  # how it ended, for its colour: ok, wait, retry, fail, undo, op
     wait: Wait | None = None
+    # False: a poll in flight, carried by its chain's task, not yet in the document's history.
+    written: bool = True
 
     @property
     def which(self) -> str:
@@ -84,20 +87,30 @@ class Timeline:
     now_x: float | None
 
 
-def build(record: FlowRecord, flow: Flow | None, *, now: datetime) -> Timeline:
-    """The timeline of ``record`` (``flow``, its definition if deployed, gives the curves)."""
+def build(
+    record: FlowRecord,
+    flow: Flow | None,
+    *,
+    now: datetime,
+    in_flight: Sequence[HistoryEntry] = (),
+) -> Timeline:
+    """The timeline of ``record`` (``flow``, its definition if deployed, gives the curves),
+    with the polls ``in_flight`` its chain ran that its history does not have yet."""
     start = record.created_at
-    end = _end(record, now)
+    due = _next_due(record, in_flight)
+    end = max([_end(record, now), *(e.at for e in in_flight[-1:]), *([due] if due else [])])
     span_s = max((end - start).total_seconds(), 1.0)
 
     def x(at: datetime) -> float:
         return min(max((at - start).total_seconds() / span_s, 0.0), 1.0)
 
-    named = dict.fromkeys(_lane_name(e) for e in record.history)  # in order of appearance
+    entries = [*record.history, *in_flight]
+    named = dict.fromkeys(_lane_name(e) for e in entries)  # in order of appearance
     lanes = [lane for lane in named if lane != OPERATOR_LANE] + (
         [OPERATOR_LANE] if OPERATOR_LANE in named else []
     )
     marks = [_mark(e, lanes, x, start, flow) for e in record.history]
+    marks += [replace(_mark(e, lanes, x, start, flow), written=False) for e in in_flight]
     active = record.status in ACTIVE
     return Timeline(
         start=start,
@@ -106,9 +119,18 @@ def build(record: FlowRecord, flow: Flow | None, *, now: datetime) -> Timeline:
         marks=marks,
         boundaries=[m for m in marks if m.entry.outcome == "restarted"],
         ticks=_ticks(span_s),
-        next_x=x(record.next.run_at) if active and record.next else None,
+        next_x=x(due) if active and due else None,
         now_x=x(now) if active else None,
     )
+
+
+def _next_due(record: FlowRecord, in_flight: Sequence[HistoryEntry]) -> datetime | None:
+    """When the flow's next task is due: the one its document names, or, with polls in
+    flight, the one the newest of them waits for."""
+    last = in_flight[-1] if in_flight else None
+    if last is not None and last.delay_s is not None:
+        return last.at + timedelta(seconds=last.delay_s)
+    return record.next.run_at if record.next else None
 
 
 def _end(record: FlowRecord, now: datetime) -> datetime:

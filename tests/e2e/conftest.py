@@ -35,6 +35,9 @@ FAST_POLICIES = {
     "RELAYFLOW_RETRY_MAX_INTERVAL_S": "1",
     "RELAYFLOW_RETRY_MAX_ATTEMPTS": "4",
     "RELAYFLOW_SWEEP_GRACE_S": "1",
+    # Poll chains of 3 (not 20): a poll step writes its document every third poll, so the
+    # tests see checkpoints, and a chain the sweeper must rescue is due within seconds.
+    "RELAYFLOW_POLL_CHAIN": "3",
     # A clean-up tries again within 2 s (not an hour), and a step a killed worker held is
     # taken over after 15 s (not the 150 s a 120 s dispatch deadline needs).
     "RELAYFLOW_UNDO_INITIAL_S": "0.5",
@@ -105,6 +108,15 @@ class Harness:
         """The flow with that id, whichever tenant's it is (ids are each tenant's own)."""
         found = self.store.get(flow_id) or next(iter(self.store.find(flow_id)), None)
         return found
+
+    def polls_shown(self, flow_id: str) -> int:
+        """How many polls the api shows the flow has made: those its document records and
+        those its poll chain carries, not yet written (``polls_in_flight``)."""
+        shown = requests.get(self.url(self.ports.api, f"/flows/{flow_id}"), timeout=10)
+        if not shown.ok:
+            return 0
+        doc = shown.json()
+        return int(doc.get("polls") or 0) + len(doc.get("polls_in_flight") or [])
 
     def wait_terminal(self, flow_id: str, timeout_s: float = 60.0) -> FlowRecord:
         found: list[FlowRecord] = []

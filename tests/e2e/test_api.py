@@ -72,9 +72,7 @@ def test_cancel_stops_a_waiting_flow(harness: Harness, new_id: Callable[[str], s
     harness.client_api("POST", "/admin/config", json={"resource_delays": {flow_id: None}})
     before = harness.side_effects()
     _start(harness, flow_id)
-    assert poll_until(
-        lambda: (r := harness.store.get(flow_id)) is not None and r.polls >= 1, timeout_s=20
-    )
+    assert poll_until(lambda: harness.polls_shown(flow_id) >= 1, timeout_s=20)
 
     # when it is cancelled
     cancelled = _api(harness, "POST", f"/flows/{flow_id}:cancel")

@@ -127,9 +127,7 @@ def test_cancel_with_a_reason_waits_showing_the_compensation_then_retry(
     flow_id = new_id("cli-cancel")
     harness.client_api("POST", "/admin/config", json={"resource_delays": {flow_id: None}})
     _start(harness, flow_id)
-    assert poll_until(
-        lambda: (r := harness.store.get(flow_id)) is not None and r.polls >= 1, timeout_s=20
-    )
+    assert poll_until(lambda: harness.polls_shown(flow_id) >= 1, timeout_s=20)
 
     # when it is cancelled from the CLI, waiting for the end
     cancelled = _run(harness, "cancel", flow_id, "--reason", "customer withdrew", "--wait")
@@ -207,3 +205,26 @@ def _dead_letter(harness: Harness, body: dict[str, object]) -> str:
         attributes={"CloudPubSubDeadLetterSourceDeliveryCount": "5"},
     )
     return str(client.publish(topic=topic, messages=[message]).message_ids[0])
+
+
+def test_watch_shows_a_chains_polls_in_flight_marked_not_yet_written(
+    harness: Harness, new_id: Callable[[str], str]
+) -> None:
+    # given a flow polling a registration that does not activate (chains of 3 in this stack)
+    flow_id = new_id("cli-chain")
+    harness.client_api("POST", "/admin/config", json={"resource_delays": {flow_id: None}})
+    _start(harness, flow_id)
+
+    # when it is watched until its second chain has begun
+    watched = _run(harness, "watch", flow_id, "--timeout-s", "8")
+
+    # then the polls its chains carried were shown before their checkpoint wrote them, each
+    # once, and the checkpoint's entries were not shown again
+    assert watched.returncode == 1, watched.stderr  # still running at the timeout
+    lines = [line for line in watched.stdout.splitlines() if "await_registration" in line]
+    assert any("not yet written" in line for line in lines), watched.stdout
+    polls = [line.split("poll ")[1].split()[0] for line in lines]
+    assert len(polls) == len(set(polls)), watched.stdout
+    assert {"0", "1", "2", "3"} <= set(polls), watched.stdout
+    cancelled = _run(harness, "cancel", flow_id, "--reason", "tidy")
+    assert cancelled.returncode == 0, cancelled.stderr

@@ -3,6 +3,7 @@ redelivered by Pub/Sub and, after five deliveries, dead-lettered."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from google.pubsub_v1 import DeadLetterPolicy, PubsubMessage, RetryPolicy, Subsc
 from google.pubsub_v1.types import PushConfig
 
 from emulators.cloud_tasks.testing import free_ports
+from relayflow.core.planner.chain import candidates
 from relayflow.core.state import Status
 from relayflow.local import processes
 from relayflow.local.clients import publisher_client, subscriber_client, tasks_client
@@ -41,26 +43,31 @@ def test_the_sweeper_rescues_a_flow_whose_next_task_was_lost(
     harness.client_api("POST", "/admin/config", json={"resource_delays": {flow_id: None}})
     body = {"flow": "registration", "flow_id": flow_id, "input": {"resource": flow_id}}
     harness.publish(body)
+    # (written once: its chain's first checkpoint)
     assert poll_until(lambda: _polls(harness, flow_id) >= 1, timeout_s=20)
 
-    # when its pending poll task disappears (paused so it cannot run while we take it away)
+    # when every task its poll chain may have queued since that write disappears (the queue
+    # paused so none runs while we take them away)
     client, settings = _tasks(harness), load_settings()
-    polls = client.queue_path(PROJECT, settings.location, "flow-polls")
+    lost = harness.store.get(flow_id)
+    assert lost is not None and lost.next is not None and lost.next_run_at is not None
+    polls = client.queue_path(PROJECT, settings.location, lost.next.queue)
     client.pause_queue(name=polls)
     try:
-        lost = harness.store.get(flow_id)
-        assert lost is not None and lost.next is not None
-        name = client.task_path(PROJECT, settings.location, "flow-polls", lost.next.task_id)
-        client.delete_task(name=name)
+        for task in candidates(lost.key, lost.next, int(FAST_POLICIES["RELAYFLOW_POLL_CHAIN"])):
+            name = client.task_path(PROJECT, settings.location, task.queue, task.task_id)
+            with contextlib.suppress(NotFound):  # a poll the chain has not made, or has run
+                client.delete_task(name=name)
     finally:
         client.resume_queue(name=polls)
 
     # and the sweep runs (here as a Cloud Task, with the OIDC token Cloud Scheduler would send)
-    # (once it is overdue by more than the sweep grace the e2e stack runs with)
-    overdue_at = lost.next.run_at + timedelta(
+    # once it is overdue by more than the sweep grace the e2e stack runs with: a chain is due
+    # when its next write is (its last poll), which the write before it stored
+    overdue_at = lost.next_run_at + timedelta(
         seconds=float(FAST_POLICIES["RELAYFLOW_SWEEP_GRACE_S"])
     )
-    assert poll_until(lambda: datetime.now(UTC) > overdue_at + timedelta(seconds=0.2), timeout_s=10)
+    assert poll_until(lambda: datetime.now(UTC) > overdue_at + timedelta(seconds=0.2), timeout_s=15)
     worker = f"http://{HOST}:{harness.ports.worker}"
     client.create_task(
         parent=client.queue_path(PROJECT, settings.location, "flow-steps"),

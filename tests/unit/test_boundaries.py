@@ -270,6 +270,18 @@ def test_a_task_of_a_reserved_flow_id_is_rejected_not_retried(tasks: tuple[Harne
     assert response.status_code == 200 and response.get_json()["outcome"] == "rejected"
 
 
+def test_a_task_whose_poll_chain_is_malformed_is_rejected_with_why(
+    tasks: tuple[Harness, Any],
+) -> None:
+    h, client = tasks
+    h.start("demo", {}, flow_id="f-1")
+    payload = json.loads(h.queue.only().payload().model_dump_json())
+    note = {"at": "2030-01-01T00:00:00Z", "poll": 5, "seen": "not ready", "delay_s": 1.0}
+    response = client.post("/tasks/step", json=payload | {"chain": [note]})
+    assert response.status_code == 200 and response.get_json()["outcome"] == "rejected"
+    assert "chain" in response.get_json()["reason"]
+
+
 # -- tokens in the Authorization header -----------------------------------------------------
 
 

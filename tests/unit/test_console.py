@@ -78,9 +78,15 @@ def test_a_flows_page_shows_its_polls_with_the_waits_chosen_and_the_curve(consol
     page = text(console.client.get("/console/flows/f-1"))
     polls = re.findall(r'data-kind="poll" data-step="await_ready" data-poll="(\d+)" '
                        r'data-delay="([\d.]+)"', page)  # fmt: skip
-    history = console.harness.flow("f-1").history
-    assert polls == [(str(e.poll), str(e.delay_s)) for e in history if e.kind == "poll"]
+    # the document has none of them yet (a poll chain writes at its checkpoints): the page
+    # shows the polls its newest task carries, marked not yet written
+    record = console.harness.flow("f-1")
+    assert not [e for e in record.history if e.kind == "poll"]
+    in_flight = console.harness.engine.polls_in_flight(record)
+    assert polls == [(str(e.poll), str(e.delay_s)) for e in in_flight]
     assert [p for p, _ in polls] == ["0", "1"]
+    assert page.count('data-written="false"') == 2
+    assert "not yet written" in page
     assert "curve 1.00s, jitter" in page and "curve 2.00s, jitter" in page
     assert 'data-active="true"' in page and 'id="cancel"' in page
 
@@ -244,7 +250,10 @@ def test_the_timeline_puts_each_entry_in_its_lane_and_marks_generations(console:
     h.deliver_next("f-bad")
     h.deliver_next("f-bad")
     record = h.flow("f-bad")
-    built = timeline.build(record, FLOW, now=h.now)
+    # its not-ready poll is in flight (its poll chain's task carries it), not yet written
+    in_flight = h.engine.polls_in_flight(record)
+    built = timeline.build(record, FLOW, now=h.now, in_flight=in_flight)
+    assert [m.written for m in built.marks] == [True, True, True, False]
     assert built.lanes == ["reserve", "await_ready", "operator"]
     assert [(m.entry.outcome, built.lanes[m.lane], m.tone) for m in built.marks] == [
         ("failed", "reserve", "fail"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,7 @@ from relayflow.core.engine import Ran, Started
 from relayflow.core.errors import NotReady, RetryableError
 from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy
 from relayflow.core.ports import Enqueued
-from relayflow.core.position import Position, TaskKind
+from relayflow.core.position import PollNote, Position, TaskKind
 from relayflow.core.records import FlowRecord, NextTask, Result
 from relayflow.core.state import Status
 from relayflow.gcp.events import Events
@@ -78,9 +79,9 @@ class TracingQueue(FakeQueue):
         super().__init__()
         self.headers: dict[str, dict[str, str]] = {}
 
-    def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
+    def ensure(self, flow_id: str, nxt: NextTask, chain: Sequence[PollNote] = ()) -> Enqueued:
         self.headers.setdefault(nxt.task_id, telemetry.trace_headers())
-        return super().ensure(flow_id, nxt)
+        return super().ensure(flow_id, nxt, chain)
 
 
 class TracingEvents(FakeEvents):

@@ -9,7 +9,8 @@ and only then enqueues the next task and publishes the result (DESIGN invariants
 ``kernel`` (ports, plans, read, write, settle), ``tasks`` (a delivery routed), ``delivery``
 (claim, run, commit, continue inline), ``execution`` (handler calls and their middleware),
 ``protection`` (breakers, put-off, bring-forward), ``lanes`` (ForEach), ``intake`` (start
-messages), ``sweeper``, ``operations``, ``callbacks``, ``tenancy``, ``endings``.
+messages), ``sweeper``, ``chains`` (poll chains as their queue holds them), ``operations``,
+``callbacks``, ``tenancy``, ``endings``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from opentelemetry.trace import Tracer
 from relayflow.core.admission import Admission
 from relayflow.core.breakers import Breakers
 from relayflow.core.clock import Clock
+from relayflow.core.engine import chains
 from relayflow.core.engine.callbacks import Callbacks
 from relayflow.core.engine.delivery import Delivery
 from relayflow.core.engine.endings import Endings
@@ -49,7 +51,7 @@ from relayflow.core.metrics import Metrics
 from relayflow.core.planner import QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
-from relayflow.core.records import FlowRecord
+from relayflow.core.records import FlowRecord, HistoryEntry
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 
 
@@ -168,6 +170,12 @@ class Engine:
         caller may not see, which looks the same); AmbiguousFlow if several tenants use the id
         and ``tenant`` does not say which."""
         return self._operations.find(flow_id, tenant=tenant, visible=visible)
+
+    def polls_in_flight(self, record: FlowRecord) -> tuple[HistoryEntry, ...]:
+        """The polls ``record``'s poll chains ran since its document was last written (read
+        from the chain's newest task), oldest first: what a reader of the flow sees of them
+        before the chain's next checkpoint writes them to its history."""
+        return chains.in_flight(self._kernel.queue, record, self._kernel.limits.poll_chain)
 
     def lanes(self, flow_id: str) -> list[FlowRecord]:
         """The ForEach lanes of a flow's current run (FlowNotFound if there is no flow)."""

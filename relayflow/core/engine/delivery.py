@@ -2,8 +2,10 @@
 
 A step with a side effect is claimed for this delivery before its handler runs and committed
 only if the claim is still this delivery's (DESIGN invariant 4); a read-only one (a poll, a
-choice, a callback's wait) is committed if its position is still current. The plan is made
-after the handler ran, so the history and the next deadline count from when it finished.
+choice, a callback's wait) is committed if its position is still current — or, a poll plainly
+not ready between a chain's checkpoints, not committed at all: its next poll's task carries
+what it saw (``core.planner.chain``). The plan is made after the handler ran, so the history
+and the next deadline count from when it finished.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import functools
 import logging
 import uuid
 
-from relayflow.core import planner
+from relayflow.core import planner, tracing
 from relayflow.core.breakers import Verdict
 from relayflow.core.engine.execution import Execution
 from relayflow.core.engine.focus import fitting, focused_at, marked, track_of
@@ -21,7 +23,7 @@ from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import Ran
 from relayflow.core.engine.protection import Protection
 from relayflow.core.flows import Flow
-from relayflow.core.planner import Outcome, Plan
+from relayflow.core.planner import Outcome, Plan, chain
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import Position
 from relayflow.core.records import Effect, FlowRecord
@@ -46,8 +48,28 @@ class Delivery:
         position = found.record.position
         if not self._k.kinds.at(flow, position).claims(position.kind):  # read only
             outcome = self._execution.execute(flow, found.record, verdict)
+            if self._chained(found, flow, outcome):
+                return Ran.ADVANCED
             return self.commit(found, position, flow, outcome)
         return self._run_claimed(found, flow, verdict)
+
+    def _chained(self, found: Snapshot, flow: Flow, outcome: Outcome) -> bool:
+        """Whether ``outcome`` of a poll needs no write (``planner.chain.carries``): then its
+        next poll's task is made, carrying the chain's polls so far. Nothing is written, so a
+        duplicate delivery makes the same task (the name dedups) and the position stays
+        current for the next poll of the chain (``focus.track_of``)."""
+        plan = self._k.plan(flow)
+        planned = planner.after(plan, found.record, outcome)
+        carried = len(found.carried)
+        if not chain.carries(
+            found.record, planned, outcome, carried=carried, chain=plan.poll_chain
+        ):
+            return False
+        assert planned.next is not None  # carries() says so
+        notes = chain.next_notes(planned, len(found.carried))
+        with tracing.joined(found.record.trace):
+            self._k.queue.ensure(found.record.key, planned.next, notes)
+        return True
 
     def commit(
         self,
@@ -67,7 +89,7 @@ class Delivery:
         lease_s = self._k.limits.claim_lease_s
 
         def next_record(latest: FlowRecord) -> FlowRecord | None:
-            current = focused_at(latest, position)
+            current = focused_at(latest, position, found.carried)
             if current is None:
                 return None
             if holder is not None and not planner.holds(current, holder):

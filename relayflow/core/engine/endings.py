@@ -29,7 +29,7 @@ class Endings:
         newest version's compensations if its own version is gone."""
 
         def ended(latest: FlowRecord) -> FlowRecord | None:
-            current = focused_at(latest, position)
+            current = focused_at(latest, position, found.carried)
             if current is None:
                 return None
             if current.version != plan.flow.version:
@@ -55,7 +55,7 @@ class Endings:
         message = f"no deployed version runs {record.flow!r} flows"
 
         def ended(latest: FlowRecord) -> FlowRecord | None:
-            current = focused_at(latest, position)
+            current = focused_at(latest, position, found.carried)
             if current is None:
                 return None
             return planner.unknown_flow(plan, current, message=message)

@@ -3,12 +3,15 @@ for, whether the document still fits, whether the definition still fits the posi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from relayflow.core import planner
 from relayflow.core.flows import Flow
 from relayflow.core.kinds import Kinds
 from relayflow.core.planner import Plan
+from relayflow.core.planner.chain import replayed
 from relayflow.core.position import Position
-from relayflow.core.records import FlowRecord
+from relayflow.core.records import FlowRecord, HistoryEntry
 from relayflow.core.state import ACTIVE, TERMINAL
 
 # The whole document stays under Firestore's 1 MiB (``MAX_OUTPUT_BYTES`` per step output keeps
@@ -18,17 +21,23 @@ MAX_DOC_BYTES = 900 * 1024
 
 
 def track_of(record: FlowRecord, position: Position) -> str | None:
-    """The key of the active flow's track at ``position`` (None: a stale or duplicate task),
-    or of an ended flow's clean-up."""
+    """The key of the active flow's track at ``position`` or whose poll chain ``position`` is
+    a later poll of (None: a stale or duplicate task), or of an ended flow's clean-up."""
     if record.status in ACTIVE:
-        return record.track_at(position)
+        exact = record.track_at(position)
+        if exact is not None:
+            return exact
+        return next((k for k, t in record.tracks.items() if t.position.chains_to(position)), None)
     return record.track_at(position) if record.cleaning else None
 
 
-def focused_at(record: FlowRecord, position: Position) -> FlowRecord | None:
-    """``record`` focused on its track at ``position``, or None if no track is there."""
+def focused_at(
+    record: FlowRecord, position: Position, carried: Sequence[HistoryEntry] = ()
+) -> FlowRecord | None:
+    """``record`` focused on its track at ``position``, or None if no track is there; for a
+    later poll of a chain, moved on to it with the polls its task ``carried``."""
     key = track_of(record, position)
-    return None if key is None else record.focused(key)
+    return None if key is None else replayed(record.focused(key), position, carried)
 
 
 def marked(record: FlowRecord) -> FlowRecord:

@@ -37,7 +37,7 @@ from relayflow.core.ports import (
     UnreadableFlow,
     UnstorableChange,
 )
-from relayflow.core.position import TaskKind
+from relayflow.core.position import MAX_POLL_CHAIN, POLL_CHAIN, TaskKind
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL
 
@@ -75,6 +75,15 @@ class Limits:
     undo_window_s: float = 24 * 3600.0
     undo_initial_s: float = 30.0
     undo_max_interval_s: float = 3600.0
+    # How many polls a poll chain runs between two writes of its flow's document.
+    poll_chain: int = POLL_CHAIN
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.poll_chain <= MAX_POLL_CHAIN:
+            raise ValueError(
+                f"poll_chain must be 1..{MAX_POLL_CHAIN} polls between two writes "
+                f"(1: every poll writes), not {self.poll_chain}"
+            )
 
 
 class Kernel:
@@ -125,6 +134,7 @@ class Kernel:
             undo_window_s=self.limits.undo_window_s,
             undo_initial_s=self.limits.undo_initial_s,
             undo_max_interval_s=self.limits.undo_max_interval_s,
+            poll_chain=self.limits.poll_chain,
         )
 
     def plan_for(self, record: FlowRecord) -> Plan:
@@ -200,7 +210,7 @@ class Kernel:
         message = f"the store refused the flow's next state: {refused}"[:1000]
 
         def ended(latest: FlowRecord) -> FlowRecord | None:
-            current = focused_at(latest, position)
+            current = focused_at(latest, position, found.carried)
             if current is None:
                 return None
             return planner.abort(plan, current, code="COMMIT_REFUSED", message=message)

@@ -97,7 +97,7 @@ class Protection:
         plan = self._k.plan_for(found.record)
 
         def deferred(latest: FlowRecord) -> FlowRecord | None:
-            current = focused_at(latest, position)
+            current = focused_at(latest, position, found.carried)
             if current is None:
                 return None
             planned = planner.defer(plan, current, until=until, why=why, hand_over=hand_over)

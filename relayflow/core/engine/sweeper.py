@@ -1,10 +1,11 @@
 """The sweeper: what a crash or an outage left behind, settled (DESIGN invariant 5).
 
-Active flows whose next task is overdue and gone get a fresh one; ended flows whose result
-event never went out publish it; waiting flows a lost hand-over left waiting are admitted. What
-cannot be settled is ended (a type no longer deployed, a task lost too often, a document that no
-longer parses) or set aside for a while, so the sweep always reaches the flows behind it
-(invariant 11).
+Active flows whose next task is overdue and gone (for a poll chain: every task the chain may
+have made since its last write) get a fresh one, which for a chain starts a new one; ended
+flows whose result event never went out publish it; waiting flows a lost hand-over left
+waiting are admitted. What cannot be settled is ended (a type no longer deployed, a task lost
+too often, a document that no longer parses) or set aside for a while, so the sweep always
+reaches the flows behind it (invariant 11).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from relayflow.core import planner
+from relayflow.core.engine.chains import queued
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import SweepReport
 from relayflow.core.errors import UnknownFlow
@@ -90,8 +92,10 @@ class Sweeper:
         except UnknownFlow:
             self._recover_unknown_type(record, report)
             return
-        queue = self._k.queue
-        lost = [k for k, t in record.tracks.items() if t.next and not queue.exists(t.next)]
+        queue, key, chain = self._k.queue, record.key, self._k.limits.poll_chain
+        lost = [
+            k for k, t in record.tracks.items() if t.next and not queued(queue, key, t.next, chain)
+        ]
         if not lost:
             report.still_queued += 1  # late (a backlog or a paused queue), not lost
             self._set_aside(record)

@@ -1,7 +1,8 @@
 """Tasks: a Cloud Task's delivery, from the flow's read to the part of the engine that runs it.
 
 A task runs only if it is for the flow's current position (invariant 4); otherwise it is a
-duplicate or a late one and only settles the flow. Then, in order: a waiting flow's try for a
+duplicate or a late one and only settles the flow (a poll chain's, cut mid-way, also records
+the polls it carried, which no checkpoint did). Then, in order: a waiting flow's try for a
 slot goes to admission; a flow whose type is not deployed waits out a grace period; a paused
 tenant's task is put off; a lane's task runs with the item steps; a definition that no longer
 fits ends the flow; a ForEach's own task goes to the lanes; any other step is delivered.
@@ -24,6 +25,7 @@ from relayflow.core.engine.outcomes import Ran
 from relayflow.core.engine.protection import Protection
 from relayflow.core.errors import UnknownFlow
 from relayflow.core.flows import Flow
+from relayflow.core.planner.chain import entries_of, recorded_late, replayed
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import TaskPayload
 
@@ -74,8 +76,10 @@ class Tasks:
                 # dedupe on flow_id and generation).
                 self._k.results.publish(found.record, None, marked=True)
             self._k.settle(found.record)
+            if payload.chain:
+                self._record_cut_chain(found, payload)
             return Ran.STALE
-        found = dataclasses.replace(found, record=found.record.focused(key))
+        found = _at(found, key, payload)
         if position.admitting:
             return self._run_admit(found)
         try:
@@ -110,3 +114,23 @@ class Tasks:
         self._k.store.change(record.key, planner.admission_tried)
         self._k.admit(record.tenant)
         return Ran.ADVANCED
+
+    def _record_cut_chain(self, found: Snapshot, payload: TaskPayload) -> None:
+        """A stale poll chain's task: its flow moved on mid-chain (a rescue, a cancel, a
+        retry, its callback), so no checkpoint recorded the polls it carries. They go into
+        the history, once: one write, none if the history has them already."""
+        plan, carried = self._k.plan(None), entries_of(payload)
+        if recorded_late(plan, found.record, carried) is None:  # read, not written: a duplicate
+            return
+        self._k.store.change(
+            found.record.key, lambda latest: recorded_late(plan, latest, carried), start=found
+        )
+
+
+def _at(found: Snapshot, key: str, payload: TaskPayload) -> Snapshot:
+    """``found`` focused on track ``key`` at the task's position: a later poll of a chain sees
+    the flow as if every poll its task carried had been written (and a write records them)."""
+    focused = found.record.focused(key)
+    carried = entries_of(payload) if focused.position != payload.position else ()
+    record = replayed(focused, payload.position, carried)
+    return dataclasses.replace(found, record=record, carried=carried)

@@ -16,6 +16,7 @@ from relayflow.core.flows import CallbackStep, Handler, RetryPolicy, Step, StepC
 from relayflow.core.kinds.action import retried
 from relayflow.core.kinds.base import Kind, Wrap
 from relayflow.core.kinds.poll import poll_again, poll_deadline, wait_deadline
+from relayflow.core.planner.chain import chain_end, due_at_chain_end
 from relayflow.core.planner.effects import effect_done
 from relayflow.core.planner.forward import advance, after, follow
 from relayflow.core.planner.history import log, new_entry
@@ -132,7 +133,16 @@ def await_callback(plan: Plan, record: FlowRecord, sent: dict[str, Any]) -> Flow
     first = step.policy.delay_s(n=0, key=f"{record.flow_id}:{step.name}") if step.check else None
     remaining = (poll_deadline(plan, moved) - plan.now).total_seconds()
     delay = clip_to_deadline(first if first is not None else remaining, remaining_s=remaining)
-    return with_next(moved, schedule(plan, moved, wait, delay if delay is not None else 0.0))
+    task = schedule(plan, moved, wait, delay if delay is not None else 0.0)
+    if step.check is None:  # its one task is the timeout
+        return with_next(moved, task)
+    # Its safety-net polls run as a chain (``planner.chain``): due when the chain's first
+    # write is.
+    due = poll_deadline(plan, moved)
+    end = chain_end(
+        moved, task, policy=step.policy, max_polls=None, deadline=due, chain=plan.poll_chain
+    )
+    return due_at_chain_end(with_next(moved, task), end)
 
 
 def signal(plan: Plan, record: FlowRecord, completion: dict[str, Any]) -> FlowRecord:

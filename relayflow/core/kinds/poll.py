@@ -1,7 +1,9 @@
 """Poll steps: check an external operation until it is done (``check`` raises NotReady).
 
 Also the planner's waiting, which a callback step's wait shares: poll again on the step's
-backoff, and stop at its deadline."""
+backoff, and stop at its deadline. Polls run as chains (``core.planner.chain``): what
+``poll_again`` plans is written only at a chain's checkpoints, and a checkpoint's record says
+when the chain's last poll is due, so the sweeper does not take a healthy chain for a lost one."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import ClassVar
 from relayflow.core.backoff import clip_to_deadline
 from relayflow.core.flows import Handler, PollPolicy, PollStep, Step
 from relayflow.core.kinds.base import Kind, Wrap
+from relayflow.core.planner.chain import chain_end, due_at_chain_end
 from relayflow.core.planner.history import error_of, log, new_entry, seen_in, timeout_of
 from relayflow.core.planner.plan import (
     MAX_RETRY_AFTER_S,
@@ -122,7 +125,17 @@ def poll_again(
     moved = move(plan, log(plan, record, entry), Status.RUNNING).model_copy(
         update={"position": nxt, "poll_errors": poll_errors}
     )
-    return with_next(moved, schedule(plan, moved, nxt, delay))
+    task = schedule(plan, moved, nxt, delay)
+    due = poll_deadline(plan, record)
+    end = (
+        chain_end(
+            moved, task, policy=policy, max_polls=max_polls, deadline=due, chain=plan.poll_chain
+        )
+        if net
+        else None
+    )
+    # The flow is due (for the sweeper) when its chain's next write is, not its next poll.
+    return due_at_chain_end(with_next(moved, task), end)
 
 
 def poll_deadline_reached(

@@ -13,11 +13,7 @@ from relayflow.core.records import FlowRecord, HistoryEntry
 def log(plan: Plan, record: FlowRecord, entry: HistoryEntry, *, a_try: bool = True) -> FlowRecord:
     """Append ``entry`` to the bounded history; ``a_try`` counts it as a poll or an attempt."""
     history = [*record.history, entry]
-    # Past the limit the oldest quarter goes at once, not one entry per write: between trims
-    # a write appends to the stored list (a transform of a few hundred bytes) instead of
-    # rewriting all of it (``relayflow.gcp.documents``).
-    over = len(history) > plan.history_limit
-    dropped = len(history) - (plan.history_limit - plan.history_limit // 4) if over else 0
+    dropped = over_limit(plan, history)
     is_poll = entry.kind is TaskKind.POLL
     counts = {
         "polls": record.polls + (1 if a_try and is_poll else 0),
@@ -31,6 +27,16 @@ def log(plan: Plan, record: FlowRecord, entry: HistoryEntry, *, a_try: bool = Tr
             **counts,
         }
     )
+
+
+def over_limit(plan: Plan, history: list[HistoryEntry]) -> int:
+    """How many of the oldest entries of ``history`` to drop to keep it bounded. Past the
+    limit the oldest quarter goes at once, not one entry per write: between trims a write
+    appends to the stored list (a transform of a few hundred bytes) instead of rewriting all
+    of it (``relayflow.gcp.documents``)."""
+    if len(history) <= plan.history_limit:
+        return 0
+    return len(history) - (plan.history_limit - plan.history_limit // 4)
 
 
 def new_entry(

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from relayflow.core.errors import NotReady, PermanentError, RetryableError, UnknownFlow
-from relayflow.core.flows import Flow, Handler, RetryPolicy, Step
-from relayflow.core.position import Position, TaskKind, task_id
+from relayflow.core.flows import Flow, Handler, PollPolicy, RetryPolicy, Step
+from relayflow.core.position import POLL_CHAIN, Position, TaskKind, task_id
 from relayflow.core.queue_shards import MAX_QUEUE_SHARDS, shard_name
 from relayflow.core.records import FlowRecord, NextTask
 from relayflow.core.sharding import shard_of
@@ -148,6 +148,9 @@ class Plan:
     undo_window_s: float = 24 * 3600.0
     undo_initial_s: float = 30.0
     undo_max_interval_s: float = 3600.0
+    # How many polls a poll chain runs between two writes of its flow's document
+    # (``planner.chain``; 1: every poll writes).
+    poll_chain: int = POLL_CHAIN
 
     @property
     def flow(self) -> Flow:
@@ -181,6 +184,10 @@ class StepKind(Protocol):
 
     def compensation(self, step: Step) -> Handler | None:
         """The handler that undoes ``step``'s effect, if it has one."""
+        ...
+
+    def policy(self, step: Step) -> PollPolicy | None:
+        """The backoff a poll step's polls follow (None: not a poll step)."""
         ...
 
     def deadline(self, plan: Plan, record: FlowRecord) -> datetime:

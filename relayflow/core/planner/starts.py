@@ -7,6 +7,7 @@ import hashlib
 from datetime import timedelta
 from typing import Any
 
+from relayflow.core.planner.chain import due_at_chain_end, first_chain_end
 from relayflow.core.planner.plan import Plan, schedule
 from relayflow.core.position import Position
 from relayflow.core.records import FlowRecord, Track
@@ -37,6 +38,10 @@ def start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowRecor
     started = record.model_copy(update={"tracks": tracks, "focus": None, "aside_until": None})
     if ready:  # the record's position names the step last started
         started = started.model_copy(update={"position": tracks[ready[-1]].position})
+        # A poll step's first polls write nothing (a chain): the flow is due at its end.
+        first = tracks[ready[-1]].next
+        assert first is not None
+        started = due_at_chain_end(started, first_chain_end(plan, started, first))
     return started.stored()
 
 

@@ -3,10 +3,11 @@ name once used is never accepted again, as Cloud Tasks answers ALREADY_EXISTS fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from relayflow.core.ports import Enqueued
-from relayflow.core.position import TaskPayload
+from relayflow.core.position import PollNote, TaskPayload
 from relayflow.core.records import NextTask
 from relayflow.testing.memory.base import EPOCH
 
@@ -18,9 +19,10 @@ class QueuedTask:
     flow_id: str
     next: NextTask
     seq: int = 0
+    chain: tuple[PollNote, ...] = ()  # a poll chain's task: the polls it carries
 
     def payload(self) -> TaskPayload:
-        return TaskPayload(flow_id=self.flow_id, position=self.next.position)
+        return TaskPayload(flow_id=self.flow_id, position=self.next.position, chain=self.chain)
 
 
 class MemoryQueue:
@@ -32,19 +34,23 @@ class MemoryQueue:
         self.ensured: list[tuple[str, NextTask, Enqueued]] = []
         self._seq = 0
 
-    def ensure(self, flow_id: str, nxt: NextTask) -> Enqueued:
+    def ensure(self, flow_id: str, nxt: NextTask, chain: Sequence[PollNote] = ()) -> Enqueued:
         if nxt.task_id in self.spent:
             outcome = Enqueued.ALREADY_ENQUEUED
         else:
             self._seq += 1
             self.spent.add(nxt.task_id)
-            self.tasks[nxt.task_id] = QueuedTask(flow_id, nxt, self._seq)
+            self.tasks[nxt.task_id] = QueuedTask(flow_id, nxt, self._seq, tuple(chain))
             outcome = Enqueued.CREATED
         self.ensured.append((flow_id, nxt, outcome))
         return outcome
 
     def exists(self, nxt: NextTask) -> bool:
         return nxt.task_id in self.tasks
+
+    def pending(self, flow_id: str, tasks: Sequence[NextTask]) -> TaskPayload | None:
+        found = [self.tasks[t.task_id] for t in tasks if t.task_id in self.tasks]
+        return found[-1].payload() if found else None
 
     def run_now(self, nxt: NextTask) -> bool:
         """Due at once (the next ``due_first``), as RunTask dispatches it."""

@@ -26,7 +26,7 @@ from relayflow.core.engine.focus import (
 from relayflow.core.flows import ActionStep, Flow, ForEach, PollStep
 from relayflow.core.kinds import REGISTRY
 from relayflow.core.planner import Completed
-from relayflow.core.position import Position, TaskKind
+from relayflow.core.position import MAX_POLL_CHAIN, POLL_CHAIN, Position, TaskKind
 from relayflow.core.records import CLEANUP_TRACK, Cleanup, FlowRecord, Result, Track
 from relayflow.core.state import Status
 from tests.unit.planner.sample import FLOW, NOW, at_poll, noop, plan, started
@@ -52,11 +52,29 @@ def cleaning() -> FlowRecord:
 def test_a_task_is_for_the_track_at_its_position_and_any_other_is_stale() -> None:
     record = at_poll()
     assert track_of(record, record.position) == "await_ready"
-    later_try = record.position.model_copy(update={"poll": 5})
-    assert track_of(record, later_try) is None
+    other_step = record.position.model_copy(update={"step_index": 2, "step": "finish"})
+    assert track_of(record, other_step) is None
     focused = focused_at(record, record.position)
     assert focused is not None and focused.focus == "await_ready"
-    assert focused_at(record, later_try) is None
+    assert focused_at(record, other_step) is None
+
+
+def test_a_later_poll_of_the_chain_is_current_and_one_past_it_or_before_it_is_stale() -> None:
+    # Given a flow whose poll step's document was last written at poll 3
+    first = at_poll().position.model_copy(update={"poll": 3})
+    record = at_poll().model_copy(update={"position": first}).stored()
+    at = first.at_poll
+    # Then the chain's later polls (no errors or deferrals in a row) are its track's, up to
+    # the longest chain a setting may make (a deploy that shortens chains strands none)
+    assert track_of(record, at(4)) == "await_ready"
+    assert track_of(record, at(3 + POLL_CHAIN - 1)) == "await_ready"
+    assert track_of(record, at(3 + MAX_POLL_CHAIN - 1)) == "await_ready"
+    # And a poll past the longest chain, an earlier one, or one of an older rescue is not
+    assert track_of(record, at(3 + MAX_POLL_CHAIN)) is None
+    assert track_of(record, first.model_copy(update={"poll": 2})) is None
+    rescued_before = at(4).model_copy(update={"rescue": 1})
+    assert track_of(record, rescued_before) is None
+    assert track_of(record, at(4).model_copy(update={"attempt": 1})) is None
 
 
 def test_an_ended_flows_tasks_are_stale_unless_its_clean_up_is_at_them() -> None:

@@ -42,8 +42,10 @@ def test_the_action_after_a_ready_poll_runs_in_the_polls_request(inline: bool) -
     assert [c.step for c in h.calls_of("create_entity")] == ["create_entity"]
     polls = record.polls
     assert polls == 3
-    # create, register's claim and commit, 3 polls, create_entity's (claim and) commit
-    assert h.store.writes == (polls + 4 if inline else polls + 5)
+    assert [e.poll for e in record.history if e.step == "await_active"] == [0, 1, 2]
+    # create, register's claim and commit, the ready poll (the two not-ready ones wrote
+    # nothing: their task chain carried what they saw), create_entity's (claim and) commit
+    assert h.store.writes == (1 + 4 if inline else 1 + 5)
     tasks = len(h.queue.spent)  # register, the polls, and create_entity unless inline
     assert tasks == (1 + polls if inline else 2 + polls)
 
