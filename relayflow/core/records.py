@@ -64,12 +64,17 @@ class Claim(_Model):
     holder's commit lands, so a delivery that outlived its lease cannot overwrite the work of
     the one that took over. A holder whose commit failed ``released`` it, so the next delivery
     need not wait out the lease.
+
+    A ``first`` claim was taken by the write that made the task (the flow's create), for the
+    first dispatch of exactly that task (``planner.first_claims``): that delivery runs under
+    it without a claim write of its own; any other delivery claims as usual.
     """
 
     position: Position
     until: datetime
     holder: str = ""
     released: bool = False
+    first: bool = False
 
 
 class EffectState(StrEnum):

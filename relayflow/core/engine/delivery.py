@@ -18,7 +18,13 @@ from relayflow.core import planner, tracing
 from relayflow.core.breakers import Verdict
 from relayflow.core.engine.execution import Execution
 from relayflow.core.engine.focus import fitting, focused_at, marked, track_of
-from relayflow.core.engine.inline import CONTINUE_WITHIN, REQUEST, Onward, runs_now
+from relayflow.core.engine.inline import (
+    CONTINUE_WITHIN,
+    REQUEST,
+    Onward,
+    first_dispatch,
+    runs_now,
+)
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import Ran
 from relayflow.core.engine.protection import Protection
@@ -109,7 +115,20 @@ class Delivery:
 
     def _run_claimed(self, found: Snapshot, flow: Flow, verdict: Verdict | None) -> Ran:
         """An action or compensation: claim the position for this delivery, run the handler,
-        commit only if the claim is still ours (invariant 4)."""
+        commit only if the claim is still ours (invariant 4).
+
+        The first dispatch of a task that the flow's create claimed for it runs under that
+        claim, with no write of its own; its commit lands only if the claim is still that
+        one (a retry that took the step over claimed anew). A duplicate of that dispatch
+        delivered at the same time runs too (its call carries the same idempotency key);
+        only one of their commits lands, since the first moves the position on.
+        """
+        lease_s = self._k.limits.claim_lease_s
+        record = found.record
+        if first_dispatch() and planner.first_dispatch(self._k.plan(flow), record, lease_s=lease_s):
+            assert record.claim is not None
+            outcome = self._execution.execute(flow, record, verdict)
+            return self._commit_claimed(found, record.position, flow, outcome, record.claim.holder)
         holder = uuid.uuid4().hex
         claimed = self._claim(found, flow, holder)
         if not isinstance(claimed, Snapshot):
@@ -135,12 +154,13 @@ class Delivery:
         position = found.record.position
         plan = self._k.plan(flow)
         lease_s = self._k.limits.claim_lease_s
+        again = not first_dispatch()  # a first claim left here was run under by a delivery
 
         def take(latest: FlowRecord) -> FlowRecord | None:
             current = focused_at(latest, position)
             if current is None or planner.is_claimed(plan, current):
                 return None
-            claimed = planner.claim(plan, current, lease_s=lease_s, holder=holder)
+            claimed = planner.claim(plan, current, lease_s=lease_s, holder=holder, redelivery=again)
             if planner.exhausted(plan, claimed):
                 return planner.crashed(plan, claimed)
             return claimed

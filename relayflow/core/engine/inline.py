@@ -25,15 +25,24 @@ CONTINUE_WITHIN = 0.25
 
 @dataclass(frozen=True)
 class Request:
-    """The task request being served: when it began and the budget of its queue."""
+    """The task request being served: when it began, the budget of its queue, and whether
+    Cloud Tasks says it retries a failed dispatch (X-CloudTasks-TaskRetryCount above 0)."""
 
     began: datetime
     budget_s: float
+    redelivery: bool = True
 
 
 REQUEST: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
     "relayflow_request", default=None
 )
+
+
+def first_dispatch() -> bool:
+    """Whether the request being served is known to be a task's first dispatch (or a
+    duplicate of it), not a retry: only such a delivery may run under a first claim."""
+    request = REQUEST.get()
+    return request is not None and not request.redelivery
 
 
 @dataclass(frozen=True)

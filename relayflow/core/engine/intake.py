@@ -88,6 +88,7 @@ class Intake:
             tenant=tenant,
             priority=capped(message.priority, policy.priority),
             waiting=k.admission.must_wait(tenant),
+            first_lease_s=k.limits.claim_lease_s + k.limits.first_delivery_within_s,
         ).model_copy(update={"trace": tracing.current_traceparent()})
         if not k.store.create(record):
             return self._duplicate(record, data, message_id, attributes)

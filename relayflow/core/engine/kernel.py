@@ -57,6 +57,11 @@ class Limits:
     history_limit: int = 200
     retention_s: float = 30 * 24 * 3600.0
     claim_lease_s: float = 150.0
+    # A flow's first steps are claimed by its create for their tasks' first dispatch
+    # (``planner.first_claims``), for a lease that lets a first delivery this late still run
+    # under a whole ``claim_lease_s``; a later one claims for itself. Its redelivery waits out
+    # at most the two (as it waits out a delivery's own claim today).
+    first_delivery_within_s: float = 30.0
     action_budget_s: float = 100.0
     poll_budget_s: float = 45.0
     # A task of a flow type this deployment does not know is answered 5xx this long after it

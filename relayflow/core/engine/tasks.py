@@ -59,7 +59,8 @@ class Tasks:
         if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
-        token = REQUEST.set(Request(self._k.clock.now(), self._k.budget_s(payload.position.kind)))
+        budget_s = self._k.budget_s(payload.position.kind)
+        token = REQUEST.set(Request(self._k.clock.now(), budget_s, redelivery=redelivery))
         try:
             with tracing.log_fields(flow_id=payload.flow_id, tenant=found.record.tenant):
                 return self._run_found(found, payload, redelivery)

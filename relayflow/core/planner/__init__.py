@@ -11,7 +11,7 @@ one for each step that became ready (the graph says which), so steps with no pat
 run in parallel.
 
 One module per topic, each building only on those before it: ``plan`` (the inputs and
-outcomes), ``history``, ``states``, ``effects``, ``starts``, ``claims``, ``cleanup`` (undoing
+outcomes), ``history``, ``states``, ``effects``, ``claims``, ``starts``, ``cleanup`` (undoing
 after a flow ended), ``lanes``, ``saga`` (undoing before it ends), ``forward`` (the
 dispatcher), ``endings``, ``recovery``, ``operations``, ``admission``, ``deferral``. What a
 kind of step does with an outcome is its kind's (``relayflow.core.kinds``, reached through
@@ -21,7 +21,15 @@ kind of step does with an outcome is its kind's (``relayflow.core.kinds``, reach
 from __future__ import annotations
 
 from relayflow.core.planner.admission import admission_tried, admitted, await_admission
-from relayflow.core.planner.claims import claim, exhausted, holds, is_claimed, release
+from relayflow.core.planner.claims import (
+    claim,
+    exhausted,
+    first_claims,
+    first_dispatch,
+    holds,
+    is_claimed,
+    release,
+)
 from relayflow.core.planner.cleanup import abandon_cleanup
 from relayflow.core.planner.deferral import defer
 from relayflow.core.planner.effects import adopted, begin_effect
@@ -80,6 +88,8 @@ __all__ = [
     "defer",
     "definition_gone",
     "exhausted",
+    "first_claims",
+    "first_dispatch",
     "holds",
     "is_claimed",
     "lost",

@@ -38,7 +38,11 @@ def defer(
             return abandon_cleanup(plan, record, f"its undo window closed while {why}").stored()
         delay = min(delay, (record.cleanup.until - plan.now).total_seconds())
     entry = new_entry(plan, record, "deferred", detail=why, delay_s=delay)
-    moved = log(plan, record, entry, a_try=False).model_copy(update={"position": pos})
+    # A first claim was for the task put off: the delivery that put it off ran nothing.
+    claim = None if record.claim is not None and record.claim.first else record.claim
+    moved = log(plan, record, entry, a_try=False).model_copy(
+        update={"position": pos, "claim": claim}
+    )
     return with_next(moved, schedule(plan, moved, pos, delay)).stored()
 
 

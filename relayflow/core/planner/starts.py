@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from relayflow.core.planner.chain import due_at_chain_end, first_chain_end
+from relayflow.core.planner.claims import first_claims
 from relayflow.core.planner.plan import Plan, schedule
 from relayflow.core.position import Position
 from relayflow.core.records import FlowRecord, Track
@@ -63,9 +64,14 @@ def new_record(
     tenant: str = "default",
     priority: str = "low",
     waiting: bool = False,
+    first_lease_s: float | None = None,
 ) -> FlowRecord:
     """A PENDING flow whose first steps (those that run after nothing) are due now; or, if
-    its tenant has no room (``waiting``), one that holds no task until it is admitted."""
+    its tenant has no room (``waiting``), one that holds no task until it is admitted.
+
+    ``first_lease_s``: the first steps that are claimed are claimed for their tasks' first
+    dispatch for this long (``claims.first_claims``), so that delivery writes no claim of its
+    own (None: each delivery claims)."""
     flow = plan.flow
     first = first_position(plan)
     deadline_at = plan.now + timedelta(seconds=deadline_s) if deadline_s else None
@@ -87,7 +93,10 @@ def new_record(
     record = record.model_copy(update={"queue_shard": plan.queues.shard_of(record.key)})
     if waiting:
         return record.model_copy(update={"admission": "waiting", "queued_at": plan.now})
-    return start_ready(plan, record, generation=0)
+    started = start_ready(plan, record, generation=0)
+    if first_lease_s is None:
+        return started
+    return first_claims(plan, started, lease_s=first_lease_s)
 
 
 def first_position(plan: Plan) -> Position:
