@@ -20,6 +20,7 @@ import pytest
 from google.api_core.exceptions import InvalidArgument
 from google.cloud.firestore_v1 import _helpers
 
+from relayflow.core.engine import Limits
 from relayflow.core.listing import MAX_CURSOR_CHARS, Cursor, FlowFilter
 from relayflow.core.position import is_document_id
 from relayflow.core.rejections import rejected_task_id
@@ -253,6 +254,8 @@ def test_a_retry_count_int_would_refuse_is_read_as_digits(
     h, client = tasks
     h.start("demo", {}, flow_id="f-1")
     task = h.queue.only()
+    # A retry waits out the claim the create took for the first dispatch (409): past it.
+    h.advance(Limits().claim_lease_s + Limits().first_delivery_within_s + 1)
     response = client.post(
         "/tasks/step",
         data=task.payload().model_dump_json(),

@@ -206,7 +206,8 @@ def test_the_sweeper_gets_past_stranded_flows_to_a_lost_one() -> None:
 
 def test_a_delivery_that_outlived_its_lease_cannot_overwrite_the_one_that_took_over() -> None:
     api = Api()
-    h = Harness(saga(api), limits=Limits(claim_lease_s=30))
+    # (no room for a late first dispatch: the first delivery's lease is 30 s, as a claim's)
+    h = Harness(saga(api), limits=Limits(claim_lease_s=30, first_delivery_within_s=0))
     flow_id = h.start("saga")
     overtaken: list[Ran | None] = []
 

@@ -15,6 +15,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from relayflow.core.engine import Limits
 from relayflow.core.errors import NotReady, PermanentError, RetryableError
 from relayflow.core.flows import ActionStep, Flow, PollPolicy, PollStep, RetryPolicy, StepContext
 from relayflow.core.metrics import Metrics as NoMetrics
@@ -170,6 +171,8 @@ def test_a_delivery_that_finds_the_step_claimed_is_a_claim_conflict() -> None:
     h.script("reserve", reserve_twice)
     flow_id = h.start("demo", {"polls": 1})
     duplicate = h.queue.only(flow_id).payload()
+    # (its first dispatch comes later than the create's claim for it covers: it claims itself)
+    h.advance(Limits().first_delivery_within_s + 1)
 
     # when the flow runs
     h.run(flow_id)

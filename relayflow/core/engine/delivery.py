@@ -154,11 +154,14 @@ class Delivery:
         position = found.record.position
         plan = self._k.plan(flow)
         lease_s = self._k.limits.claim_lease_s
-        again = not first_dispatch()  # a first claim left here was run under by a delivery
+        first = first_dispatch()  # a late one: it takes its task's first claim over
+        again = not first  # a first claim left here was run under by a failed dispatch
 
         def take(latest: FlowRecord) -> FlowRecord | None:
             current = focused_at(latest, position)
-            if current is None or planner.is_claimed(plan, current):
+            if current is None:
+                return None
+            if planner.is_claimed(plan, current) and not (first and planner.first_claimed(current)):
                 return None
             claimed = planner.claim(plan, current, lease_s=lease_s, holder=holder, redelivery=again)
             if planner.exhausted(plan, claimed):

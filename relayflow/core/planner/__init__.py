@@ -24,6 +24,7 @@ from relayflow.core.planner.admission import admission_tried, admitted, await_ad
 from relayflow.core.planner.claims import (
     claim,
     exhausted,
+    first_claimed,
     first_claims,
     first_dispatch,
     holds,
@@ -88,6 +89,7 @@ __all__ = [
     "defer",
     "definition_gone",
     "exhausted",
+    "first_claimed",
     "first_claims",
     "first_dispatch",
     "holds",

@@ -65,17 +65,24 @@ def first_claims(plan: Plan, record: FlowRecord, *, lease_s: float) -> FlowRecor
     return claimed if claimed.focus is None else claimed.focused(claimed.focus)
 
 
+def first_claimed(record: FlowRecord) -> bool:
+    """Whether the current position holds an untouched first claim for exactly its task."""
+    held = record.claim
+    return (
+        held is not None and held.first and not held.released and held.position == record.position
+    )
+
+
 def first_dispatch(plan: Plan, record: FlowRecord, *, lease_s: float) -> bool:
     """Whether the first dispatch of the task at the current position may run under the
     first claim taken for it: the claim is untouched, for exactly this task, and still covers
-    a whole lease from now (a delivery that comes later claims, so no delivery ever runs
-    with less of a lease than a claim of its own would give it)."""
+    a whole lease from now. A first dispatch that comes later claims for itself, at once (a
+    duplicate of it running on time holds the same key), so no delivery ever runs with less
+    of a lease than a claim of its own would give it."""
     held = record.claim
     return (
-        held is not None
-        and held.first
-        and not held.released
-        and held.position == record.position
+        first_claimed(record)
+        and held is not None
         and plan.now + timedelta(seconds=lease_s) <= held.until
     )
 

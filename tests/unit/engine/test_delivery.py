@@ -6,17 +6,22 @@ from typing import Any
 
 import pytest
 
-from relayflow.core.engine import Ran
+from relayflow.core.engine import Limits, Ran
 from relayflow.core.flows import (
     StepContext,
 )
 
 from .support import Harness
 
+# Later than a first claim lets its task's first dispatch run under it (Limits defaults).
+LATE_S = Limits().first_delivery_within_s + 1
+
 
 def test_a_second_delivery_while_the_first_runs_is_busy_and_calls_nothing(h: Harness) -> None:
     # given the first delivery of ``reserve`` is inside its handler (holding the claim) ...
     h.start()
+    # (its first dispatch comes later than the create's claim for it covers: it claims itself)
+    h.clock.advance(LATE_S)
     payload = h.next_payload()
     seen: list[Ran] = []
 
@@ -38,6 +43,8 @@ def test_a_second_delivery_while_the_first_runs_is_busy_and_calls_nothing(h: Har
 def test_a_claim_left_by_a_delivery_that_died_expires(h: Harness) -> None:
     # given a delivery claimed ``reserve`` and died before committing
     h.start()
+    # (its first dispatch comes later than the create's claim for it covers: it claims itself)
+    h.clock.advance(LATE_S)
     payload = h.next_payload()
     h.reserve.script = [_die]
     with pytest.raises(SystemExit):

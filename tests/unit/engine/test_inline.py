@@ -43,9 +43,10 @@ def test_the_action_after_a_ready_poll_runs_in_the_polls_request(inline: bool) -
     polls = record.polls
     assert polls == 3
     assert [e.poll for e in record.history if e.step == "await_active"] == [0, 1, 2]
-    # create, register's claim and commit, the ready poll (the two not-ready ones wrote
-    # nothing: their task chain carried what they saw), create_entity's (claim and) commit
-    assert h.store.writes == (1 + 4 if inline else 1 + 5)
+    # create (which claims register for its first dispatch), register's commit, the ready poll
+    # (the two not-ready ones wrote nothing: their task chain carried what they saw),
+    # create_entity's (claim and) commit
+    assert h.store.writes == (1 + 3 if inline else 1 + 4)
     tasks = len(h.queue.spent)  # register, the polls, and create_entity unless inline
     assert tasks == (1 + polls if inline else 2 + polls)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from relayflow.core.engine import Ran
+from relayflow.core.engine import Limits, Ran
 from relayflow.core.errors import (
     FlowNotFound,
     InvalidTransition,
@@ -15,14 +15,26 @@ from relayflow.core.state import Status
 
 from .support import INCARNATION, Harness
 
+# How long after a flow's create the first claim it took for its first step lasts.
+PAST_FIRST_CLAIM_S = Limits().claim_lease_s + Limits().first_delivery_within_s + 1
+
 
 def test_cancel_ends_the_flow_and_its_pending_task_becomes_stale(h: Harness) -> None:
     h.start()
+    pending = h.queue.only()  # reserve's task, claimed by the create for its first dispatch
+    # while that dispatch may be running under the claim, cancel is refused, as for any claim
+    with pytest.raises(InvalidTransition, match="is running"):
+        h.engine.cancel("1001", "no longer needed")
+    h.clock.advance(PAST_FIRST_CLAIM_S)
     cancelled = h.engine.cancel("1001", "no longer needed")
-    assert cancelled.status is Status.CANCELLED
+    # that dispatch may have died mid-call, so reserve is undone first (undos tolerate "gone")
+    assert cancelled.status is Status.COMPENSATING
+    assert h.engine.run_task(h.queue.take(pending.next.task_id)) is Ran.STALE
+    assert h.deliver() is Ran.ADVANCED  # the undo
+    assert h.record().status is Status.CANCELLED
     assert [e["message"] for e in h.events.published] == ["no longer needed"]
-    assert h.deliver() is Ran.STALE
     assert h.reserve.calls == []
+    assert len(h.release.calls) == 1
     with pytest.raises(InvalidTransition):
         h.engine.cancel("1001")
 
