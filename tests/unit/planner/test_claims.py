@@ -102,3 +102,82 @@ def test_a_clean_ups_crashes_are_bounded_by_its_window_not_its_tries() -> None:
     assert not planner.exhausted(
         plan(NOW + timedelta(hours=1)), undo.model_copy(update={"uncommitted": 0})
     )
+
+
+FIRST_LEASE_S = 180.0
+
+
+def first_claimed(**kw: object) -> FlowRecord:
+    return planner.new_record(
+        plan(), flow_id="acme-1", input={}, message_id="m-1", deadline_s=None,
+        first_lease_s=FIRST_LEASE_S, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_the_create_claims_the_first_step_for_its_tasks_first_dispatch() -> None:
+    record = first_claimed()
+    held = record.claim
+    assert held is not None and held.first and not held.released
+    assert record.next is not None
+    assert held.position == record.position == record.next.position
+    assert held.holder == f"first:{record.next.task_id}"  # exactly that task
+    assert held.until == NOW + timedelta(seconds=FIRST_LEASE_S)
+    # the effect is noted as begun, as the delivery's claim would have noted it
+    assert [(e.step, e.state) for e in record.effects] == [("reserve", EffectState.UNKNOWN)]
+    assert record.tracks["reserve"].claim == held  # stored in its track
+    assert planner.is_claimed(plan(), record)
+
+
+def test_without_a_first_lease_or_with_no_room_the_create_claims_nothing() -> None:
+    assert started().claim is None and started().effects == []
+    waiting = first_claimed(waiting=True)
+    assert waiting.claim is None and waiting.tracks == {}
+
+
+def test_a_first_dispatch_runs_under_its_claim_only_while_it_covers_a_whole_lease() -> None:
+    record = first_claimed()
+    within = FIRST_LEASE_S - LEASE_S
+    assert planner.first_dispatch(plan(), record, lease_s=LEASE_S)
+    assert planner.first_dispatch(plan(NOW + timedelta(seconds=within)), record, lease_s=LEASE_S)
+    late = plan(NOW + timedelta(seconds=within + 1))
+    assert not planner.first_dispatch(late, record, lease_s=LEASE_S)
+    released = planner.release(record, record.claim.holder if record.claim else "")
+    assert released is not None and not planner.first_dispatch(plan(), released, lease_s=LEASE_S)
+    put_off = record.model_copy(
+        update={"position": record.position.model_copy(update={"deferral": 1})}
+    )
+    assert not planner.first_dispatch(plan(), put_off, lease_s=LEASE_S)
+    assert not planner.is_claimed(plan(), put_off)  # a first claim holds its own task only
+
+
+def test_a_redelivery_counts_the_first_dispatch_it_retries_as_a_try() -> None:
+    record = first_claimed()
+    retry = planner.claim(plan(), record, lease_s=LEASE_S, holder="d-2", redelivery=True)
+    assert retry.uncommitted == 1
+    assert retry.claim is not None and not retry.claim.first
+    assert len(retry.effects) == 1  # the effect begun by the create, not a second one
+
+
+def test_a_late_first_dispatch_takes_the_claim_over_without_counting_a_try() -> None:
+    record = first_claimed()
+    late = planner.claim(plan(), record, lease_s=LEASE_S, holder="d-2", redelivery=False)
+    assert late.uncommitted == 0
+
+
+def test_a_rescued_task_counts_the_first_claim_its_lost_twin_may_have_run_under() -> None:
+    record = first_claimed()
+    rescued = record.model_copy(
+        update={"position": record.position.model_copy(update={"rescue": 1})}
+    )
+    assert (
+        planner.claim(plan(), rescued, lease_s=LEASE_S, holder="d-2", redelivery=False).uncommitted
+        == 1
+    )
+
+
+def test_putting_the_first_step_off_ends_its_first_claim() -> None:
+    record = first_claimed()
+    later = NOW + timedelta(seconds=30)
+    put_off = planner.defer(plan(), record, until=later, why="its breaker is open")
+    assert put_off.claim is None
+    assert put_off.position.deferral == 1
