@@ -189,10 +189,14 @@ def limits(settings: Settings, topology: Topology) -> Limits:
     the longest a step may run; a handler's budget leaves its commit time before the deadline."""
     steps, polls = topology.queues.steps, topology.queues.polls
     budget = settings.handler_budget_s
+    lease_s = settings.claim_lease_s or steps.dispatch_deadline_s + 30.0
     return Limits(
         history_limit=settings.history_limit,
         retention_s=settings.retention_days * 24 * 3600.0,
-        claim_lease_s=settings.claim_lease_s or steps.dispatch_deadline_s + 30.0,
+        claim_lease_s=lease_s,
+        # A first dispatch this late still runs under the create's claim (30 s of 150 s): a
+        # shorter lease (the e2e tests') keeps a redelivery's wait as short.
+        first_delivery_within_s=lease_s / 5,
         action_budget_s=budget or steps.dispatch_deadline_s - COMMIT_MARGIN_S,
         poll_budget_s=budget or polls.dispatch_deadline_s - COMMIT_MARGIN_S,
         unknown_flow_grace_s=settings.unknown_flow_grace_s,
