@@ -190,7 +190,8 @@ def task_app(
             runtime.metrics.message_rejected("", "INVALID_TASK")
             reason = "flow_id: of the form __…__, which Firestore reserves"
             return _reject_task(runtime, reason)
-        ran = engine.run_task(payload, redelivery=_retried(request.headers))
+        headers = request.headers
+        ran = engine.run_task(payload, redelivery=_retried(headers), answered=_answered(headers))
         body = {"outcome": ran.value, "flow_id": payload.flow_id}
         if ran is Ran.BUSY:
             # Not 2xx, so Cloud Tasks delivers it again later, by when the delivery holding
@@ -214,6 +215,18 @@ def _retried(headers: Any) -> bool:
     count = str(headers.get("X-CloudTasks-TaskRetryCount", "0"))
     # Read as digits, not with int(): int() refuses more than 4,300 of them (a 500).
     return re.fullmatch(r"[0-9]+", count) is not None and count.strip("0") != ""
+
+
+def _answered(headers: Any) -> bool:
+    """Whether the attempt this one retries got an HTTP answer that says it is over: any
+    status but a 504 (Cloud Run's request timeout, after which a handler may still run). No
+    header, no answer: it timed out or its connection broke, and it may still run. (The
+    headers: https://cloud.google.com/tasks/docs/creating-http-target-tasks; retried on "any
+    other HTTP response code ... or no response": https://cloud.google.com/tasks/docs/reference/
+    rest/v2/projects.locations.queues.tasks#httprequest.)
+    """
+    status = str(headers.get("X-CloudTasks-TaskPreviousResponse", ""))
+    return re.fullmatch(r"[1-5][0-9][0-9]", status) is not None and status != "504"
 
 
 def _reject_task(runtime: Runtime, reason: str) -> Any:

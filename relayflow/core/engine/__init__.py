@@ -119,13 +119,17 @@ class Engine:
         """
         return self._intake.start(data, message_id=message_id, attributes=attributes, tenant=tenant)
 
-    def run_task(self, payload: TaskPayload, *, redelivery: bool = False) -> Ran:
+    def run_task(
+        self, payload: TaskPayload, *, redelivery: bool = False, answered: bool = False
+    ) -> Ran:
         """Run the task at ``payload.position`` if it is the flow's current position.
 
         ``redelivery``: Cloud Tasks says this delivery retries one that failed (its
         X-CloudTasks-TaskRetryCount is above 0), not a first delivery or a duplicate of one.
+        ``answered``: the attempt it retries got an answer that says it is over
+        (X-CloudTasks-TaskPreviousResponse, not a timeout), so nothing still runs it.
         """
-        return self._tasks.run(payload, redelivery=redelivery)
+        return self._tasks.run(payload, redelivery=redelivery, answered=answered)
 
     def reject_task(self, task_name: str, reason: str, body: bytes) -> None:
         """Record a task that can never be run (its body does not parse, or names an id

@@ -23,6 +23,7 @@ from relayflow.core.engine.inline import (
     REQUEST,
     Onward,
     first_dispatch,
+    retries_an_ended_dispatch,
     runs_now,
 )
 from relayflow.core.engine.kernel import Kernel
@@ -156,12 +157,17 @@ class Delivery:
         lease_s = self._k.limits.claim_lease_s
         first = first_dispatch()  # a late one: it takes its task's first claim over
         again = not first  # a first claim left here was run under by a failed dispatch
+        # ... as does a retry of a dispatch that was answered (a 5xx, Cloud Run's 429): no
+        # one runs under that claim any more, so waiting out its lease would only add latency
+        take_over = first or retries_an_ended_dispatch()
 
         def take(latest: FlowRecord) -> FlowRecord | None:
             current = focused_at(latest, position)
             if current is None:
                 return None
-            if planner.is_claimed(plan, current) and not (first and planner.first_claimed(current)):
+            if planner.is_claimed(plan, current) and not (
+                take_over and planner.first_claimed(current)
+            ):
                 return None
             claimed = planner.claim(plan, current, lease_s=lease_s, holder=holder, redelivery=again)
             if planner.exhausted(plan, claimed):

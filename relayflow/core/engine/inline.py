@@ -25,12 +25,14 @@ CONTINUE_WITHIN = 0.25
 
 @dataclass(frozen=True)
 class Request:
-    """The task request being served: when it began, the budget of its queue, and whether
-    Cloud Tasks says it retries a failed dispatch (X-CloudTasks-TaskRetryCount above 0)."""
+    """The task request being served: when it began, the budget of its queue, whether Cloud
+    Tasks says it retries a failed dispatch (X-CloudTasks-TaskRetryCount above 0), and whether
+    that dispatch got an answer that says it is over (not a timeout: it may still run)."""
 
     began: datetime
     budget_s: float
     redelivery: bool = True
+    answered: bool = False
 
 
 REQUEST: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
@@ -43,6 +45,13 @@ def first_dispatch() -> bool:
     duplicate of it), not a retry: only such a delivery may run under a first claim."""
     request = REQUEST.get()
     return request is not None and not request.redelivery
+
+
+def retries_an_ended_dispatch() -> bool:
+    """Whether the request being served retries a dispatch known to be over (it was
+    answered): a first claim that dispatch may have run under need not be waited out."""
+    request = REQUEST.get()
+    return request is not None and request.redelivery and request.answered
 
 
 @dataclass(frozen=True)

@@ -49,18 +49,20 @@ class Tasks:
         self._protection = protection
         self._endings = endings
 
-    def run(self, payload: TaskPayload, *, redelivery: bool = False) -> Ran:
+    def run(self, payload: TaskPayload, *, redelivery: bool = False, answered: bool = False) -> Ran:
         """Run the task at ``payload.position`` if it is the flow's current position.
 
         ``redelivery``: Cloud Tasks says this delivery retries one that failed (its
-        X-CloudTasks-TaskRetryCount is above 0), not a first delivery or a duplicate of one.
+        X-CloudTasks-TaskRetryCount is above 0), not a first delivery or a duplicate of one;
+        ``answered``: the attempt it retries got an answer, so it no longer runs.
         """
         found = self._k.read(payload.flow_id)
         if found is None:
             log.warning("task for unknown flow", extra={"flow_id": payload.flow_id})
             return Ran.NO_FLOW
         budget_s = self._k.budget_s(payload.position.kind)
-        token = REQUEST.set(Request(self._k.clock.now(), budget_s, redelivery=redelivery))
+        request = Request(self._k.clock.now(), budget_s, redelivery=redelivery, answered=answered)
+        token = REQUEST.set(request)
         try:
             with tracing.log_fields(flow_id=payload.flow_id, tenant=found.record.tenant):
                 return self._run_found(found, payload, redelivery)

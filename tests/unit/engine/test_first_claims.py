@@ -11,6 +11,7 @@ import pytest
 from relayflow.core.engine import Limits, Ran
 from relayflow.core.flows import StepContext
 from relayflow.core.state import Status
+from relayflow.web.services import _answered
 
 from .support import Harness
 
@@ -119,3 +120,27 @@ def test_a_late_first_dispatch_claims_for_itself_at_once(h: Harness) -> None:
     assert during.claim.until == h.clock.now() + timedelta(seconds=LIMITS.claim_lease_s)
     assert during.uncommitted == 0
     assert h.store.writes == 3  # the create, the claim, the commit
+
+
+def test_a_retry_of_an_answered_dispatch_takes_the_first_claim_over_at_once(h: Harness) -> None:
+    # given the first dispatch was answered without running (Cloud Run's 429, a 5xx)
+    h.start()
+    payload = h.next_payload()
+    # when Cloud Tasks retries it, saying the attempt it retries got an answer
+    seen: list[int] = []
+    h.reserve.script = [lambda ctx: seen.append(h.record().uncommitted) or {"reservation": "r-1"}]
+    # then it is not busy: nothing can still run under the claim, so it claims at once,
+    # counting the answered attempt as a try (it may have run, then failed)
+    assert h.engine.run_task(payload, redelivery=True, answered=True) is Ran.ADVANCED
+    assert seen == [1]
+
+
+@pytest.mark.parametrize(
+    ("status", "answered"),
+    [("500", True), ("429", True), ("503", True), ("504", False), ("", False), ("0", False)],
+)
+def test_only_an_http_answer_but_a_timeout_says_the_attempt_is_over(
+    status: str, answered: bool
+) -> None:
+    headers = {"X-CloudTasks-TaskPreviousResponse": status} if status else {}
+    assert _answered(headers) is answered
