@@ -301,6 +301,8 @@ def test_two_deliveries_of_one_task_at_once_run_the_side_effect_once(
     # given the first delivery of ``register`` is inside its handler, holding the claim
     flow_id = new_flow_id()
     payload = TaskPayload(flow_id=flow_id, position=started(harness, flow_id).position)
+    # (later than the create's claim for its first dispatch covers: it claims for itself)
+    harness.clock.advance(Limits().first_delivery_within_s + 1)
     entered, release = threading.Event(), threading.Event()
     harness.client.hold = (entered, release)
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -321,6 +323,33 @@ def test_two_deliveries_of_one_task_at_once_run_the_side_effect_once(
     assert harness.client.calls == [("register", key)]
     # and once the first has committed, the duplicate's retry is a stale no-op
     assert harness.engine.run_task(payload) is Ran.STALE
+
+
+def test_a_duplicate_of_the_first_dispatch_at_once_calls_with_the_same_key_and_one_commits(
+    harness: Harness, new_flow_id: Callable[[], str]
+) -> None:
+    # given the first dispatch of ``register`` is inside its handler under the create's claim
+    flow_id = new_flow_id()
+    payload = TaskPayload(flow_id=flow_id, position=started(harness, flow_id).position)
+    entered, release = threading.Event(), threading.Event()
+    harness.client.hold = (entered, release)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(harness.engine.run_task, payload)
+        assert entered.wait(timeout=30)
+
+        # when its duplicate (retry count 0 too) is delivered meanwhile, and finishes first
+        harness.client.hold = None
+        second = harness.engine.run_task(payload)
+        release.set()
+
+        # then both called the API, under one idempotency key, and only one commit landed:
+        # the other's conditional write found the document changed and the position moved on
+        assert (first.result(timeout=30), second) == (Ran.STALE, Ran.ADVANCED)
+    after = harness.flow(flow_id)
+    assert [(h.step, h.outcome) for h in after.history] == [("register", "succeeded")]
+    assert after.position.step == "activate"
+    key = idempotency_key(after, after.position.model_copy(update={"step": "register"}))
+    assert harness.client.calls == [("register", key), ("register", key)]
 
 
 def test_the_last_step_ends_the_flow_and_publishes_the_result_once(
