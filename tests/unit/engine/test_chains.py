@@ -74,10 +74,11 @@ def test_a_25_poll_flow_writes_its_document_at_most_7_times_and_lists_every_poll
     flow_id = h.start("reg", {})
     record = h.run(flow_id)
     assert record is not None and record.status is Status.SUCCEEDED
-    # create, register's claim and commit, one checkpoint (poll 19), the ready poll (with
-    # create_entity's claim, inline), create_entity's commit
+    # create (which claims register for its first dispatch), register's commit, one
+    # checkpoint (poll 19), the ready poll (with create_entity's claim, inline),
+    # create_entity's commit
     assert h.store.writes <= 4 + 3
-    assert h.store.writes == 6
+    assert h.store.writes == 5
     polls = poll_entries(h, flow_id)
     assert [e.poll for e in polls] == list(range(POLLS)) and record.polls == POLLS
     waits = [e.delay_s for e in polls[:-1]]
@@ -292,7 +293,7 @@ def test_the_chains_length_is_the_harness_setting() -> None:
     flow_id = h.start("reg", {})
     record = h.run(flow_id)
     assert record is not None and record.status is Status.SUCCEEDED
-    # create, register's claim and commit, checkpoints at polls 2, 5, … 23 (8), the ready poll
-    # (with create_entity's claim), create_entity's commit
-    assert h.store.writes == 3 + 8 + 2
+    # create (claiming register), register's commit, checkpoints at polls 2, 5, … 23 (8), the
+    # ready poll (with create_entity's claim), create_entity's commit
+    assert h.store.writes == 2 + 8 + 2
     assert [e.poll for e in poll_entries(h, flow_id)] == list(range(POLLS))
