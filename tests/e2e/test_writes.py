@@ -17,6 +17,7 @@ from relayflow.capacity import oplog
 from relayflow.core.state import Status
 from relayflow.gcp import recording
 from relayflow.gcp.store import FlowStore, keys
+from relayflow.local.polling import poll_until
 from relayflow.local.ports import Ports
 from relayflow.local.stack import Stack
 from tests.e2e.conftest import E2E_BASE_PORT, FAST_POLICIES, Harness
@@ -60,12 +61,20 @@ def test_a_registration_active_at_its_first_poll_writes_its_document_four_times(
     assert record.status is Status.SUCCEEDED
     assert record.polls == 1
 
-    # then its document was written four times: created, then three commits
-    writes = [
-        op
-        for op in oplog.of_kind(oplog.read(log), oplog.FS_WRITE)
-        if op.get("coll") == "flows" and op.get("id") == keys.document_id(record.key)
-    ]
+    # then its document was written four times: created, then three commits (the last one,
+    # which ended it, is logged once its write returned: a moment after the test can see it)
+    def writes_of_the_flow() -> list[oplog.Op]:
+        return [
+            op
+            for op in oplog.of_kind(oplog.read(log), oplog.FS_WRITE)
+            if op.get("coll") == "flows" and op.get("id") == keys.document_id(record.key)
+        ]
+
+    def ended() -> bool:
+        return any("result" in op.get("fields", []) for op in writes_of_the_flow())
+
+    assert poll_until(ended, timeout_s=10, interval_s=0.05)
+    writes = writes_of_the_flow()
     assert [op.get("kind") for op in writes] == ["create", "update", "update", "update"]
     assert [op.component for op in writes] == [
         "relayflow-start",  # the create, claiming register for its first dispatch
