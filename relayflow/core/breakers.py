@@ -42,7 +42,15 @@ from typing import Any
 
 from relayflow.core.backoff import compute_delay, unit_interval
 from relayflow.core.breaker_policy import BreakerPolicy, Dependencies
-from relayflow.core.breaker_state import Breaker, BreakerState, BreakerStore, Known, view
+from relayflow.core.breaker_state import (
+    Breaker,
+    BreakerState,
+    BreakerStore,
+    Counts,
+    Known,
+    flush_interval_s,
+    view,
+)
 from relayflow.core.clock import Clock
 from relayflow.core.metrics import BreakerMetrics
 
@@ -76,13 +84,17 @@ class Breakers:
         flush_s: float = 1.0,
         metrics: BreakerMetrics | None = None,
         shard: int | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._store = store
         self._policies = policies
         self._clock = clock
+        if shards < 1 or flush_s <= 0:
+            raise ValueError(f"breakers need shards >= 1 and flush_s > 0, not {shards}, {flush_s}")
         self._shards = shards
+        self._random = rng or random.Random()
         # One shard per process, picked at random: instances spread their writes.
-        self._shard = random.randrange(shards) if shard is None else shard % shards
+        self._shard = self._random.randrange(shards) if shard is None else shard % shards
         self._refresh_s = refresh_s
         self._flush_s = flush_s
         self._metrics = metrics
@@ -225,7 +237,8 @@ class Breakers:
                     closed = self._probed(known, policy, now, ok)
                 elif not ok and known.state.state is Breaker.CLOSED:
                     self._maybe_open(known, policy, now)
-            known.flush(self._store, dependency, self._shard, policy, now, every_s=self._flush_s)
+            every_s = known.interval_s
+            known.flush(self._store, dependency, self._shard, policy, now, every_s=every_s)
         if self._metrics:
             self._metrics.dependency_called(dependency, ok)
         return closed
@@ -319,7 +332,7 @@ class Breakers:
         now = self._clock.now()
         with self._lock:
             for dependency, known in self._known.items():
-                policy, every_s = self._policies.policy(dependency), self._flush_s
+                policy, every_s = self._policies.policy(dependency), known.interval_s
                 known.flush(
                     self._store, dependency, self._shard, policy, now, every_s=every_s, force=True
                 )
@@ -329,15 +342,28 @@ class Breakers:
         stale = known is None or (now - known.read_at).total_seconds() >= self._refresh_s
         if known is None or stale or force:
             state, version = self._store.breaker(dependency)
-            counts = self._store.counts(dependency, self._shards)
+            shards = self._store.shard_counts(dependency, self._shards)
+            counts = _summed(shards)
             if known is None:
                 known = Known(_default(state, dependency), version, counts, now)
+                known.interval_s = self._flush_s
                 self._known[dependency] = known
             else:
                 self._seen(known, state)
                 known.state, known.version = state, version
                 known.counts, known.read_at = counts, now
+            self._pace(known, shards[self._shard], now)
         return known
+
+    def _pace(self, known: Known, shard: dict[int, Counts], now: datetime) -> None:
+        """Set how often this process adds to its shard from how many write it (see the module
+        docstring). One that joins a crowded shard starts at a random point of its interval,
+        so a fleet scaling out does not write every shard at once."""
+        policy = self._policies.policy(known.state.dependency)
+        known.interval_s = flush_interval_s(shard, policy, now, flush_s=self._flush_s)
+        if known.flushed_at is None and known.interval_s > self._flush_s:
+            phase_s = self._random.random() * known.interval_s
+            known.flushed_at = now - timedelta(seconds=phase_s)
 
     def _reread(self, known: Known, now: datetime) -> None:
         state, version = self._store.breaker(known.state.dependency)
@@ -383,6 +409,14 @@ class Breakers:
             bucket.retries += 1
         else:
             bucket.first += 1
+
+
+def _summed(shards: Iterable[dict[int, Counts]]) -> dict[int, Counts]:
+    total: dict[int, Counts] = {}
+    for shard in shards:
+        for bucket, counts in shard.items():
+            total.setdefault(bucket, Counts()).add(counts)
+    return total
 
 
 def _default(state: BreakerState, dependency: str) -> BreakerState:
