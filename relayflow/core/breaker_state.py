@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -36,6 +37,7 @@ TARGET_WRITES_PER_S = 0.5
 MAX_FLUSH_S = 3600.0
 # Latency histogram bounds (seconds) for p95: what adaptive backoff starts from.
 LATENCY_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LATENCY_KEYS = tuple(f"l{i}" for i in range(len(LATENCY_BOUNDS_S) + 1))
 MAX_TRANSITIONS = 20  # kept on the breaker's document, newest last
 
 
@@ -97,7 +99,7 @@ class Counts:
         self.retries += other.retries
         self.flushes += other.flushes
         self.interval_ms += other.interval_ms
-        self.latency = [a + b for a, b in zip(self.latency, other.latency, strict=True)]
+        self.latency = list(map(operator.add, self.latency, other.latency))
 
     def observe(self, latency_s: float) -> None:
         index = next((i for i, b in enumerate(LATENCY_BOUNDS_S) if latency_s <= b), None)
@@ -131,7 +133,7 @@ class Counts:
             flushes=int(doc.get("flushes", 0)),
             interval_ms=int(doc.get("interval_ms", 0)),
         )
-        counts.latency = [int(doc.get(f"l{i}", 0)) for i in range(len(LATENCY_BOUNDS_S) + 1)]
+        counts.latency = [int(doc.get(key, 0)) for key in LATENCY_KEYS]
         return counts
 
 

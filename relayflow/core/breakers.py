@@ -43,6 +43,7 @@ from typing import Any
 from relayflow.core.backoff import compute_delay, unit_interval
 from relayflow.core.breaker_policy import BreakerPolicy, Dependencies
 from relayflow.core.breaker_state import (
+    TARGET_WRITES_PER_S,
     Breaker,
     BreakerState,
     BreakerStore,
@@ -55,6 +56,8 @@ from relayflow.core.clock import Clock
 from relayflow.core.metrics import BreakerMetrics
 
 log = logging.getLogger("relayflow.dependencies")
+# The shortest flush interval: one instance alone writes its shard at the target rate.
+FLUSH_S = 1.0 / TARGET_WRITES_PER_S
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class Breakers:
         *,
         shards: int = 4,
         refresh_s: float = 1.0,
-        flush_s: float = 1.0,
+        flush_s: float = FLUSH_S,
         metrics: BreakerMetrics | None = None,
         shard: int | None = None,
         rng: random.Random | None = None,
@@ -294,6 +297,13 @@ class Breakers:
             if known is None:
                 return None
             return known.window(policy, now, since=None).p95_s()
+
+    def flush_interval_s(self, dependency: str) -> float:
+        """How often this process adds what it counts of ``dependency`` to its window shard,
+        as its last read of the shard's writers set it (``flush_s`` before any)."""
+        with self._lock:
+            known = self._known.get(dependency)
+            return known.interval_s if known is not None else self._flush_s
 
     def closed_elsewhere(self) -> list[str]:
         """The dependencies whose breaker this process saw another instance close since it
