@@ -31,6 +31,10 @@ log = logging.getLogger("relayflow.dependencies")
 # https://firebase.google.com/docs/firestore/quotas), with room for the estimate's noise
 # (relayflow.core.breakers: measured at 0.45-0.55/s in tests/unit/test_breaker_flushes.py).
 TARGET_WRITES_PER_S = 0.5
+# The most one paced window document takes once its writers settled, as
+# tests/unit/test_breaker_flushes.py holds it (the estimate's noise over TARGET_WRITES_PER_S):
+# what the capacity model charges each document (relayflow.capacity.model).
+SETTLED_WRITES_PER_S = 0.6
 # The longest an instance waits between flushes. Past window_s its counts reach the window as a
 # sample (what it counted in the last window); this bound only caps the fleet a shard can take at
 # TARGET_WRITES_PER_S (MAX_FLUSH_S x TARGET_WRITES_PER_S = 1,800 instances per shard).

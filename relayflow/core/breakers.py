@@ -20,11 +20,59 @@ runs, the engine asks ``Breakers.check``:
 
 The breaker's state is one Firestore document per dependency, written only on transitions and
 probes (compare-and-set, so two instances never both make one transition). Outcomes are
-counted in memory per process and added about once a second to one of ``shards`` window
-documents per dependency (increments, in buckets of ``window_s / 30``, at least a second), so
-however many calls a second the dependency takes, each document takes about one write a second
-per instance sharing it.
-Each instance reads the state and the shards at most once a second, and only while it calls.
+counted in memory per process and added (increments, in buckets of ``window_s / 30``, at least
+a second) to one of ``shards`` window documents per dependency (``RELAYFLOW_BREAKER_SHARDS``,
+4), each instance to the one it picked at random. Each instance reads the state and every
+shard at most once a second (``refresh_s``), and only while it calls; it judges by what it
+read plus what it counted itself and has not added yet.
+
+**Paced flushes: a window document's write rate does not grow with the fleet.** Firestore
+sustains about one write a second to one document
+(https://firebase.google.com/docs/firestore/best-practices#hotspots, "Updates to a single
+document"; the quotas page, https://firebase.google.com/docs/firestore/quotas, once stated
+"1 per second"); relayflow designs at most 70 % of it. With a fixed flush every second, a shard
+took instances / shards writes a second: at the ~630 worker and poller instances 10,000
+reference flows/s need (relayflow.capacity.model), 157/s, which capped the system at ~64
+flows/s. Now every addition also counts itself in the bucket it is made in (``flushes``, and
+``interval_ms``: the interval its instance keeps), and an instance reading its shard estimates
+how many instances write it: each addition at interval T stands for T seconds of one instance,
+so the intervals summed over the last window, divided by its span, are the writers N
+(``breaker_state.writers``: a direct estimate, right whatever intervals the others keep and
+however they just changed them, so the instances do not chase each other's lag and
+oscillate). It then flushes every ``clamp(N / TARGET_WRITES_PER_S, flush_s, MAX_FLUSH_S)``:
+the N instances sharing a shard write it ``TARGET_WRITES_PER_S`` = 0.5 times a second together,
+whatever N is. One instance alone flushes every ``flush_s`` = 2 s (``FLUSH_S = 1 /
+TARGET_WRITES_PER_S``: at the old 1 s a lone instance alone would write 1/s, over the 70 %).
+A fleet shrinking back is seen within a window (the others' additions leave it); one that
+joins a crowded shard starts at a random point of its interval, so scaling out is no burst.
+Measured on a fake clock (tests/unit/test_breaker_flushes.py): 1, 2, 10, 100 and 400 instances
+on one shard write it 0.50, 0.51, 0.53, 0.52-0.56 and 0.53-0.56 times a second once settled,
+at most 0.62 while 400 settle from a cold start; ``MAX_FLUSH_S`` = 3,600 s keeps that bound up
+to 1,800 instances a shard (7,200 at 4 shards), past which a shard takes N / 3,600.
+
+What a long interval changes, and why it is sound: an instance flushing less than once a
+window adds only what it counted in the last window (older buckets are forgotten unshared), so
+at large fleets the shared window is a *sample* of the fleet's calls: about
+``TARGET_WRITES_PER_S x window_s x shards`` additions (60 at the defaults), each an instance's
+own recent calls, at whatever fleet size. The breaker judges a ratio (``failure_rate`` of the
+newest stretch holding ``min_calls``), the budget another (retries against first attempts),
+p95 a quantile: a sample of whole instances estimates each, and every instance adds its own
+unflushed calls, so one that sees a failing dependency itself opens the breaker for all. What
+the sample loses is volume: ``calls`` in a view (api, CLI) count the sample, not the fleet, at
+large fleets, and ``min_retries`` (an absolute allowance) is granted per instance's view rather
+than once for the fleet (negligible next to ``retry_budget x first attempts`` at any rate that
+paces flushes). Where no instance alone reaches ``min_calls`` (200 instances calling once
+every 5 s each) the breaker still opens within the window: in 8 s, the shards staying at
+0.5 writes/s through the outage (the same tests).
+
+The interval is not capped at a fraction of the window (``window_s / 3`` was proposed): a 10 s
+cap puts N / 10 writes a second on a shard again once N passes 5 (15.7/s at 157 writers), so
+shards would have to grow with the fleet. They do not: the write rate no longer needs them to,
+and each costs
+every calling instance a read a second (with 4 shards, 630 instances read 3,150 documents a
+second per dependency called; at 126 shards, what a 10 s cap on the interval would have needed,
+it would be ~80,000). More shards only widen the sample. The breaker's state document is read
+by every calling instance once a second and written only on transitions and probes.
 
 The policies are configured in ``relayflow.core.breaker_policy``; the stored state, the counts
 and their store are ``relayflow.core.breaker_state``.
