@@ -124,7 +124,8 @@ class Counts:
     def to_doc(self) -> dict[str, int]:
         doc = {"calls": self.calls, "failures": self.failures}
         doc |= {"first": self.first, "retries": self.retries}
-        doc |= {k: n for k, n in (("flushes", self.flushes), ("interval_ms", self.interval_ms)) if n}
+        paced = {"flushes": self.flushes, "interval_ms": self.interval_ms}
+        doc |= {k: n for k, n in paced.items() if n}  # only where additions were made
         return doc | {f"l{i}": n for i, n in enumerate(self.latency) if n}
 
     @classmethod
