@@ -29,7 +29,7 @@ log = logging.getLogger("relayflow.dependencies")
 # Firestore's sustained rate of about one write a second to a document (relayflow.capacity.limits
 # FIRESTORE_DOCUMENT; https://firebase.google.com/docs/firestore/best-practices#hotspots and
 # https://firebase.google.com/docs/firestore/quotas), with room for the estimate's noise
-# (relayflow.core.breakers: measured at 0.45-0.55/s in tests/unit/test_breaker_flushes.py).
+# (relayflow.core.breakers: 0.50-0.56/s measured once settled, tests/unit/test_breaker_flushes.py).
 TARGET_WRITES_PER_S = 0.5
 # The most one paced window document takes once its writers settled, as
 # tests/unit/test_breaker_flushes.py holds it (the estimate's noise over TARGET_WRITES_PER_S):
@@ -271,9 +271,12 @@ class Known:
         """Add what was counted here in the last window to ``shard`` of the shared window, at
         most every ``every_s`` (``force``: now), with this addition itself counted (so readers
         know how many write the shard), and forget buckets older than two windows."""
-        self.forget_old(policy, now)
         due = self.flushed_at is None or (now - self.flushed_at).total_seconds() >= every_s
-        if not self.pending or not (due or force):
+        if not (due or force):
+            self.forget_old(policy, now)
+            return
+        self.forget_old(policy, now, always=True)
+        if not self.pending:
             return
         oldest = now.timestamp() - 2 * policy.window_s
         drop = [b for b in self.counts if b < oldest]
@@ -292,11 +295,13 @@ class Known:
         self.pending = {}
         self.flushed_at = now
 
-    def forget_old(self, policy: BreakerPolicy, now: datetime) -> None:
+    def forget_old(self, policy: BreakerPolicy, now: datetime, *, always: bool = False) -> None:
         """Drop unflushed buckets the window no longer holds: an instance flushing less often
-        than once a window shares only its last window (the shared window is then a sample)."""
-        if len(self.pending) <= BUCKETS_PER_WINDOW + 1:
-            return  # too few to hold one outside the window: nothing to look at
+        than once a window shares only its last window (the shared window is then a sample).
+        Between flushes only once they could fill more than a window (memory stays bounded
+        without a look at every call)."""
+        if not always and len(self.pending) <= BUCKETS_PER_WINDOW + 1:
+            return
         start = now.timestamp() - policy.window_s - policy.bucket_s
         self.pending = {b: c for b, c in self.pending.items() if b >= start}
 
