@@ -225,7 +225,7 @@ class Known:
     flushed_at: datetime | None = None
     # How often this process adds to its shard, as the shard's writers last read ask
     # (``flush_interval_s``); the Breakers' flush_s until then.
-    interval_s: float = 1.0
+    interval_s: float = 1.0 / TARGET_WRITES_PER_S
 
     def counting(self, policy: BreakerPolicy, now: datetime) -> Counts:
         """The bucket ``now``'s calls are counted in, not yet added to the shared window."""

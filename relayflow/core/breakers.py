@@ -42,7 +42,8 @@ however they just changed them, so the instances do not chase each other's lag a
 oscillate). It then flushes every ``clamp(N / TARGET_WRITES_PER_S, flush_s, MAX_FLUSH_S)``:
 the N instances sharing a shard write it ``TARGET_WRITES_PER_S`` = 0.5 times a second together,
 whatever N is. One instance alone flushes every ``flush_s`` = 2 s (``FLUSH_S = 1 /
-TARGET_WRITES_PER_S``: at the old 1 s a lone instance alone would write 1/s, over the 70 %).
+TARGET_WRITES_PER_S``: at the old 1 s a lone instance would write 1/s, over the 70 %; a
+shorter ``flush_s`` given is stretched to it by the same rule).
 A fleet shrinking back is seen within a window (the others' additions leave it); one that
 joins a crowded shard starts at a random point of its interval, so scaling out is no burst.
 Measured on a fake clock (tests/unit/test_breaker_flushes.py): 1, 2, 10, 100 and 400 instances
@@ -68,10 +69,9 @@ every 5 s each) the breaker still opens within the window: in 8 s, the shards st
 The interval is not capped at a fraction of the window (``window_s / 3`` was proposed): a 10 s
 cap puts N / 10 writes a second on a shard again once N passes 5 (15.7/s at 157 writers), so
 shards would have to grow with the fleet. They do not: the write rate no longer needs them to,
-and each costs
-every calling instance a read a second (with 4 shards, 630 instances read 3,150 documents a
-second per dependency called; at 126 shards, what a 10 s cap on the interval would have needed,
-it would be ~80,000). More shards only widen the sample. The breaker's state document is read
+and each costs every calling instance a read a second (with 4 shards, 630 instances read 3,150
+documents a second per dependency called; at 126 shards, what a 10 s cap on the interval would
+have needed, it would be ~80,000). More shards only widen the sample. The breaker's state document is read
 by every calling instance once a second and written only on transitions and probes.
 
 The policies are configured in ``relayflow.core.breaker_policy``; the stored state, the counts
