@@ -71,8 +71,9 @@ cap puts N / 10 writes a second on a shard again once N passes 5 (15.7/s at 157 
 shards would have to grow with the fleet. They do not: the write rate no longer needs them to,
 and each costs every calling instance a read a second (with 4 shards, 630 instances read 3,150
 documents a second per dependency called; at 126 shards, what a 10 s cap on the interval would
-have needed, it would be ~80,000). More shards only widen the sample. The breaker's state document is read
-by every calling instance once a second and written only on transitions and probes.
+have needed, it would be ~80,000). More shards only widen the sample. The breaker's state
+document is read by every calling instance once a second and written only on transitions and
+probes.
 
 The policies are configured in ``relayflow.core.breaker_policy``; the stored state, the counts
 and their store are ``relayflow.core.breaker_state``.
