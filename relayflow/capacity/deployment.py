@@ -85,10 +85,15 @@ class Deployment:
     collections: Mapping[str, str]  # topology.json firestore key -> collection name
     firestore_shards: int | None = None  # None: no shard field
     services: tuple[Service, ...] = ()
-    # Breaker call windows: each instance adds its counts to one of these documents about once
-    # a second (relayflow.core.breakers), so their writes grow with the instances, not the flows.
+    # Breaker call windows (relayflow.core.breakers): each instance adds its counts to one of
+    # ``breaker_shards`` documents, pacing its flushes (every breaker_flush_s at the least,
+    # breaker_max_flush_s at the most) so each document takes about breaker_writes_per_s
+    # whatever the fleet's size, until a shard has more than breaker_writes_per_s x
+    # breaker_max_flush_s writers (then writers / breaker_max_flush_s).
     breaker_shards: int = 4
-    breaker_flush_s: float = 1.0
+    breaker_flush_s: float = 2.0
+    breaker_writes_per_s: float = 0.6
+    breaker_max_flush_s: float = 3600.0
 
     def queue_kind(self, queue: str) -> QueueKind | None:
         return next((q for q in self.queues if q.holds(queue)), None)

@@ -285,15 +285,20 @@ def instances_per_flow(run: ShapeRun, deployment: Deployment, services: Iterable
 
 
 def breaker_window_usage(run: ShapeRun, deployment: Deployment) -> list[Usage]:
-    """Writes per second to one breaker window: every worker and poller instance that calls a
-    dependency adds its counts to one of the dependency's windows each flush interval, so a
-    window takes (instances / shards / flush interval) writes per second."""
+    """Writes per second to one breaker window document. Its writers pace their flushes to keep
+    it near a constant rate whatever their number (relayflow.core.breakers): a constant load,
+    independent of R, until a shard has more writers than the longest interval allows (every
+    worker and poller instance calling the dependency, over ``breaker_shards``), past which it
+    grows as writers / ``breaker_max_flush_s``. The load is the larger of the two; it is
+    charged as their sum, the stricter reading. Limit: Firestore's ~1 write/s per document."""
     windows = deployment.collection("breaker_windows")
     if not any(op.get("coll") == windows for op in of_kind(run.ops, FS_WRITE)):
         return []
-    shards, flush_s = deployment.breaker_shards, deployment.breaker_flush_s
-    per_flow = instances_per_flow(run, deployment, SERVICE_QUEUES) / shards / flush_s
+    shards, longest_s = deployment.breaker_shards, deployment.breaker_max_flush_s
+    paced = deployment.breaker_writes_per_s
+    per_flow = instances_per_flow(run, deployment, SERVICE_QUEUES) / shards / longest_s
     limit = limits.FIRESTORE_DOCUMENT
+    writers = paced * longest_s
     return [
         Usage(
             f"firestore document: breaker window (per shard of {shards})",
@@ -301,8 +306,9 @@ def breaker_window_usage(run: ShapeRun, deployment: Deployment) -> list[Usage]:
             limit,
             limit.value,
             per_flow=per_flow,
-            detail=f"each worker/poller instance writes one of {shards} windows every "
-            f"{flush_s:g} s",
+            constant=paced,
+            detail=f"paced flushes: ~{paced:g}/s per document up to {writers:,.0f} instances a "
+            f"shard (flush every {deployment.breaker_flush_s:g}-{longest_s:,.0f} s)",
         )
     ]
 

@@ -30,6 +30,7 @@ from relayflow.capacity.deployment import (
     Service,
     topology_parts,
 )
+from relayflow.core.breaker_state import MAX_FLUSH_S, SETTLED_WRITES_PER_S
 from relayflow.core.breakers import Breakers
 from relayflow.settings import Settings
 
@@ -221,8 +222,12 @@ def breaker_shards(scope: Scope) -> int:
     return int(scope.resolve(value))
 
 
-# How often an instance adds its call counts to its breaker window (the engine's default).
+# How often an instance adds its call counts to its breaker window at the least and at the
+# most, and what one window document takes once its writers paced their flushes (the engine's
+# own figures: relayflow.core.breakers, relayflow.core.breaker_state).
 BREAKER_FLUSH_S = float(inspect.signature(Breakers).parameters["flush_s"].default)
+BREAKER_MAX_FLUSH_S = MAX_FLUSH_S
+BREAKER_WRITES_PER_S = SETTLED_WRITES_PER_S
 
 
 def read_deployment(repo: Path, env: str = "prod") -> Deployment:
@@ -243,4 +248,6 @@ def read_deployment(repo: Path, env: str = "prod") -> Deployment:
         services=read_services(scope, load(terraform / "modules" / "service")),
         breaker_shards=breaker_shards(scope),
         breaker_flush_s=BREAKER_FLUSH_S,
+        breaker_writes_per_s=BREAKER_WRITES_PER_S,
+        breaker_max_flush_s=BREAKER_MAX_FLUSH_S,
     )

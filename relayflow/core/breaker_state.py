@@ -1,25 +1,47 @@
 """A dependency's breaker as stored and as one process knows it: the state and its transitions
 (one document per dependency), the window's counts (in shards of buckets), the port they are
 kept behind (``relayflow.gcp.breakers`` in Firestore; memory in tests), and what a process last
-read of them with what it counted since (added to the shared window about once a second).
+read of them with what it counted since (added to the shared window every flush interval).
+
+Each addition to a window document also counts itself in the bucket it was made in
+(``flushes``, and ``interval_ms``: the interval the instance was flushing at), so whoever reads
+a shard knows how many instances write it (``writers``) and stretches its own interval to keep
+the document near ``TARGET_WRITES_PER_S`` (``flush_interval_s``; the design and its figures are
+in ``relayflow.core.breakers``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from relayflow.core.breaker_policy import BreakerPolicy
+from relayflow.core.breaker_policy import BUCKETS_PER_WINDOW, BreakerPolicy
 
 log = logging.getLogger("relayflow.dependencies")
 
+# Writes a second one window document is kept near, whatever the fleet's size: under 70 % of
+# Firestore's sustained rate of about one write a second to a document (relayflow.capacity.limits
+# FIRESTORE_DOCUMENT; https://firebase.google.com/docs/firestore/best-practices#hotspots and
+# https://firebase.google.com/docs/firestore/quotas), with room for the estimate's noise
+# (relayflow.core.breakers: 0.50-0.56/s measured once settled, tests/unit/test_breaker_flushes.py).
+TARGET_WRITES_PER_S = 0.5
+# The most one paced window document takes once its writers settled, as
+# tests/unit/test_breaker_flushes.py holds it (the estimate's noise over TARGET_WRITES_PER_S):
+# what the capacity model charges each document (relayflow.capacity.model).
+SETTLED_WRITES_PER_S = 0.6
+# The longest an instance waits between flushes. Past window_s its counts reach the window as a
+# sample (what it counted in the last window); this bound only caps the fleet a shard can take at
+# TARGET_WRITES_PER_S (MAX_FLUSH_S x TARGET_WRITES_PER_S = 1,800 instances per shard).
+MAX_FLUSH_S = 3600.0
 # Latency histogram bounds (seconds) for p95: what adaptive backoff starts from.
 LATENCY_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LATENCY_KEYS = tuple(f"l{i}" for i in range(len(LATENCY_BOUNDS_S) + 1))
 MAX_TRANSITIONS = 20  # kept on the breaker's document, newest last
 
 
@@ -69,13 +91,19 @@ class Counts:
     first: int = 0
     retries: int = 0
     latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_S) + 1))
+    # The window document's own bookkeeping: additions made in this bucket, and the sum of the
+    # flush intervals (ms) their instances were keeping. Not calls: only ``writers`` reads them.
+    flushes: int = 0
+    interval_ms: int = 0
 
     def add(self, other: Counts) -> None:
         self.calls += other.calls
         self.failures += other.failures
         self.first += other.first
         self.retries += other.retries
-        self.latency = [a + b for a, b in zip(self.latency, other.latency, strict=True)]
+        self.flushes += other.flushes
+        self.interval_ms += other.interval_ms
+        self.latency = list(map(operator.add, self.latency, other.latency))
 
     def observe(self, latency_s: float) -> None:
         index = next((i for i, b in enumerate(LATENCY_BOUNDS_S) if latency_s <= b), None)
@@ -96,6 +124,8 @@ class Counts:
     def to_doc(self) -> dict[str, int]:
         doc = {"calls": self.calls, "failures": self.failures}
         doc |= {"first": self.first, "retries": self.retries}
+        paced = {"flushes": self.flushes, "interval_ms": self.interval_ms}
+        doc |= {k: n for k, n in paced.items() if n}  # only where additions were made
         return doc | {f"l{i}": n for i, n in enumerate(self.latency) if n}
 
     @classmethod
@@ -105,8 +135,10 @@ class Counts:
             failures=int(doc.get("failures", 0)),
             first=int(doc.get("first", 0)),
             retries=int(doc.get("retries", 0)),
+            flushes=int(doc.get("flushes", 0)),
+            interval_ms=int(doc.get("interval_ms", 0)),
         )
-        counts.latency = [int(doc.get(f"l{i}", 0)) for i in range(len(LATENCY_BOUNDS_S) + 1)]
+        counts.latency = [int(doc.get(key, 0)) for key in LATENCY_KEYS]
         return counts
 
 
@@ -132,6 +164,10 @@ class BreakerStore(Protocol):
 
     def counts(self, dependency: str, shards: int) -> dict[int, Counts]:
         """Every shard's counts, summed by bucket."""
+        ...
+
+    def shard_counts(self, dependency: str, shards: int) -> list[dict[int, Counts]]:
+        """Each shard's counts by bucket (shard k at index k), in one read of them all."""
         ...
 
     def breakers(self) -> list[BreakerState]:
@@ -187,6 +223,9 @@ class Known:
     read_at: datetime
     pending: dict[int, Counts] = field(default_factory=dict)
     flushed_at: datetime | None = None
+    # How often this process adds to its shard, as the shard's writers last read ask
+    # (``flush_interval_s``); the Breakers' flush_s until then.
+    interval_s: float = 1.0 / TARGET_WRITES_PER_S
 
     def counting(self, policy: BreakerPolicy, now: datetime) -> Counts:
         """The bucket ``now``'s calls are counted in, not yet added to the shared window."""
@@ -229,24 +268,77 @@ class Known:
         every_s: float,
         force: bool = False,
     ) -> None:
-        """Add what was counted here to ``shard`` of the shared window, at most every
-        ``every_s`` (``force``: now), and forget buckets older than two windows."""
+        """Add what was counted here in the last window to ``shard`` of the shared window, at
+        most every ``every_s`` (``force``: now), with this addition itself counted (so readers
+        know how many write the shard), and forget buckets older than two windows."""
         due = self.flushed_at is None or (now - self.flushed_at).total_seconds() >= every_s
-        if not self.pending or not (due or force):
+        if not (due or force):
+            self.forget_old(policy, now)
+            return
+        self.forget_old(policy, now, always=True)
+        if not self.pending:
             return
         oldest = now.timestamp() - 2 * policy.window_s
         drop = [b for b in self.counts if b < oldest]
+        added = dict(self.pending)
+        mark = Counts(flushes=1, interval_ms=round(every_s * 1000))
+        added[bucket_start(policy, now)] = _plus(added.get(bucket_start(policy, now)), mark)
         try:
-            store.add_counts(dependency, shard, self.pending, drop=drop)
+            store.add_counts(dependency, shard, added, drop=drop)
         except Exception:  # the window is advice: a failed flush must not fail the step
             log.warning("could not add to a breaker window", exc_info=True)
             return
-        for bucket, counts in self.pending.items():
+        for bucket, counts in added.items():
             self.counts.setdefault(bucket, Counts()).add(counts)
         for bucket in drop:
             self.counts.pop(bucket, None)
         self.pending = {}
         self.flushed_at = now
+
+    def forget_old(self, policy: BreakerPolicy, now: datetime, *, always: bool = False) -> None:
+        """Drop unflushed buckets the window no longer holds: an instance flushing less often
+        than once a window shares only its last window (the shared window is then a sample).
+        Between flushes only once they could fill more than a window (memory stays bounded
+        without a look at every call)."""
+        if not always and len(self.pending) <= BUCKETS_PER_WINDOW + 1:
+            return
+        start = now.timestamp() - policy.window_s - policy.bucket_s
+        self.pending = {b: c for b, c in self.pending.items() if b >= start}
+
+
+def _plus(counts: Counts | None, more: Counts) -> Counts:
+    total = Counts()
+    for part in (counts, more):
+        if part is not None:
+            total.add(part)
+    return total
+
+
+def writers(shard: Mapping[int, Counts], policy: BreakerPolicy, now: datetime) -> float:
+    """How many instances write one window document, from the flushes it counted over the last
+    window: each addition made at interval T stands for T seconds of one instance, so the sum of
+    the intervals over the span is the instances writing it (whatever intervals they keep, and
+    however those changed meanwhile: no feedback lag to oscillate on)."""
+    newest = bucket_start(policy, now)
+    lowest = newest - (math.ceil(policy.window_s / policy.bucket_s) - 1) * policy.bucket_s
+    span_s = max(policy.bucket_s, now.timestamp() - lowest)
+    covered_ms = sum(c.interval_ms for b, c in shard.items() if lowest <= b <= newest)
+    return covered_ms / 1000.0 / span_s
+
+
+def flush_interval_s(
+    shard: Mapping[int, Counts],
+    policy: BreakerPolicy,
+    now: datetime,
+    *,
+    flush_s: float,
+    target_per_s: float = TARGET_WRITES_PER_S,
+    max_s: float = MAX_FLUSH_S,
+) -> float:
+    """The interval this instance flushes to ``shard`` at: so that its ``writers`` together
+    write it about ``target_per_s`` times a second; ``flush_s`` while they are few."""
+    wanted = writers(shard, policy, now) / target_per_s
+    return min(max(flush_s, wanted), max(flush_s, max_s))
 
 
 def bucket_start(policy: BreakerPolicy, now: datetime) -> int:

@@ -20,11 +20,60 @@ runs, the engine asks ``Breakers.check``:
 
 The breaker's state is one Firestore document per dependency, written only on transitions and
 probes (compare-and-set, so two instances never both make one transition). Outcomes are
-counted in memory per process and added about once a second to one of ``shards`` window
-documents per dependency (increments, in buckets of ``window_s / 30``, at least a second), so
-however many calls a second the dependency takes, each document takes about one write a second
-per instance sharing it.
-Each instance reads the state and the shards at most once a second, and only while it calls.
+counted in memory per process and added (increments, in buckets of ``window_s / 30``, at least
+a second) to one of ``shards`` window documents per dependency (``RELAYFLOW_BREAKER_SHARDS``,
+4), each instance to the one it picked at random. Each instance reads the state and every
+shard at most once a second (``refresh_s``), and only while it calls; it judges by what it
+read plus what it counted itself and has not added yet.
+
+**Paced flushes: a window document's write rate does not grow with the fleet.** Firestore
+sustains about one write a second to one document
+(https://firebase.google.com/docs/firestore/best-practices#hotspots, "Updates to a single
+document"; the quotas page, https://firebase.google.com/docs/firestore/quotas, once stated
+"1 per second"); relayflow designs at most 70 % of it. With a fixed flush every second, a shard
+took instances / shards writes a second: at the ~630 worker and poller instances 10,000
+reference flows/s need (relayflow.capacity.model), 157/s, which capped the system at ~64
+flows/s. Now every addition also counts itself in the bucket it is made in (``flushes``, and
+``interval_ms``: the interval its instance keeps), and an instance reading its shard estimates
+how many instances write it: each addition at interval T stands for T seconds of one instance,
+so the intervals summed over the last window, divided by its span, are the writers N
+(``breaker_state.writers``: a direct estimate, right whatever intervals the others keep and
+however they just changed them, so the instances do not chase each other's lag and
+oscillate). It then flushes every ``clamp(N / TARGET_WRITES_PER_S, flush_s, MAX_FLUSH_S)``:
+the N instances sharing a shard write it ``TARGET_WRITES_PER_S`` = 0.5 times a second together,
+whatever N is. One instance alone flushes every ``flush_s`` = 2 s (``FLUSH_S = 1 /
+TARGET_WRITES_PER_S``: at the old 1 s a lone instance would write 1/s, over the 70 %; a
+shorter ``flush_s`` given is stretched to it by the same rule).
+A fleet shrinking back is seen within a window (the others' additions leave it); one that
+joins a crowded shard starts at a random point of its interval, so scaling out is no burst.
+Measured on a fake clock (tests/unit/test_breaker_flushes.py): 1, 2, 10, 100 and 400 instances
+on one shard write it 0.50, 0.51, 0.53, 0.52-0.56 and 0.53-0.56 times a second once settled,
+at most 0.62 while 400 settle from a cold start; ``MAX_FLUSH_S`` = 3,600 s keeps that bound up
+to 1,800 instances a shard (7,200 at 4 shards), past which a shard takes N / 3,600.
+
+What a long interval changes, and why it is sound: an instance flushing less than once a
+window adds only what it counted in the last window (older buckets are forgotten unshared), so
+at large fleets the shared window is a *sample* of the fleet's calls: about
+``TARGET_WRITES_PER_S x window_s x shards`` additions (60 at the defaults), each an instance's
+own recent calls, at whatever fleet size. The breaker judges a ratio (``failure_rate`` of the
+newest stretch holding ``min_calls``), the budget another (retries against first attempts),
+p95 a quantile: a sample of whole instances estimates each, and every instance adds its own
+unflushed calls, so one that sees a failing dependency itself opens the breaker for all. What
+the sample loses is volume: ``calls`` in a view (api, CLI) count the sample, not the fleet, at
+large fleets, and ``min_retries`` (an absolute allowance) is granted per instance's view rather
+than once for the fleet (negligible next to ``retry_budget x first attempts`` at any rate that
+paces flushes). Where no instance alone reaches ``min_calls`` (200 instances calling once
+every 5 s each) the breaker still opens within the window: in 8 s, the shards staying at
+0.5 writes/s through the outage (the same tests).
+
+The interval is not capped at a fraction of the window (``window_s / 3`` was proposed): a 10 s
+cap puts N / 10 writes a second on a shard again once N passes 5 (15.7/s at 157 writers), so
+shards would have to grow with the fleet. They do not: the write rate no longer needs them to,
+and each costs every calling instance a read a second (with 4 shards, 630 instances read 3,150
+documents a second per dependency called; at 126 shards, what a 10 s cap on the interval would
+have needed, it would be ~80,000). More shards only widen the sample. The breaker's state
+document is read by every calling instance once a second and written only on transitions and
+probes.
 
 The policies are configured in ``relayflow.core.breaker_policy``; the stored state, the counts
 and their store are ``relayflow.core.breaker_state``.
@@ -42,11 +91,22 @@ from typing import Any
 
 from relayflow.core.backoff import compute_delay, unit_interval
 from relayflow.core.breaker_policy import BreakerPolicy, Dependencies
-from relayflow.core.breaker_state import Breaker, BreakerState, BreakerStore, Known, view
+from relayflow.core.breaker_state import (
+    TARGET_WRITES_PER_S,
+    Breaker,
+    BreakerState,
+    BreakerStore,
+    Counts,
+    Known,
+    flush_interval_s,
+    view,
+)
 from relayflow.core.clock import Clock
 from relayflow.core.metrics import BreakerMetrics
 
 log = logging.getLogger("relayflow.dependencies")
+# The shortest flush interval: one instance alone writes its shard at the target rate.
+FLUSH_S = 1.0 / TARGET_WRITES_PER_S
 
 
 @dataclass(frozen=True)
@@ -73,16 +133,20 @@ class Breakers:
         *,
         shards: int = 4,
         refresh_s: float = 1.0,
-        flush_s: float = 1.0,
+        flush_s: float = FLUSH_S,
         metrics: BreakerMetrics | None = None,
         shard: int | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._store = store
         self._policies = policies
         self._clock = clock
+        if shards < 1 or flush_s <= 0:
+            raise ValueError(f"breakers need shards >= 1 and flush_s > 0, not {shards}, {flush_s}")
         self._shards = shards
+        self._random = rng or random.Random()
         # One shard per process, picked at random: instances spread their writes.
-        self._shard = random.randrange(shards) if shard is None else shard % shards
+        self._shard = self._random.randrange(shards) if shard is None else shard % shards
         self._refresh_s = refresh_s
         self._flush_s = flush_s
         self._metrics = metrics
@@ -225,7 +289,8 @@ class Breakers:
                     closed = self._probed(known, policy, now, ok)
                 elif not ok and known.state.state is Breaker.CLOSED:
                     self._maybe_open(known, policy, now)
-            known.flush(self._store, dependency, self._shard, policy, now, every_s=self._flush_s)
+            every_s = known.interval_s
+            known.flush(self._store, dependency, self._shard, policy, now, every_s=every_s)
         if self._metrics:
             self._metrics.dependency_called(dependency, ok)
         return closed
@@ -282,6 +347,13 @@ class Breakers:
                 return None
             return known.window(policy, now, since=None).p95_s()
 
+    def flush_interval_s(self, dependency: str) -> float:
+        """How often this process adds what it counts of ``dependency`` to its window shard,
+        as its last read of the shard's writers set it (``flush_s`` before any)."""
+        with self._lock:
+            known = self._known.get(dependency)
+            return known.interval_s if known is not None else self._flush_s
+
     def closed_elsewhere(self) -> list[str]:
         """The dependencies whose breaker this process saw another instance close since it
         last asked (each once): what it put off for them may come forward."""
@@ -319,7 +391,7 @@ class Breakers:
         now = self._clock.now()
         with self._lock:
             for dependency, known in self._known.items():
-                policy, every_s = self._policies.policy(dependency), self._flush_s
+                policy, every_s = self._policies.policy(dependency), known.interval_s
                 known.flush(
                     self._store, dependency, self._shard, policy, now, every_s=every_s, force=True
                 )
@@ -329,15 +401,28 @@ class Breakers:
         stale = known is None or (now - known.read_at).total_seconds() >= self._refresh_s
         if known is None or stale or force:
             state, version = self._store.breaker(dependency)
-            counts = self._store.counts(dependency, self._shards)
+            shards = self._store.shard_counts(dependency, self._shards)
+            counts = _summed(shards)
             if known is None:
                 known = Known(_default(state, dependency), version, counts, now)
+                known.interval_s = self._flush_s
                 self._known[dependency] = known
             else:
                 self._seen(known, state)
                 known.state, known.version = state, version
                 known.counts, known.read_at = counts, now
+            self._pace(known, shards[self._shard], now)
         return known
+
+    def _pace(self, known: Known, shard: dict[int, Counts], now: datetime) -> None:
+        """Set how often this process adds to its shard from how many write it (see the module
+        docstring). One that joins a crowded shard starts at a random point of its interval,
+        so a fleet scaling out does not write every shard at once."""
+        policy = self._policies.policy(known.state.dependency)
+        known.interval_s = flush_interval_s(shard, policy, now, flush_s=self._flush_s)
+        if known.flushed_at is None and known.interval_s > self._flush_s:
+            phase_s = self._random.random() * known.interval_s
+            known.flushed_at = now - timedelta(seconds=phase_s)
 
     def _reread(self, known: Known, now: datetime) -> None:
         state, version = self._store.breaker(known.state.dependency)
@@ -383,6 +468,14 @@ class Breakers:
             bucket.retries += 1
         else:
             bucket.first += 1
+
+
+def _summed(shards: Iterable[dict[int, Counts]]) -> dict[int, Counts]:
+    total: dict[int, Counts] = {}
+    for shard in shards:
+        for bucket, counts in shard.items():
+            total.setdefault(bucket, Counts()).add(counts)
+    return total
 
 
 def _default(state: BreakerState, dependency: str) -> BreakerState:

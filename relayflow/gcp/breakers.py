@@ -1,7 +1,9 @@
 """Breakers in Firestore: ``breakers/{dependency}`` (the state, changed by compare-and-set on
 its update time) and ``breaker_windows/{dependency}.{shard}`` (the window's counts, added with
 server-side increments in buckets keyed by their start, so no write reads first and no two
-instances sharing a shard lose each other's counts)."""
+instances sharing a shard lose each other's counts). Each bucket also counts the additions made
+in it (``flushes``, ``interval_ms``): how the instances sharing a shard pace their writes to it
+(relayflow.core.breakers)."""
 
 from __future__ import annotations
 
@@ -68,14 +70,25 @@ class FirestoreBreakers:
         self._shard(dependency, shard).set(body, merge=True, timeout=RPC_TIMEOUT_S)
 
     def counts(self, dependency: str, shards: int) -> dict[int, Counts]:
-        refs = [self._shard(dependency, k) for k in range(shards)]
         total: dict[int, Counts] = {}
+        for shard in self.shard_counts(dependency, shards):
+            for bucket, counts in shard.items():
+                total.setdefault(bucket, Counts()).add(counts)
+        return total
+
+    def shard_counts(self, dependency: str, shards: int) -> list[dict[int, Counts]]:
+        refs = [self._shard(dependency, k) for k in range(shards)]
+        found: list[dict[int, Counts]] = [{} for _ in range(shards)]
         for snap in self._client.get_all(refs, timeout=RPC_TIMEOUT_S):
             self._counters.add("firestore_reads")
-            for key, doc in ((snap.to_dict() or {}).get("buckets") or {}).items():
-                if key.startswith("t") and key[1:].isdigit() and isinstance(doc, dict):
-                    total.setdefault(int(key[1:]), Counts()).add(Counts.from_doc(doc))
-        return total
+            doc = snap.to_dict() or {}
+            # get_all answers in any order: the shard is the document's own field (its id's
+            # tail, for one written before the field was)
+            shard = doc.get("shard", snap.id.rpartition(".")[2])
+            if not str(shard).isdigit() or not 0 <= int(shard) < shards:
+                continue
+            found[int(shard)] = _buckets(doc)
+        return found
 
     def breakers(self) -> list[BreakerState]:
         found = []
@@ -86,6 +99,14 @@ class FirestoreBreakers:
 
     def _shard(self, dependency: str, shard: int) -> Any:
         return self._windows.document(f"{dependency}.{shard}")
+
+
+def _buckets(doc: Mapping[str, Any]) -> dict[int, Counts]:
+    found: dict[int, Counts] = {}
+    for key, counts in (doc.get("buckets") or {}).items():
+        if key.startswith("t") and key[1:].isdigit() and isinstance(counts, dict):
+            found[int(key[1:])] = Counts.from_doc(counts)
+    return found
 
 
 def _key(bucket: int) -> str:

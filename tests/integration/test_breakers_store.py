@@ -89,3 +89,42 @@ def test_two_instances_share_the_breaker_through_firestore(
     assert b.check(DEP, retry=False).run
     assert b.closed_elsewhere() == [DEP]
     assert b.closed_elsewhere() == []
+
+
+def test_each_shard_counts_its_own_additions_for_the_instances_pacing_them(
+    firestore_client: firestore.Client,
+) -> None:
+    store = FirestoreBreakers(firestore_client)
+    store.add_counts(DEP, 2, {100: Counts(calls=1, flushes=1, interval_ms=2_000)}, drop=[])
+    store.add_counts(DEP, 2, {100: Counts(calls=2, flushes=1, interval_ms=30_000)}, drop=[])
+    store.add_counts(DEP, 0, {101: Counts(calls=5, flushes=1, interval_ms=2_000)}, drop=[])
+
+    shards = store.shard_counts(DEP, shards=3)
+
+    # Increments from two writers of shard 2 add up; each shard is read as its own.
+    assert [sorted(shard) for shard in shards] == [[101], [], [100]]
+    assert (shards[2][100].flushes, shards[2][100].interval_ms) == (2, 32_000)
+    assert (shards[2][100].calls, shards[0][101].interval_ms) == (3, 2_000)
+    assert sorted(store.counts(DEP, shards=3)) == [100, 101]  # still summed for whoever sums
+    raw = firestore_client.collection("breaker_windows").document(f"{DEP}.2").get().to_dict()
+    assert raw["buckets"]["t100"]["flushes"] == 2 and raw["shard"] == 2
+
+
+def test_instances_pace_their_flushes_through_firestore(
+    firestore_client: firestore.Client,
+) -> None:
+    clock = FakeClock()
+    policy = Dependencies(dependencies={DEP: BreakerPolicy(min_calls=1000)})
+    fleet = [
+        Breakers(FirestoreBreakers(firestore_client), policy, clock, shards=1, shard=0)
+        for _ in range(4)
+    ]
+    for _ in range(40):  # four instances calling every second for 40 s
+        for instance in fleet:
+            instance.record(instance.check(DEP, retry=False), ok=True, latency_s=0.1)
+        clock.advance(1.0)
+    # Four writers at FLUSH_S would take 2/s; they read each other's additions and stretch.
+    assert all(instance.flush_interval_s(DEP) >= 6.0 for instance in fleet)
+    shard = FirestoreBreakers(firestore_client).shard_counts(DEP, shards=1)[0]
+    recent = [c.flushes for b, c in shard.items() if b >= clock.now().timestamp() - 20]
+    assert sum(recent) <= 20 * 0.7

@@ -207,17 +207,22 @@ def test_cloud_run_vcpus_and_requests_follow_the_cpu_per_flow() -> None:
     assert requests_of(run(), deployment()) == {"start-flow": 1.0, "worker": 1.0, "poller": 2.0}
 
 
-def test_breaker_windows_take_a_write_per_instance_per_flush() -> None:
+def test_a_breaker_window_takes_its_paced_rate_whatever_r_until_its_shard_outgrows_pacing() -> None:
     shape = run()
     window = op(oplog.FS_WRITE, 5.0, coll="breaker_windows", id="api.0", kind="update")
     shape = ShapeRun("reference", FLOWS, [*shape.ops, window], {"worker": 0.7, "poller": 0.7})
 
-    found = rows(shape, deployment(breaker_shards=4))
+    paced = deployment(breaker_shards=4, breaker_writes_per_s=0.6, breaker_max_flush_s=3600.0)
+    found = rows(shape, paced)
 
-    # 0.07 s CPU per flow in each of two services at 70 %: 0.2 instances per flow/s.
+    # 0.07 s CPU per flow in each of two services at 70 %: 0.2 instances per flow/s, 0.05 per
+    # shard; pacing holds a document at 0.6/s until a shard has 0.6 x 3600 = 2160 writers, and
+    # the model charges the writers past it on top (the stricter reading of max(0.6, n/3600)).
     row = found["firestore document: breaker window (per shard of 4)"]
-    assert row.usage.per_flow == pytest.approx(0.2 / 4)
-    assert row.ceiling == pytest.approx(20)
+    assert row.usage.constant == pytest.approx(0.6)
+    assert row.usage.per_flow == pytest.approx(0.2 / 4 / 3600)
+    assert row.ceiling == pytest.approx((1.0 - 0.6) / (0.2 / 4 / 3600))  # 28,800 flows/s
+    assert row.share <= 0.7  # within the target at the R the model was asked about
     assert "firestore document: hottest shared" not in found
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,6 +18,8 @@ class MemoryBreakers:
         self.versions: dict[str, int] = {}
         self.windows: dict[tuple[str, int], dict[int, dict[str, int]]] = {}
         self.writes = 0
+        # Additions to each window document (dependency, shard): what its write rate is made of.
+        self.window_writes: Counter[tuple[str, int]] = Counter()
 
     def breaker(self, dependency: str) -> tuple[BreakerState, object | None]:
         return state_from_doc(dependency, self.docs.get(dependency)), self.versions.get(dependency)
@@ -35,6 +38,7 @@ class MemoryBreakers:
         self, dependency: str, shard: int, counts: Mapping[int, Counts], *, drop: Iterable[int]
     ) -> None:
         self.writes += 1
+        self.window_writes[(dependency, shard)] += 1
         window = self.windows.setdefault((dependency, shard), {})
         for bucket, added in counts.items():
             doc = window.setdefault(bucket, {})
@@ -45,10 +49,16 @@ class MemoryBreakers:
 
     def counts(self, dependency: str, shards: int) -> dict[int, Counts]:
         total: dict[int, Counts] = {}
-        for shard in range(shards):
-            for bucket, doc in self.windows.get((dependency, shard), {}).items():
-                total.setdefault(bucket, Counts()).add(Counts.from_doc(doc))
+        for shard in self.shard_counts(dependency, shards):
+            for bucket, counts in shard.items():
+                total.setdefault(bucket, Counts()).add(counts)
         return total
+
+    def shard_counts(self, dependency: str, shards: int) -> list[dict[int, Counts]]:
+        return [
+            {b: Counts.from_doc(doc) for b, doc in self.windows.get((dependency, k), {}).items()}
+            for k in range(shards)
+        ]
 
     def breakers(self) -> list[BreakerState]:
         return [state_from_doc(name, doc) for name, doc in sorted(self.docs.items())]
