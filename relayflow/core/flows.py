@@ -296,11 +296,11 @@ ItemStep = ActionStep | PollStep | CallbackStep | Sleep
 
 @dataclass(frozen=True)
 class ForEach:
-    """Run ``steps`` (actions, polls, callbacks, sleeps: a small flow of their own) once per item of the list
-    ``items`` returns (read from the input or earlier outputs), at most ``concurrency`` items
-    at a time. Each item has its own idempotency keys, retries and polls, and sees itself as
-    ``ctx.item`` (``ctx.item_index``). The step's output is ``{"items": [each item's output, in
-    the list's order], "failed": [indexes]}``.
+    """Run ``steps`` (actions, polls, callbacks, sleeps: a small flow of their own) once per
+    item of the list ``items`` returns (read from the input or earlier outputs), at most
+    ``concurrency`` items at a time. Each item has its own idempotency keys, retries and
+    polls, and sees itself as ``ctx.item`` (``ctx.item_index``). The step's output is
+    ``{"items": [each item's output, in the list's order], "failed": [indexes]}``.
 
     An item that fails for good has its own effects undone at once. More than ``tolerate``
     such items fail the flow: every item's and every step's effects are undone, newest first.
