@@ -9,8 +9,11 @@ the sweeper re-made) it waits again for what is left, under the next hop's task 
 
 Cloud Tasks refuses a ``schedule_time`` more than 30 days ahead
 (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks#Task,
-``scheduleTime``; https://cloud.google.com/tasks/docs/quotas, "maximum schedule time"), so a
-hop is at most ``MAX_HOP_S`` (``planner.MAX_SCHEDULE_AHEAD_S``: a day inside it). Each hop is
+``scheduleTime``; https://cloud.google.com/tasks/docs/quotas, "Maximum schedule time for a
+task: 30 days from current date and time"; CreateTask answers INVALID_ARGUMENT "Schedule time
+must be no more than 720h in the future"), and keeps a task at most 31 days (the same page,
+"Maximum task retention"), so a hop is at most ``MAX_HOP_S`` (``planner.MAX_SCHEDULE_AHEAD_S``,
+29 days: a day inside both, for clocks that disagree). Each hop is
 one small write of the flow's document (its position moves to the next hop, whose task is
 then the one that must exist): a task is current only at its track's exact position
 (``FlowRecord.track_at``), and a hop that wrote nothing would be a stale task when it came.
