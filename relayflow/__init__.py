@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         PollStep,
         Registry,
         RetryPolicy,
+        Sleep,
         StepContext,
     )
     from relayflow.core.tenants import TenantPolicy, Tenants
@@ -55,6 +56,7 @@ _EXPORTS = {
     "PollStep": "relayflow.core.flows",
     "Registry": "relayflow.core.flows",
     "RetryPolicy": "relayflow.core.flows",
+    "Sleep": "relayflow.core.flows",
     "StepContext": "relayflow.core.flows",
     "Jitter": "relayflow.core.backoff",
     "BreakerPolicy": "relayflow.core.breaker_policy",
@@ -92,6 +94,7 @@ __all__ = [
     "RetryPolicy",
     "RetryableError",
     "Settings",
+    "Sleep",
     "StepContext",
     "StepError",
     "TenantPolicy",

@@ -132,7 +132,7 @@ def stamp(value: str | None) -> str:
 
 def running(doc: Mapping[str, Any]) -> list[str]:
     """A line for each branch running now (its position, next task), a ForEach's lanes and
-    items, a callback awaited, and the steps an If skipped."""
+    items, a callback awaited, a sleep's wake time, and the steps an If skipped."""
     doc = clean(doc)
     lines = []
     for key, track in sorted((doc.get("tracks") or {}).items()):
@@ -148,6 +148,8 @@ def running(doc: Mapping[str, Any]) -> list[str]:
             )
         if track.get("token"):
             lines.append("            waiting for its callback token to be completed")
+        if track.get("wake_at"):
+            lines.append(f"            sleeping until {track['wake_at']}")
     if doc.get("skipped"):
         lines.append(f"  skipped   {', '.join(doc['skipped'])}")
     return lines
@@ -161,6 +163,8 @@ def position_label(position: Mapping[str, Any]) -> str:
         step = f"{position['scope']}[{position.get('item')}].{step}"
     if position.get("kind") == "poll":
         return f"{step} poll {position.get('poll', 0)}"
+    if position.get("kind") == "sleep":
+        return f"{step} sleep hop {position.get('poll', 0)}"
     return f"{step} {position['kind']} attempt {position.get('attempt', 0)}"
 
 
@@ -168,7 +172,10 @@ def entry(e: Mapping[str, Any]) -> str:
     """One history line: time, step, try, what was seen, the delay chosen, who."""
     e = clean(e)
     kind = e.get("kind", "")
-    which = f"poll {e.get('poll', 0)}" if kind == "poll" else f"{kind} #{e.get('attempt', 0)}"
+    if kind in ("poll", "sleep"):
+        which = f"{'poll' if kind == 'poll' else 'hop'} {e.get('poll', 0)}"
+    else:
+        which = f"{kind} #{e.get('attempt', 0)}"
     outcome, detail = str(e.get("outcome", "")), str(e.get("detail") or "")
     delay = e.get("delay_s")
     line = f"  {clock(e.get('at'))}  {e.get('step', ''):<20} {which:<12} {outcome}"

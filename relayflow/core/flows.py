@@ -1,4 +1,5 @@
-"""Flow definitions: an ordered list of action and poll steps, each with its policy.
+"""Flow definitions: an ordered list of steps (actions, polls, choices, callbacks, sleeps,
+ForEach), each with its policy.
 
 A flow is plain data plus handlers. Handlers receive a StepContext and return a JSON-able dict
 (their output) or raise one of relayflow.core.errors: RetryableError, PermanentError, or — in a poll
@@ -249,16 +250,57 @@ class CallbackStep:
             raise ConfigError(f"callback step {self.name!r}: timeout_s must be > 0")
 
 
+# The longest sleep a step may ask for: ten years, so a wake time always fits a datetime (and
+# a typo of a few zeros is refused rather than parking a flow for ever).
+MAX_SLEEP_S = 3650 * 24 * 3600.0
+WakeAt = Callable[[StepContext], datetime]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """A durable timer: the flow waits ``seconds`` from when the step starts, or ``until`` the
+    aware datetime that function returns (read from ``ctx.input`` and ``ctx.outputs``, with
+    no side effect). Its output is ``{"slept_until": iso, "slept_s": n}``.
+
+    A sleeping flow holds one Cloud Task, due at its wake time, and no worker. The wake time is
+    fixed once, when the step starts (a retried or duplicate task does not move it); a time
+    already past wakes at once. A wait longer than Cloud Tasks schedules ahead (30 days) is
+    chained: one task after another, each at most ``planner.MAX_SCHEDULE_AHEAD_S`` on.
+    """
+
+    name: str
+    seconds: float | None = field(default=None, kw_only=True)
+    until: WakeAt | None = field(default=None, kw_only=True)
+    after: After = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if (self.seconds is None) == (self.until is None):
+            raise ConfigError(f"sleep step {self.name!r}: give seconds= or until=, one of them")
+        if self.until is not None and not callable(self.until):
+            raise ConfigError(f"sleep step {self.name!r}: until must be a function of the context")
+        seconds = self.seconds
+        if seconds is None:
+            return
+        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        if not number or not math.isfinite(seconds) or not 0 < seconds <= MAX_SLEEP_S:
+            raise ConfigError(
+                f"sleep step {self.name!r}: seconds must be a finite number > 0 and at most "
+                f"{MAX_SLEEP_S:g} (ten years), got {seconds!r}"
+            )
+
+
 ItemsOf = Callable[[StepContext], Sequence[Any]]
+# What a ForEach's items may run.
+ItemStep = ActionStep | PollStep | CallbackStep | Sleep
 
 
 @dataclass(frozen=True)
 class ForEach:
-    """Run ``steps`` (actions and polls, a small flow of their own) once per item of the list
-    ``items`` returns (read from the input or earlier outputs), at most ``concurrency`` items
-    at a time. Each item has its own idempotency keys, retries and polls, and sees itself as
-    ``ctx.item`` (``ctx.item_index``). The step's output is ``{"items": [each item's output, in
-    the list's order], "failed": [indexes]}``.
+    """Run ``steps`` (actions, polls, callbacks, sleeps: a small flow of their own) once per
+    item of the list ``items`` returns (read from the input or earlier outputs), at most
+    ``concurrency`` items at a time. Each item has its own idempotency keys, retries and
+    polls, and sees itself as ``ctx.item`` (``ctx.item_index``). The step's output is
+    ``{"items": [each item's output, in the list's order], "failed": [indexes]}``.
 
     An item that fails for good has its own effects undone at once. More than ``tolerate``
     such items fail the flow: every item's and every step's effects are undone, newest first.
@@ -268,7 +310,7 @@ class ForEach:
 
     name: str
     items: ItemsOf
-    steps: tuple[ActionStep | PollStep | CallbackStep, ...]
+    steps: tuple[ActionStep | PollStep | CallbackStep | Sleep, ...]
     concurrency: int = 10
     tolerate: int = 0
     after: After = None
@@ -280,13 +322,15 @@ class ForEach:
             raise ConfigError(f"ForEach {self.name!r}: concurrency must be in 1..1000")
         if self.tolerate < 0:
             raise ConfigError(f"ForEach {self.name!r}: tolerate must be >= 0")
-        if not all(isinstance(s, ActionStep | PollStep | CallbackStep) for s in self.steps):
-            raise ConfigError(f"ForEach {self.name!r}: its steps are actions, polls, callbacks")
+        if not all(isinstance(s, ItemStep) for s in self.steps):
+            raise ConfigError(
+                f"ForEach {self.name!r}: its steps are actions, polls, callbacks, sleeps"
+            )
         flow = Flow(name=self.name.replace("_", "-"), steps=self.steps)
         object.__setattr__(self, "item_flow", flow)
 
 
-Step = ActionStep | PollStep | IfStep | CallbackStep | ForEach
+Step = ActionStep | PollStep | IfStep | CallbackStep | Sleep | ForEach
 # Steps whose forward handler may have a side effect: claimed, retried, undone.
 EffectStep = ActionStep | CallbackStep
 

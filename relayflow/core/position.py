@@ -54,6 +54,7 @@ class TaskKind(StrEnum):
     JOIN = "join"  # a ForEach whose lanes have all ended: its items' outputs gathered, in order
     GATHER = "gather"  # before undoing: the ForEach lanes stopped, their items' effects collected
     ADMIT = "admit"  # a waiting flow tries for a slot again once one has rested
+    SLEEP = "sleep"  # a Sleep step: its wake time fixed (hop 0), then each hop of its wait
 
 
 # One letter per kind in a task id (choice is "i", for If: "c" is a compensation).
@@ -67,6 +68,7 @@ _KIND_LETTER = {
     TaskKind.JOIN: "j",
     TaskKind.GATHER: "x",
     TaskKind.ADMIT: "m",
+    TaskKind.SLEEP: "z",
 }
 
 
@@ -96,7 +98,8 @@ class Position(BaseModel):
     """Where a flow is: generation, step, and the try within the step.
 
     ``attempt`` counts tries of an action (or compensation) after retryable errors; ``poll``
-    counts polls of a poll step; ``rescue`` counts sweeper re-enqueues of a lost task.
+    counts polls of a poll step (and the hops of a sleep's wait: 0 fixes its wake time);
+    ``rescue`` counts sweeper re-enqueues of a lost task.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -187,6 +190,8 @@ class Position(BaseModel):
         """A short human-readable form, e.g. ``await_registration poll 3``."""
         if self.kind is TaskKind.POLL:
             return f"{self.effect_name} poll {self.poll}"
+        if self.kind is TaskKind.SLEEP:
+            return f"{self.effect_name} sleep hop {self.poll}"
         return f"{self.effect_name} {self.kind} attempt {self.attempt}"
 
 

@@ -154,6 +154,8 @@ class Track(_Model):
     sent: dict[str, Any] | None = None
     early: dict[str, Any] | None = None
     fanout: FanOut | None = None
+    # A Sleep step's wake time, fixed once when its first task ran (``kinds.sleep``).
+    wake_at: datetime | None = None
 
 
 def flow_key(tenant: str, flow_id: str) -> str:

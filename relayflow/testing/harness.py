@@ -30,6 +30,7 @@ from relayflow.core.errors import RelayflowError
 from relayflow.core.flows import Flow, Handler, Registry, Step, StepContext
 from relayflow.core.kinds import REGISTRY
 from relayflow.core.planner import QueueNames
+from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.state import TERMINAL
@@ -256,6 +257,28 @@ class Harness:
             raise AssertionError(f"step {step!r} of {flow_id} has no callback token now")
         return track.token
 
+    def wake_at(self, flow_id: str, step: str) -> datetime:
+        """When sleep step ``step`` wakes (a sleep whose wake time is fixed: its first task
+        has run)."""
+        track = self.flow(flow_id).tracks.get(step)
+        if track is None or track.wake_at is None:
+            raise AssertionError(f"step {step!r} of {flow_id} is not sleeping now")
+        return track.wake_at
+
+    def sleep_tasks(self, flow_id: str, step: str) -> list[NextTask]:
+        """Every task made for sleep step ``step``, in order: the one that fixes its wake
+        time, then each hop of its wait (a wait past Cloud Tasks' 30 days is chained); a
+        name enqueued again (deduplicated) is listed once."""
+        key = self.key(flow_id)
+        return [
+            nxt
+            for owner, nxt, outcome in self.queue.ensured
+            if owner == key
+            and outcome is Enqueued.CREATED
+            and nxt.position.kind is TaskKind.SLEEP
+            and nxt.position.step == step
+        ]
+
     def complete(
         self,
         token: str,
@@ -438,7 +461,10 @@ def _recorded(registry: Registry, calls: list[Call]) -> Registry:
 
 
 def _line(entry: HistoryEntry) -> str:
-    which = (
-        f"poll {entry.poll}" if entry.kind is TaskKind.POLL else f"{entry.kind} #{entry.attempt}"
-    )
+    if entry.kind is TaskKind.POLL:
+        which = f"poll {entry.poll}"
+    elif entry.kind is TaskKind.SLEEP:
+        which = f"sleep hop {entry.poll}"
+    else:
+        which = f"{entry.kind} #{entry.attempt}"
     return f"{entry.step} {which}: {entry.outcome}"

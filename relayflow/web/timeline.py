@@ -63,9 +63,11 @@ class Mark:
 
     @property
     def which(self) -> str:
-        """``poll 3``, ``action #1``, ``compensate #0``."""
+        """``poll 3``, ``action #1``, ``compensate #0``, ``sleep hop 1``."""
         if self.entry.kind is TaskKind.POLL:
             return f"poll {self.entry.poll}"
+        if self.entry.kind is TaskKind.SLEEP:
+            return f"sleep hop {self.entry.poll}"
         return f"{self.entry.kind} #{self.entry.attempt}"
 
 
@@ -170,8 +172,10 @@ def _tone(entry: HistoryEntry) -> str:
         return "undo" if outcome == "compensated" else "fail"
     if outcome in ("succeeded", "ready"):
         return "ok"
-    if outcome.startswith("not ready"):
+    if outcome.startswith(("not ready", "sleeping until")):
         return "wait"
+    if outcome == "woke":
+        return "ok"
     if outcome.startswith("retryable error"):
         return "retry"
     return "fail"

@@ -8,7 +8,19 @@ from relayflow.core.kinds.callback import Callback
 from relayflow.core.kinds.choice import Choice
 from relayflow.core.kinds.foreach import Items
 from relayflow.core.kinds.poll import Poll
+from relayflow.core.kinds.sleep import Sleeper
 
-REGISTRY = Kinds((Action(), Poll(), Choice(), Callback(), Items()))
+REGISTRY = Kinds((Action(), Poll(), Choice(), Callback(), Sleeper(), Items()))
 
-__all__ = ["REGISTRY", "Action", "Callback", "Choice", "Items", "Kind", "Kinds", "Poll", "step_at"]
+__all__ = [
+    "REGISTRY",
+    "Action",
+    "Callback",
+    "Choice",
+    "Items",
+    "Kind",
+    "Kinds",
+    "Poll",
+    "Sleeper",
+    "step_at",
+]

@@ -22,6 +22,7 @@ from relayflow.core.flows import (
     ForEach,
     IfStep,
     PollStep,
+    Sleep,
     Step,
     StepContext,
 )
@@ -70,6 +71,10 @@ SAMPLES: dict[str, tuple[Flow, dict[str, Any]]] = {
             steps=(CallbackStep("hook", noop, check=noop, compensate=noop), then("next")),
         ),
         {"sent": True},
+    ),
+    "sleep": (
+        Flow(name="s", steps=(Sleep("nap", until=lambda ctx: NOW), then("next"))),
+        {"wake_at": NOW.isoformat()},
     ),
     "foreach": (
         Flow(
