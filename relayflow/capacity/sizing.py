@@ -40,7 +40,8 @@ SIZING_FILE = Path("infra") / "terraform" / "sizing.json"
 # Room for a rolling deploy or a burst before Cloud Tasks' queues absorb it (Cloud Run's own
 # advice is to start event-driven services at 3: docs/configuring/max-instances-limits).
 MIN_MAX_INSTANCES = 3
-# The api serves operators, not flows: its size does not follow the flow rate.
+# The api serves operators and callback completions: at least a few instances, more when the
+# profile's mix completes callbacks (its CPU per flow).
 API_SERVICE = "api"
 API_MAX_INSTANCES = 3
 SIZED_SERVICES = (START_SERVICE, *SERVICE_QUEUES, API_SERVICE)
@@ -138,11 +139,9 @@ def size(env: str, rate: float, profile: Profile, deployment: Deployment) -> Env
         vcpus = service.cpu if service is not None else 1.0
         threads = max(1, math.ceil(WALL_PER_CPU * vcpus))
         concurrency[name] = min(threads, int(limits.CLOUD_RUN_CONCURRENCY.value))
-        if name == API_SERVICE:
-            instances[name] = API_MAX_INSTANCES
-            continue
         needed = profile.cpu_s.get(name, 0.0) * rate / (vcpus * limits.TARGET_SHARE)
-        instances[name] = max(MIN_MAX_INSTANCES, math.ceil(needed))
+        floor = API_MAX_INSTANCES if name == API_SERVICE else MIN_MAX_INSTANCES
+        instances[name] = max(floor, math.ceil(needed))
     return EnvSizing(env, rate, instances, concurrency, queue_shards(rate, profile, deployment))
 
 

@@ -96,3 +96,11 @@ def test_the_rendered_file_gives_the_shards_it_was_written_with() -> None:
     assert written_shards(text) == 7
     assert 'variable "max_instances"' in text and "start-flow = 3" in text
     assert written_shards("") == 1
+
+
+def test_the_api_grows_with_the_callbacks_a_mix_completes() -> None:
+    callbacks = Profile({**PROFILE.cpu_s, "api": 0.0325}, PROFILE.requests, PROFILE.tasks)
+
+    assert size("prod", 10_000, PROFILE, deployment()).max_instances["api"] == 3
+    # 0.0325 s x 1,000/s = 32.5 vCPU at 70 %: 47 instances.
+    assert size("prod", 1_000, callbacks, deployment()).max_instances["api"] == 47
