@@ -1,7 +1,7 @@
 """Run N registration flows through a fresh local stack and print throughput, latency and cost.
 
     python bench/e2e_flows.py [--flows 200] [--base-port 8320] [--timeout-s 600]
-                              [--activation-s 2] [--poll-max-interval-s 30]
+                              [--activation-s 2] [--poll-max-interval-s 30] [--record]
 
 ``--activation-s``: how long after its creation a registration turns ACTIVE (the client API
 emulator's activation delay), which sets how many polls each flow makes; with
@@ -10,8 +10,9 @@ make ~3 polls a flow (``--activation-s 2.5``) or ~50 (``--activation-s 92
 --poll-max-interval-s 2``). The headline (``writes``) states writes per flow against the
 poll-chain target, 4 + polls/10 (a poll that is plainly not ready writes nothing between
 its chain's checkpoints: ``relayflow.core.planner.chain``). It counts the writes to flow
-documents, read from the operation log every process of the stack keeps for the run
-(RELAYFLOW_OPS_LOG, ``relayflow.gcp.recording``): the other writes, shown apart under
+documents, read from the operation log every process of the stack keeps for a run with
+``--record`` (RELAYFLOW_OPS_LOG, ``relayflow.gcp.recording``; recording costs CPU in every
+process, so CPU figures come from runs without it): the other writes, shown apart under
 ``writes.shared`` with their rate, are the dependency breakers' windows (``breaker_windows``),
 which each instance flushes about once a second while it makes calls — per instance-second, not
 per flow, so a slow batch of few flows shows several per flow and one at the target rate almost
@@ -236,8 +237,10 @@ def run(
 
 def writes_by_collection(log: Path, start: float, end: float) -> dict[str, int]:
     """The Firestore writes the operation log at ``log`` records in [start, end), per
-    collection."""
+    collection (none when the run kept no log: ``--record``)."""
     counts: dict[str, int] = {}
+    if not log.exists():
+        return counts
     for op in oplog.between(oplog.read(log), start, end):
         if op.op == oplog.FS_WRITE:
             collection = str(op.get("coll", ""))
@@ -275,6 +278,8 @@ def writes_headline(batch: Batch, polls_per_flow: float) -> dict[str, Any]:
     the other writes apart, per flow and per second (see the docstring)."""
     n = max(len(batch.report.records), 1)
     target = 4 + polls_per_flow / 10
+    if not batch.writes_by_collection:
+        return {"recorded": False, "note": "run with --record for writes per flow document"}
     flow_writes = batch.writes_by_collection.get(FLOWS_COLLECTION, 0) / n
     elapsed = max(batch.report.elapsed_s, 1e-9)
     shared = {
@@ -386,6 +391,13 @@ def main() -> int:
         type=float,
         help="the poll backoff's cap for this stack (RELAYFLOW_POLL_MAX_INTERVAL_S)",
     )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="keep every process's operation log (RELAYFLOW_OPS_LOG): the headline's writes per "
+        "flow document and the shared writes apart. Recording costs CPU in every process, so "
+        "the CPU figures of a recorded run read high: take them from a run without it",
+    )
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -405,7 +417,8 @@ def main() -> int:
     if args.poll_max_interval_s is not None:
         env["RELAYFLOW_POLL_MAX_INTERVAL_S"] = str(args.poll_max_interval_s)
     with tempfile.TemporaryDirectory(prefix="relayflow-bench-") as state_dir:
-        env[OPS_LOG_ENV] = str(Path(state_dir) / OPS_LOG)
+        if args.record:
+            env[OPS_LOG_ENV] = str(Path(state_dir) / OPS_LOG)
         stack = Stack(ports=Ports(args.base_port), state_dir=Path(state_dir), base_env=env)
         print(f"starting a local stack on base port {args.base_port} …", flush=True)
         stack.up()
