@@ -38,17 +38,19 @@ are marginal costs, what one more million flows add to a bill):
   TiB; at least 1000 bytes are billed per publish, push or pull request.
 
 The per-flow defaults (``MEASURED``) come from ``bench/e2e_flows.py --flows 100 --base-port
-25100`` on main at 3f7934b (2026-12-03, this 2-core machine, load average 1.76): 100 reference
-flows, all SUCCEEDED, 2.84 polls a flow; per flow 4.82 Firestore reads, 6.97 writes (polls +
-4.13, the start function's create included) and the TTL delete, 3.84 tasks created and 3.84
-dispatched (7.68 billable task operations), 4.84 Cloud Run requests (the dispatches and one
-start push), 2 Pub/Sub messages (the start message and the result event, each published and
-delivered once), and 0.0431 s of Cloud Run CPU (start function, worker, poller, sweeper): 8.9 ms
-per request (start 5.8, action 10.1, poll 9.58 ms). A request's wall time is not measured
-there; we take 5 times its CPU (``WALL_PER_CPU``): a lone flow's action and poll requests hold
-their thread 5 to 8 times the CPU they use on the local stack (``bench/occupancy.py --plan
-5:1``), waiting on Firestore, Cloud Tasks and the client API. It only decides how often a
-request-based instance sits idle between requests, which at the target rate is seldom.
+9100`` on main after the issue-20 merges (2026-12-03, this 2-core machine, with a chaos run
+beside it): 100 reference flows, all SUCCEEDED, 2.86 polls a flow; per flow 4.84 Firestore
+reads, 4.09 writes (4 to the flow's document whatever its polls, the start function's create
+included; 0.09 breaker windows) and the TTL delete, 3.86 tasks created and 3.86 dispatched (7.72
+billable task operations), 4.86 Cloud Run requests (the dispatches and one start push), 2
+Pub/Sub messages (the start message and the result event, each published and delivered once),
+and 0.0449 s of Cloud Run CPU (start function, worker, poller, sweeper): 9.24 ms per request
+(start 7.1, action 9.9, poll 9.65 ms). Before (3f7934b): 6.97 writes, 8.9 ms. A request's wall
+time is not measured there; we take 5 times its CPU (``WALL_PER_CPU``): a lone flow's action and
+poll requests hold their thread 5 to 8 times the CPU they use on the local stack
+(``bench/occupancy.py --plan 5:1``), waiting on Firestore, Cloud Tasks and the client API. It
+only decides how often a request-based instance sits idle between requests, which at the target
+rate is seldom.
 
 How Cloud Run's bill follows from a rate R (``cost_at_rate``): requests arrive at
 R * requests-per-flow a second and use R * requests * CPU-per-request vCPUs, so the
@@ -211,15 +213,15 @@ class FlowOps:
 
 
 MEASURED = FlowOps(
-    firestore_reads=4.82,
-    firestore_writes=6.97,
+    firestore_reads=4.84,
+    firestore_writes=4.09,
     firestore_deletes=1.0,
-    task_operations=7.68,
+    task_operations=7.72,
     pubsub_messages=2.0,
     pubsub_message_bytes=PUBSUB_MIN_BYTES_PER_REQUEST,  # both are well under the minimum
-    cloud_run_requests=4.84,
-    cpu_s_per_request=0.0089,
-    wall_s_per_request=0.0089 * WALL_PER_CPU,
+    cloud_run_requests=4.86,
+    cpu_s_per_request=0.00924,
+    wall_s_per_request=0.00924 * WALL_PER_CPU,
 )
 
 
@@ -229,7 +231,7 @@ class CloudRunService:
 
     vcpu: float = 1.0
     memory_gib: float = 0.5
-    concurrency: int = 80
+    concurrency: int = 8  # the Terraform's, from the capacity model (envs/ENV/sizing.tf)
     cpu_target: float = 0.6
     concurrency_target: float = 0.6
     min_instances: int = 0
