@@ -273,7 +273,7 @@ def run_scenario(stack: Stack, name: str, args: argparse.Namespace) -> Outcome:
     drain_s = time.monotonic() - recovered
     stop.set()
     client_api(stack, "DELETE", "/admin/faults")
-    for line in failed_items(db, flow_ids):
+    for line in failed_items(db, flow_ids) + unsuccessful(db, statuses):
         print(f"    {line}", flush=True)
     failed = fleet_failures(db, [str(b["flow_id"]) for b in bodies if b["flow"] == "fleet"])
     return outcome(stack, name, bodies, statuses, drain_s, cleanups, failed)
@@ -306,6 +306,23 @@ def failed_items(db: Any, flow_ids: list[str], shown: int = 5) -> list[str]:
         lines.append(f"item(s) {lane.get('failed_items')} of {key_of(snap.id)} failed: {said}")
         if len(lines) >= shown:
             break
+    return lines
+
+
+def unsuccessful(db: Any, statuses: dict[str, str], shown: int = 5) -> list[str]:
+    """Why flows that did not succeed ended as they did (their result's error and last
+    entries), for a few of them: a missed target names its flows."""
+    bad = [flow_id for flow_id, status in sorted(statuses.items()) if status != "SUCCEEDED"]
+    lines: list[str] = []
+    refs = [db.collection("flows").document(document_id(flow_id)) for flow_id in bad[:shown]]
+    for snap in db.get_all(refs) if refs else []:
+        doc = snap.to_dict() or {}
+        error = ((doc.get("result") or {}).get("error")) or {}
+        last = [h for h in doc.get("history", [])][-3:]
+        said = "; ".join(
+            f"{h.get('step')} {h.get('outcome')}: {h.get('detail', '')[:100]}" for h in last
+        )
+        lines.append(f"{key_of(snap.id)} {doc.get('status')}: {error} | {said}")
     return lines
 
 
