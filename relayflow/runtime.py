@@ -72,6 +72,7 @@ class Runtime:
             ),
             requests_topic=topology.topics.requests,
             origins=functools.partial(topic_of_subscription, topology),
+            signals_topic=topology.topics.signals,
         )
 
 

@@ -232,6 +232,7 @@ def _register_messages(app: Flask, ops: Operations) -> None:
             by=caller().identity,
             reason=params.reason(body.get("reason"), required=True),
             data=params.replay_data(body.get("data")),
+            vet=params.vet_replay,
         )
         return {"replayed": message_id, "message_id": published}
 
@@ -314,6 +315,8 @@ def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
         "attributes": letter.attributes,
         "data": letter.text(),
         "data_bytes": len(letter.data),
+        "goes_to": letter.goes_to,
+        "signal": letter.signal,
     }
 
 

@@ -232,7 +232,9 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
         edited = request.form.get("mode") == "edited"
         data = params.replay_data(request.form.get("data")) if edited else None
         why = params.reason(request.form.get("reason"), required=True)
-        published = ops.dead_letters.replay(message_id, by=g.caller.identity, reason=why, data=data)
+        published = ops.dead_letters.replay(
+            message_id, by=g.caller.identity, reason=why, data=data, vet=params.vet_replay
+        )
         shown: dict[str, Any] = {"replayed": published, **_named(data)}
         return redirect(url_for(".dead_letters", **{k: v for k, v in shown.items() if v}), 303)
 

@@ -19,7 +19,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from emulators.cloud_tasks.oidc import TokenIssuer
-from relayflow.core.dead_letters import DeadLetter
+from relayflow.core.dead_letters import DeadLetter, Vet
 from relayflow.core.errors import DeadLetterNotFound, NotReady, PermanentError
 from relayflow.core.flows import (
     ActionStep,
@@ -80,9 +80,20 @@ class FakeDeadLetters:
     def held(self, *, limit: int = 100) -> list[DeadLetter]:
         return self.letters[:limit]
 
-    def replay(self, message_id: str, *, by: str, reason: str, data: bytes | None = None) -> str:
-        if message_id not in {m.message_id for m in self.letters}:
+    def replay(
+        self,
+        message_id: str,
+        *,
+        by: str,
+        reason: str,
+        data: bytes | None = None,
+        vet: Vet | None = None,
+    ) -> str:
+        letter = next((m for m in self.letters if m.message_id == message_id), None)
+        if letter is None:
             raise DeadLetterNotFound(f"no dead letter {message_id!r} is held")
+        if data is not None and vet is not None:
+            vet(letter, data)
         self.replays.append({"id": message_id, "by": by, "reason": reason, "data": data})
         return "new-1"
 
@@ -448,6 +459,27 @@ def test_an_edited_replay_that_would_be_rejected_is_refused_now(
     assert response.status_code == 400
     assert says in message(response)
     assert local_api.dead_letters.replays == []
+
+
+def test_an_edited_dead_signal_is_checked_as_a_signal_not_as_a_start_message(
+    local_api: Api,
+) -> None:
+    signal = DeadLetter("dl-s", b'{"token": "t.x"}', {}, None, "flow-signals", signal=True)
+    local_api.dead_letters.letters.append(signal)
+    fixed = {"token": "t.x", "output": {"ok": True}}
+
+    no_token = local_api.client.post(
+        "/dead-letters/dl-s:replay", json={"reason": "try", "data": {"output": {}}}
+    )
+    replayed = local_api.client.post(
+        "/dead-letters/dl-s:replay", json={"reason": "fixed", "data": fixed}
+    )
+
+    assert no_token.status_code == 400
+    assert "a signal needs a string 'token'" in message(no_token)
+    assert replayed.status_code == 200, replayed.get_json()
+    (replay,) = local_api.dead_letters.replays
+    assert json.loads(replay["data"]) == fixed
 
 
 def test_replaying_a_letter_that_is_not_held_is_a_404(local_api: Api) -> None:
