@@ -82,9 +82,9 @@ def build(
         _fake("client_api", ports.client_api, tools),
         _fake("orders_api", ports.orders_api, tools),
         _start_function(ports, tools),
-        _gunicorn("worker", ports.worker, "services.worker.main:app", tools),
-        _gunicorn("poller", ports.poller, "services.poller.main:app", tools),
-        _gunicorn("api", ports.api, "services.api.main:app", tools),
+        _gunicorn("worker", ports.worker, "relayflow.services.worker.main:app", tools),
+        _gunicorn("poller", ports.poller, "relayflow.services.poller.main:app", tools),
+        _gunicorn("api", ports.api, "relayflow.services.api.main:app", tools),
         _sweeper(tools, sweep_interval_s),
     )
     return {component.name: component for component in components}
@@ -132,7 +132,7 @@ def _cloud_tasks(
     argv = (
         tools.python,
         "-m",
-        "emulators.cloud_tasks",
+        "relayflow.emulators.cloud_tasks",
         "--host",
         HOST,
         "--port",
@@ -157,7 +157,7 @@ def _cloud_tasks(
 
 def _fake(name: str, port: int, tools: Toolchain) -> Component:
     """A fake external dependency (``emulators/<name>``), with a /healthz route."""
-    argv = (tools.python, "-m", f"emulators.{name}", "--host", HOST, "--port", str(port))
+    argv = (tools.python, "-m", f"relayflow.emulators.{name}", "--host", HOST, "--port", str(port))
     url = _url(port, "/healthz")
     return Component(name, Phase.BACKING, (port,), argv, url, Probe.HTTP_2XX)
 
@@ -174,7 +174,7 @@ def _start_function(ports: Ports, tools: Toolchain) -> Component:
         "--target",
         "start_flow",
         "--source",
-        "functions/start_flow/main.py",
+        "relayflow/functions/start_flow/main.py",
         "--signature-type",
         "cloudevent",
         "--host",

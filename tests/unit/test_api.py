@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from emulators.cloud_tasks.oidc import TokenIssuer
 from relayflow.core.dead_letters import DeadLetter, Vet
 from relayflow.core.errors import DeadLetterNotFound, NotReady, PermanentError
 from relayflow.core.flows import (
@@ -31,6 +30,7 @@ from relayflow.core.flows import (
     StepContext,
 )
 from relayflow.core.state import Status
+from relayflow.emulators.cloud_tasks.oidc import TokenIssuer
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.metrics import Metrics
 from relayflow.telemetry import Counters
