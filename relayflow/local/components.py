@@ -47,8 +47,10 @@ class Toolchain:
         # Not resolved: a venv's python is a symlink, and its scripts sit next to the link.
         return cls(python=sys.executable, bin_dir=Path(sys.executable).parent)
 
-    def script(self, name: str) -> str:
-        return str(self.bin_dir / name)
+    def module(self, name: str) -> tuple[str, str, str]:
+        """Run a tool as ``python -m``: its console script may sit in another bin directory
+        than this python (an environment that borrows its dependencies), its module cannot."""
+        return (self.python, "-m", name)
 
 
 def resolve(names: Iterable[str]) -> tuple[str, ...]:
@@ -170,7 +172,7 @@ def _sweeper(tools: Toolchain, interval_s: float) -> Component:
 def _start_function(ports: Ports, tools: Toolchain) -> Component:
     port = ports.start_function
     argv = (
-        tools.script("functions-framework"),
+        *tools.module("functions_framework"),
         "--target",
         "start_flow",
         "--source",
@@ -187,7 +189,7 @@ def _start_function(ports: Ports, tools: Toolchain) -> Component:
 
 def _gunicorn(name: str, port: int, app: str, tools: Toolchain) -> Component:
     argv = (
-        tools.script("gunicorn"),
+        *tools.module("gunicorn"),
         "--bind",
         f"{HOST}:{port}",
         "--workers",

@@ -52,13 +52,13 @@ def test_command_lines_follow_the_contract(tmp_path: Path) -> None:
     )  # fmt: skip
     assert components["client_api"].argv[-2:] == ("--port", "9005")
     assert components["start_function"].argv == (
-        "/venv/bin/functions-framework", "--target", "start_flow",
+        "/venv/bin/python", "-m", "functions_framework", "--target", "start_flow",
         "--source", "relayflow/functions/start_flow/main.py", "--signature-type", "cloudevent",
         "--host", "127.0.0.1", "--port", "9006",
     )  # fmt: skip
     worker = components["worker"].argv
-    assert worker[:9] == (
-        "/venv/bin/gunicorn", "--bind", "127.0.0.1:9007", "--workers", "1",
+    assert worker[:11] == (
+        "/venv/bin/python", "-m", "gunicorn", "--bind", "127.0.0.1:9007", "--workers", "1",
         "--threads", "16", "--timeout", "120",
     )  # fmt: skip
     assert worker[-1] == "relayflow.services.worker.main:app"

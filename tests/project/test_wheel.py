@@ -5,24 +5,16 @@ wheel must not put a package of those names (or any other generic one) beside th
 services' and the start function's entry points, and the local emulators, live under
 ``relayflow`` and import from the installed wheel, not from this source tree.
 
-The fresh venv is made without pip and the wheel installed into it by this venv's pip
-(``--python``); its third-party dependencies come from this venv through a ``.pth`` line, which
-adds that site-packages to the path without running its own ``.pth`` files — so the editable
-install of the source tree stays out, and ``relayflow`` resolves to the wheel alone.
+The venv is ``conftest.installed``'s: the wheel alone, its dependencies borrowed.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import sysconfig
-import venv
 from pathlib import Path
 
-import pytest
+from .conftest import run
 
-REPO = Path(__file__).resolve().parents[2]
 # What a relayflow install may add beside ``relayflow``: its own metadata, its CLI script.
 LISTING = """
 import importlib.metadata as m, json
@@ -38,39 +30,14 @@ print(json.dumps({"relayflow": relayflow.__file__,
 """
 
 
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel built from this tree installed; its python."""
-    root = tmp_path_factory.mktemp("wheel")
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(root), str(REPO)]
-    subprocess.run(build, check=True, timeout=240)
-    (wheel,) = root.glob("relayflow-*.whl")
-    venv.create(root / "venv", with_pip=False)
-    python = root / "venv" / "bin" / "python"
-    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
-    subprocess.run(install, check=True, timeout=240)
-    site = run(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
-    (Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
-
-
-def run(python: Path, code: str) -> str:
-    done = subprocess.run(
-        [str(python), "-c", code], cwd="/", capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def test_the_wheel_installs_only_relayflow_import_names(fresh: Path) -> None:
-    top_level = json.loads(run(fresh, LISTING))
+def test_the_wheel_installs_only_relayflow_import_names(installed: Path) -> None:
+    top_level = json.loads(run(installed, LISTING))
     assert top_level == ["relayflow", "relayflow-0.1.0.dist-info"]
 
 
-def test_the_entry_points_and_emulators_import_from_the_wheel_alone(fresh: Path) -> None:
-    found = json.loads(run(fresh, IMPORTS))
-    assert Path(found.pop("relayflow")).is_relative_to(fresh.parents[1]), "not the wheel's"
+def test_the_entry_points_and_emulators_import_from_the_wheel_alone(installed: Path) -> None:
+    found = json.loads(run(installed, IMPORTS))
+    assert Path(found.pop("relayflow")).is_relative_to(installed.parents[1]), "not the wheel's"
     assert found == {
         "services": False,
         "functions": False,
