@@ -15,6 +15,7 @@
 | ``POST /tenants/{t}:pause``, ``:resume`` | operator | ``{"reason"}``: stop or go on dispatching |
 | ``GET /breakers`` | viewer | each dependency's breaker: state, window, budget, transitions |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
+| ``GET /schemas``, ``/schemas/{name}`` | viewer | the messages' published JSON Schemas |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
 
@@ -53,6 +54,7 @@ from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal
+from relayflow.web.schemas import add_schema_routes
 from relayflow.web.services import base_app, error
 
 log = logging.getLogger("relayflow.web.api")
@@ -92,6 +94,7 @@ def build_api(ops: Operations) -> Flask:
         app, ops.engine, guarded(ops.access, Role.COMPLETER, "complete callback tokens")
     )
     add_item_routes(app, ops.engine, guarded(ops.access, Role.VIEWER, "read flows"))
+    add_schema_routes(app, guarded(ops.access, Role.VIEWER, "read the message schemas"))
     app.register_blueprint(console.blueprint(ops))
 
     @app.get("/")

@@ -25,7 +25,9 @@ IMPORTS = """
 import importlib.util, json, relayflow
 names = ["services", "functions", "emulators", "relayflow.services.api.main",
          "relayflow.functions.start_flow.main", "relayflow.emulators.cloud_tasks"]
+from relayflow.schemas import SCHEMAS
 print(json.dumps({"relayflow": relayflow.__file__,
+                  "schemas": sorted(p.committed()["$id"] for p in SCHEMAS.values()),
                   **{n: importlib.util.find_spec(n) is not None for n in names}}))
 """
 
@@ -38,6 +40,10 @@ def test_the_wheel_installs_only_relayflow_import_names(installed: Path) -> None
 def test_the_entry_points_and_emulators_import_from_the_wheel_alone(installed: Path) -> None:
     found = json.loads(run(installed, IMPORTS))
     assert Path(found.pop("relayflow")).is_relative_to(installed.parents[1]), "not the wheel's"
+    assert found.pop("schemas") == [  # package data: what the api serves
+        "urn:relayflow:schema:result-event:v1",
+        "urn:relayflow:schema:start-message:v1",
+    ]
     assert found == {
         "services": False,
         "functions": False,

@@ -502,3 +502,21 @@ def test_settings_decide_whether_the_api_verifies_tokens() -> None:
     assert not access_from_settings(local, api_verifier(local)).verifying
     cloud = Settings(api_viewers=(VIEWER,), api_operators=(OPERATOR,), api_url=API_URL)
     assert access_from_settings(cloud, api_verifier(cloud)).verifying
+
+
+def test_the_message_schemas_are_listed_and_served_to_viewers(api: Api) -> None:
+    listed = api.client.get("/schemas", headers=token(VIEWER)).get_json()["schemas"]
+    names = [(s["name"], s["version"], s["id"]) for s in listed]
+    assert names == [
+        ("start-message", 1, "urn:relayflow:schema:start-message:v1"),
+        ("result-event", 1, "urn:relayflow:schema:result-event:v1"),
+    ]
+    served = api.client.get("/schemas/start-message", headers=token(VIEWER))
+    assert served.mimetype == "application/schema+json"
+    assert served.get_json()["required"] == ["flow", "input"]
+    missing = api.client.get("/schemas/nope", headers=token(VIEWER))
+    assert missing.status_code == 404
+    assert "no schema is named 'nope'; the schemas are result-event, start-message" in message(
+        missing
+    )
+    assert api.client.get("/schemas").status_code == 401
