@@ -16,6 +16,7 @@
 | ``GET /breakers`` | viewer | each dependency's breaker: state, window, budget, transitions |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /schemas``, ``/schemas/{name}`` | viewer | the messages' published JSON Schemas |
+| ``GET /definitions`` | viewer | each flow's steps and input/output JSON Schemas (``flow``) |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
 
@@ -54,7 +55,7 @@ from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal
-from relayflow.web.schemas import add_schema_routes
+from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
 
 log = logging.getLogger("relayflow.web.api")
@@ -95,6 +96,9 @@ def build_api(ops: Operations) -> Flask:
     )
     add_item_routes(app, ops.engine, guarded(ops.access, Role.VIEWER, "read flows"))
     add_schema_routes(app, guarded(ops.access, Role.VIEWER, "read the message schemas"))
+    add_definition_routes(
+        app, ops.registry, guarded(ops.access, Role.VIEWER, "read the flows' definitions")
+    )
     app.register_blueprint(console.blueprint(ops))
 
     @app.get("/")

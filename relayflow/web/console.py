@@ -23,6 +23,7 @@ from flask import Blueprint, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
 from relayflow.core import planner
+from relayflow.core.definitions import definitions
 from relayflow.core.errors import RelayflowError, UnknownFlow
 from relayflow.core.flows import Flow
 from relayflow.core.records import FlowRecord
@@ -104,6 +105,14 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
         context = _flow_context(ops, flow_id)
         notice = NOTICES.get(request.args.get("notice", ""))
         return render_template("console/flow.html", notice=notice, **context)
+
+    @bp.get("/definitions")
+    @viewer
+    def definitions_page() -> str:
+        shown = definitions(ops.registry) if ops.registry is not None else []
+        return render_template(
+            "console/definitions.html", definitions=shown, unavailable=ops.registry is None
+        )
 
     @bp.get("/flows/<flow_id>/live")
     @viewer

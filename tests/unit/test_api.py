@@ -520,3 +520,17 @@ def test_the_message_schemas_are_listed_and_served_to_viewers(api: Api) -> None:
         missing
     )
     assert api.client.get("/schemas").status_code == 401
+
+
+def test_definitions_show_each_flows_steps_and_schemas(local_api: Api) -> None:
+    shown = local_api.client.get("/definitions").get_json()["definitions"]
+    assert [(d["flow"], d["version"], d["newest"]) for d in shown] == [
+        ("demo", 1, True),
+        ("wait", 1, True),
+    ]
+    (one,) = local_api.client.get("/definitions?flow=wait").get_json()["definitions"]
+    assert [(s["name"], s["kind"]) for s in one["steps"]] == [("await_hook", "callback")]
+    assert (one["input_schema"], one["output_schema"]) == (None, None)
+    missing = local_api.client.get("/definitions?flow=nope")
+    assert missing.status_code == 404
+    assert "no flow is named 'nope'; the flows are demo, wait" in message(missing)
