@@ -32,7 +32,7 @@ from google.oauth2 import id_token
 
 from relayflow.cli.api import API_TOKEN_ENV, API_URL_ENV, ApiError, ApiUnreachable, quoted
 
-__all__ = ["ApiError", "ApiUnreachable", "Transport", "TokenSource", "quoted"]
+__all__ = ["ApiError", "ApiUnreachable", "TokenSource", "Transport", "quoted"]
 TIMEOUT_S = 60.0
 # A person's login token is refreshed this often: the api admits such tokens only while
 # younger than its audience max age (300 s by default).
