@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from google.api_core.exceptions import GoogleAPICallError, NotFound
+from google.api_core.exceptions import GoogleAPICallError, NotFound, RetryError
 from google.cloud.pubsub_v1 import SubscriberClient
 from google.cloud.pubsub_v1.subscriber.message import Message
 from google.cloud.pubsub_v1.types import FlowControl
@@ -94,13 +94,15 @@ class ResultSubscription:
             self._closed = True
             stream, path = self._stream, self._path
             self._stream = None
+        atexit.unregister(self.close)
         if stream is not None:
             stream.cancel()
             with contextlib.suppress(Exception):
                 stream.result(timeout=10)
         if path is not None:
-            with contextlib.suppress(NotFound, GoogleAPICallError):
-                self._subscriber.delete_subscription(subscription=path, timeout=30)
+            # One try, briefly: a subscription left behind expires on its own after a day.
+            with contextlib.suppress(NotFound, GoogleAPICallError, RetryError):
+                self._subscriber.delete_subscription(subscription=path, timeout=10, retry=None)
 
     def _create(self) -> None:
         path = self._subscriber.subscription_path(

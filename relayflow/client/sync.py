@@ -150,10 +150,11 @@ class FlowHandle:
     def retry(self, reason: str) -> FlowStatus:
         """Run an ended (not succeeded) flow again as a new generation; waits from now on are
         for that generation's end."""
-        epoch = self.client.subscription_epoch()
         path = f"/flows/{quoted(self.flow_id)}:retry?tenant={quoted(self.tenant)}"
         status = FlowStatus.from_document(self.client.api.post(path, {"reason": reason}))
-        self.generation, self.watched_from = status.generation, epoch
+        self.generation = status.generation
+        # The new run ends after this answer: the subscription, if it runs, will see it.
+        self.client._expect(self)
         return status
 
     def signal(
@@ -234,12 +235,11 @@ class Client:
         ``InvalidMessage`` (nothing published) if the start function would reject it."""
         request = Start(flow, input, flow_id, tenant, priority, deadline_s)
         handle, topic, data = self._prepare(request)
-        epoch = self.subscription_epoch()
-        future = self._publisher(single=True).publish(
-            self._publisher(single=True).topic_path(self.project, topic), data
+        self._expect(handle)
+        publisher = self._publisher(single=True)
+        publisher.publish(publisher.topic_path(self.project, topic), data).result(
+            timeout=PUBLISH_TIMEOUT_S
         )
-        future.result(timeout=PUBLISH_TIMEOUT_S)
-        handle.watched_from = epoch
         return handle
 
     def start_many(self, starts: Iterable[Start]) -> list[FlowHandle]:
@@ -253,7 +253,8 @@ class Client:
                 prepared.append(self._prepare(request))
             except RelayflowError as exc:
                 raise type(exc)(f"start #{index}: {exc}") from None
-        epoch = self.subscription_epoch()
+        for handle, _, _ in prepared:
+            self._expect(handle)
         publisher = self._publisher(single=False)
         futures = [
             publisher.publish(publisher.topic_path(self.project, topic), data)
@@ -268,7 +269,6 @@ class Client:
                 errors[index] = exc
                 handles.append(None)
                 continue
-            handle.watched_from = epoch
             handles.append(handle)
         if errors:
             raise StartManyFailed(handles, errors)
@@ -378,14 +378,24 @@ class Client:
         the flow unless the subscription predates its start."""
         subscription = self.subscription()
         epoch = subscription.ensure()
-        if handle.generation < 0 or handle.watched_from != epoch:
-            # The event may have gone out before the subscription was there: read once.
+        future, known = subscription.waiters.register(handle.key, max(0, handle.generation))
+        if handle.generation < 0 or not known or handle.watched_from != epoch:
+            # Its event may have gone out before the subscription (or this wait) was there:
+            # read once. Registered first, so an end after this read is an event it gets.
             ended = self._read_end(handle)
-            future = subscription.waiters.register(handle.key, max(0, handle.generation))
+            subscription.waiters.narrow(handle.key, handle.generation)
             if ended is not None:
                 subscription.waiters.deliver(ended)
-            return future
-        return subscription.waiters.register(handle.key, handle.generation)
+        return future
+
+    def _expect(self, handle: FlowHandle) -> None:
+        """Before a start (or retry) goes out: with the subscription running, keep the
+        flow's end when it comes, so that waiting on it later reads nothing."""
+        with self._lock:
+            running = self._subscription
+        if running is not None and running.path:
+            running.waiters.expect(handle.key, max(0, handle.generation))
+            handle.watched_from = running.epoch
 
     def release(self, handle: FlowHandle) -> None:
         if self._subscription is not None:

@@ -1,9 +1,14 @@
 """The waiter table: the handles waiting for flows to end, matched in memory to result events.
 
-One table per results subscription (one per process, shared by its clients): every handle
-whose ``result()`` waits registers here under its flow's ``(tenant, flow_id)`` and the oldest
-generation it accepts, and each event from ``flow-results`` resolves at most the waiters of
-its flow. Pure logic, no I/O: the subscription (``relayflow.client.results``) feeds it events
+One table per results subscription (one per client): every handle whose ``result()`` waits
+registers here under its flow's ``(tenant, flow_id)`` and the oldest generation it accepts,
+and each event from ``flow-results`` resolves at most the waiters of its flow. A flow the
+client starts while its subscription runs is *expected* before its start message goes out, so
+its event is kept even when it arrives before anyone waits; the newest ``max_expected``
+expectations no one has waited on yet are kept (about 1 KiB each, more with large outputs),
+and a wait on one dropped before reads its flow instead.
+
+Pure logic, no I/O: the subscription (``relayflow.client.results``) feeds it events
 and the client feeds it the one read of a flow that recovers an event the subscription missed.
 
 Delivery is at least once and unordered, so:
@@ -18,6 +23,7 @@ Delivery is at least once and unordered, so:
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -87,12 +93,17 @@ class _Entry:
     count: int = 0
 
 
+MAX_EXPECTED = 20_000
+
+
 class Waiters:
     """The table. Thread-safe: the subscription's callbacks and the callers' threads use it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_expected: int = MAX_EXPECTED) -> None:
         self._lock = threading.Lock()
         self._entries: dict[WaitKey, _Entry] = {}
+        self._expected: OrderedDict[WaitKey, None] = OrderedDict()  # oldest first
+        self._max_expected = max_expected
         self.ignored_stale = 0  # events for a generation older than waited for
         self.ignored_unwanted = 0  # events no one here waits for (or repeats after the end)
 
@@ -114,31 +125,45 @@ class Waiters:
     def waiting(self, key: WaitKey, min_generation: int = 0) -> Iterator[Future[FlowResult]]:
         """Wait for ``key`` to end in ``min_generation`` or later, for the ``with`` block: the
         future resolves with the first such result; leaving the block stops this wait."""
-        future = self.register(key, min_generation)
+        future, _ = self.register(key, min_generation)
         try:
             yield future
         finally:
             self.release(key)
 
-    def register(self, key: WaitKey, min_generation: int = 0) -> Future[FlowResult]:
-        """Start waiting (pair with ``release``). A second waiter of the same flow shares the
-        first one's future; a waiter for a newer generation than a resolved entry's result
-        gets a fresh one."""
+    def expect(self, key: WaitKey, min_generation: int = 0) -> None:
+        """Keep ``key``'s end when it comes, though no one waits yet (a flow just started);
+        the oldest expectation beyond ``max_expected`` that no one waits on goes."""
+        with self._lock:
+            self._entry(key, min_generation)
+            self._expected[key] = None
+            self._expected.move_to_end(key)
+            while len(self._expected) > self._max_expected:
+                old, _ = self._expected.popitem(last=False)
+                entry = self._entries.get(old)
+                if entry is not None and entry.count == 0:
+                    del self._entries[old]
+
+    def register(self, key: WaitKey, min_generation: int = 0) -> tuple[Future[FlowResult], bool]:
+        """Start waiting (pair with ``release``): the future, and whether the flow was waited
+        for or expected already (else its end may have come and gone: read it). A second
+        waiter of the same flow shares the first one's future."""
+        with self._lock:
+            known = key in self._entries
+            entry = self._entry(key, min_generation)
+            entry.count += 1
+            return entry.future, known
+
+    def narrow(self, key: WaitKey, min_generation: int) -> None:
+        """Wait for ``min_generation`` or later only (a handle learned its flow's run)."""
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None:
-                entry = self._entries[key] = _Entry(min_generation=min_generation)
-            elif entry.future.done() and entry.future.result().generation < min_generation:
-                entry.future = Future()
-                entry.min_generation = min_generation
-            else:
-                entry.min_generation = min(entry.min_generation, min_generation)
-            entry.count += 1
-            return entry.future
+            if entry is not None and not entry.future.done():
+                entry.min_generation = max(entry.min_generation, min_generation)
 
     def release(self, key: WaitKey) -> None:
-        """Stop one wait; the flow's entry goes with its last waiter (a late event for it is
-        then dropped, as one for a flow never waited for)."""
+        """Stop one wait; the flow's entry (and its expectation) goes with its last waiter
+        (a late event for it is then dropped, as one for a flow never waited for)."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -146,6 +171,7 @@ class Waiters:
             entry.count -= 1
             if entry.count <= 0:
                 del self._entries[key]
+                self._expected.pop(key, None)
 
     def deliver(self, result: FlowResult) -> bool:
         """Resolve the waiters of ``result``'s flow; True if this resolved any (False for a
@@ -162,3 +188,16 @@ class Waiters:
             # callbacks (an asyncio waiter's wake-up) only schedule work, so this is brief.
             entry.future.set_result(result)
             return True
+
+    def _entry(self, key: WaitKey, min_generation: int) -> _Entry:
+        """The flow's entry (made if missing). One resolved with an older generation's end
+        than ``min_generation`` starts over: a retried flow's new run is waited for."""
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(min_generation=min_generation)
+        elif entry.future.done() and entry.future.result().generation < min_generation:
+            entry.future = Future()
+            entry.min_generation = min_generation
+        elif not entry.future.done():
+            entry.min_generation = min(entry.min_generation, min_generation)
+        return entry
