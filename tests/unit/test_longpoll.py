@@ -115,6 +115,7 @@ def test_a_flow_not_there_yet_is_waited_for_and_one_never_made_is_404() -> None:
     h, watch, client = build()
     watch.then = lambda: h.engine.cancel(waiting(h, "f-5"), "started, then ended")
     assert client.get("/flows/f-5?wait_s=30").get_json()["status"] == "CANCELLED"
+    watch.then = None
     assert client.get("/flows/f-6?wait_s=0.01").status_code == 404
 
 
