@@ -474,6 +474,11 @@ class Client:
             if clock.left() <= 0:
                 raise self.timed_out(handle, timeout)
 
+    def _prepare_one(
+        self, flow: str, input: Mapping[str, Any], **kwargs: Any
+    ) -> tuple[FlowHandle, str, bytes]:
+        return self._prepare(Start(flow, input, **kwargs))
+
     def _prepare(self, request: Start) -> tuple[FlowHandle, str, bytes]:
         """The handle, topic and data of one start, checked as the start function would."""
         tenant = request.tenant or self.tenant
@@ -488,6 +493,9 @@ class Client:
             "deadline_s": request.deadline_s,
         }
         body |= {k: v for k, v in optional.items() if v is not None}
+        return self._prepare_body(body)
+
+    def _prepare_body(self, body: dict[str, Any]) -> tuple[FlowHandle, str, bytes]:
         message, _ = validate_start(body, self.registry)
         assert message.flow_id is not None
         data = json.dumps(body, separators=(",", ":")).encode("utf-8")
