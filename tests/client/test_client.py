@@ -280,3 +280,19 @@ def _ended(handle: Any) -> bool:
         return bool(handle.status().ended)
     except Exception:
         return False
+
+
+def test_a_subscription_deleted_under_the_client_is_made_again(client: Client) -> None:
+    client.listen()
+    subscription = client.subscription()
+    handle = client.start("waits", {})
+    token = token_of(client, handle.flow_id, "approval")
+    future = client.register(handle)
+    try:
+        assert subscription.path is not None
+        pubsub_v1.SubscriberClient().delete_subscription(subscription=subscription.path)
+        assert poll_until(lambda: subscription.epoch >= 2, timeout_s=30)
+        client.complete_callback(token, output={"after": "re-creation"})
+        assert future.result(timeout=30).data == {"after": "re-creation"}
+    finally:
+        client.release(handle)
