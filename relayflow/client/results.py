@@ -60,10 +60,12 @@ class ResultSubscription:
         topic: str,
         filter_: str = "",
         recover: Recover | None = None,
+        subscription_project: str | None = None,
     ) -> None:
         self.waiters = Waiters()
         self._subscriber = subscriber
         self._project = project
+        self._own_project = subscription_project or project
         self._topic = topic
         self._filter = filter_
         self._recover = recover
@@ -106,7 +108,7 @@ class ResultSubscription:
 
     def _create(self) -> None:
         path = self._subscriber.subscription_path(
-            self._project, f"relayflow-client-{uuid.uuid4().hex[:16]}"
+            self._own_project, f"relayflow-client-{uuid.uuid4().hex[:16]}"
         )
         request: dict[str, Any] = {
             "name": path,

@@ -187,6 +187,7 @@ class Client:
         wait: WaitMode = "events",
         environ: Mapping[str, str] | None = None,
         topology: Topology | None = None,
+        subscription_project: str | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         if wait not in ("events", "api"):
@@ -194,6 +195,9 @@ class Client:
         if tenant is not None and not re.fullmatch(TENANT_PATTERN, tenant):
             raise ValueError(f"tenant {tenant!r} is not a tenant name ({TENANT_PATTERN})")
         self.project = project or _project(env)
+        # Where the client's own results subscription lives: a service in another project
+        # makes it there, attached to relayflow's topic (docs/deploy.md, step 9).
+        self.subscription_project = subscription_project or self.project
         self.api = Transport.from_env(env, api_url)
         self.registry = registry
         self.tenant = tenant
@@ -350,6 +354,7 @@ class Client:
                 self._subscription = ResultSubscription(
                     SubscriberClient(),
                     project=self.project,
+                    subscription_project=self.subscription_project,
                     topic=self.topology.topics.results,
                     filter_=_tenant_filter(self.tenant),
                     recover=self._recover,
