@@ -54,7 +54,7 @@ from relayflow.client.results import ResultSubscription
 from relayflow.client.transport import ApiError, Transport, quoted
 from relayflow.client.views import CallbackOutcome, FlowFailed, FlowPage, FlowStatus, WaitTimeout
 from relayflow.client.waiters import FlowResult, WaitKey
-from relayflow.core.errors import RelayflowError
+from relayflow.core.errors import InvalidMessage, RelayflowError
 from relayflow.core.flows import Registry
 from relayflow.core.messages import validate_start
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
@@ -255,8 +255,8 @@ class Client:
         for index, request in enumerate(starts):
             try:
                 prepared.append(self._prepare(request))
-            except RelayflowError as exc:
-                raise type(exc)(f"start #{index}: {exc}") from None
+            except InvalidMessage as exc:
+                raise InvalidMessage(f"start #{index}: {exc.reason}") from None
         for handle, _, _ in prepared:
             self._expect(handle)
         publisher = self._publisher(single=False)
