@@ -4,6 +4,10 @@ What a flow author needs is imported from here, and only from here::
 
     from relayflow import ActionStep, Flow, NotReady, PollStep, Registry, StepContext
 
+and what a service that starts flows needs (``relayflow.client``)::
+
+    from relayflow import AsyncClient, Client, FlowFailed, FlowHandle, WaitTimeout
+
 Everything else (``relayflow.core``, ``relayflow.gcp``, ``relayflow.web``, ...) may change
 between releases. ``relayflow.testing`` is public too: it runs flows in memory for tests.
 
@@ -17,6 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from relayflow.client import AsyncClient, Client, FlowFailed, FlowHandle, WaitTimeout
     from relayflow.core.backoff import Jitter
     from relayflow.core.breaker_policy import BreakerPolicy, Dependencies
     from relayflow.core.errors import (
@@ -72,15 +77,24 @@ _EXPORTS = {
     "call_json": "relayflow.http",
     "raise_for_response": "relayflow.http",
     "Settings": "relayflow.settings",
+    "AsyncClient": "relayflow.client",
+    "Client": "relayflow.client",
+    "FlowFailed": "relayflow.client",
+    "FlowHandle": "relayflow.client",
+    "WaitTimeout": "relayflow.client",
 }
 
 __all__ = [
     "ActionStep",
+    "AsyncClient",
     "BreakerPolicy",
     "CallbackStep",
+    "Client",
     "ConfigError",
     "Dependencies",
     "Flow",
+    "FlowFailed",
+    "FlowHandle",
     "ForEach",
     "Handler",
     "IfStep",
@@ -99,6 +113,7 @@ __all__ = [
     "StepError",
     "TenantPolicy",
     "Tenants",
+    "WaitTimeout",
     "call_json",
     "raise_for_response",
 ]

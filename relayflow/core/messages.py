@@ -100,23 +100,38 @@ def parse_start(
     """Validate a start message against the schema, the registry and the flow's input model.
 
     A ``tenant`` or ``priority`` message attribute counts when the body does not say."""
+    body = decode_json(data)
+    for name in ("tenant", "priority"):
+        if name not in body and (attributes or {}).get(name):
+            body[name] = (attributes or {})[name]
+    message, flow = validate_start(body, registry)
+    assert flow is not None  # a registry was given
+    return message, flow
+
+
+def validate_start(
+    body: dict[str, Any], registry: Registry | None
+) -> tuple[StartMessage, Flow | None]:
+    """The checks of ``parse_start`` on a decoded body, in its order and with its reasons;
+    without a ``registry`` (a client that does not have the app's), those that need none.
+
+    The client (``relayflow.client``) calls this before it publishes, so a bad start fails at
+    the call with the reason the start function would have recorded."""
     try:
-        body = decode_json(data)
-        for name in ("tenant", "priority"):
-            if name not in body and (attributes or {}).get(name):
-                body[name] = (attributes or {})[name]
         message = StartMessage.model_validate(body)
     except ValidationError as exc:
         raise InvalidMessage(describe(exc)) from None
-    try:
-        flow = registry.get(message.flow)
-    except UnknownFlow as exc:
-        raise InvalidMessage(bounded(str(exc))) from None
+    flow = None
+    if registry is not None:
+        try:
+            flow = registry.get(message.flow)
+        except UnknownFlow as exc:
+            raise InvalidMessage(bounded(str(exc))) from None
     try:
         check_storable(message.input, where="input", max_bytes=MAX_INPUT_BYTES)
     except UnstorableValue as exc:
         raise InvalidMessage(bounded(str(exc))) from None
-    if flow.input_model is not None:
+    if flow is not None and flow.input_model is not None:
         try:
             flow.input_model.model_validate(message.input)
         except ValidationError as exc:

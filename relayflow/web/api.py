@@ -5,6 +5,7 @@
 | ``GET /flows`` | viewer | a page of flows: filters, ``cursor``, ``limit``, ``view``, ``counts`` |
 | ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
 | ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
+| ``GET /flows/{id}?wait_s=`` | viewer | long-poll: answers once the flow ends (``longpoll``) |
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
 | ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
 | ``POST /flows/{id}:undo`` | operator | ``{"reason"}``: undo again what an ended flow left live |
@@ -37,20 +38,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
 from flask import Flask, Response, g, redirect, request, url_for
 
 from relayflow.core.dead_letters import DeadLetter
-from relayflow.core.errors import RelayflowError
+from relayflow.core.errors import FlowNotFound, RelayflowError
 from relayflow.core.listing import FlowSummary, Page
 from relayflow.core.ports import Listing
-from relayflow.core.records import FlowRecord, HistoryEntry
+from relayflow.core.records import FlowRecord, HistoryEntry, flow_key
 from relayflow.core.state import Status
+from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.runtime import Runtime, api_verifier
-from relayflow.web import console, guard, params
+from relayflow.web import console, guard, longpoll, params
 from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.guard import guard_from_settings
@@ -78,6 +80,7 @@ def api_app(runtime: Runtime) -> Flask:
             metrics=runtime.metrics,
             registry=runtime.registry,
             guard=guard_from_settings(runtime.settings),
+            watch=document_watch(runtime),
         )
     )
 
@@ -165,7 +168,12 @@ def _register_flows(app: Flask, ops: Operations) -> None:
     @app.get("/flows/<flow_id>")
     @viewer
     def get_flow(flow_id: str) -> Any:
-        record = shown_flow(ops, flow_id)
+        wait_s = longpoll.wait_param(request.args.get("wait_s"))
+        generation = longpoll.generation_param(request.args.get("generation"))
+        if wait_s is not None and ops.watch is not None:
+            record = waited_flow(ops, flow_id, ops.watch, wait_s=wait_s, generation=generation)
+        else:
+            record = shown_flow(ops, flow_id)
         doc = flow_json(record, caller())
         doc["polls_in_flight"] = in_flight_json(ops.engine.polls_in_flight(record))
         return doc
@@ -279,6 +287,49 @@ def shown_flow(ops: Operations, flow_id: str) -> FlowRecord:
     caller may see its tenant; FlowNotFound (404) as for a missing one."""
     tenant = params.tenant(request.args.get("tenant"))
     return ops.engine.find(params.flow_id(flow_id), tenant=tenant, visible=caller().sees)
+
+
+def waited_flow(
+    ops: Operations, flow_id: str, watch: longpoll.Watch, *, wait_s: float, generation: int
+) -> FlowRecord:
+    """The long-poll (``relayflow.web.longpoll``): the flow once it has ended in
+    ``generation`` or later, or as it is when ``wait_s`` has passed; a flow that does not
+    exist yet is waited for under the tenant the request names (FlowNotFound if it still
+    does not exist, or is not the caller's to see)."""
+    try:
+        record: FlowRecord | None = shown_flow(ops, flow_id)
+    except FlowNotFound:
+        tenant = params.tenant(request.args.get("tenant")) or DEFAULT_TENANT
+        if not caller().sees(tenant):
+            raise
+        record, key = None, flow_key(tenant, params.flow_id(flow_id))
+    else:
+        assert record is not None
+        key = record.key
+        if longpoll.has_ended(record, generation):
+            return record
+    seen, _ = longpoll.wait_for_end(watch, key, wait_s=wait_s, generation=generation)
+    found = seen or record
+    if found is None:
+        raise FlowNotFound(f"no flow {flow_id!r} (waited {wait_s:g} s for it)")
+    return found
+
+
+def document_watch(runtime: Runtime) -> longpoll.Watch:
+    """Follow a flow's document with a Firestore snapshot listener (as ``relayflow watch``)."""
+
+    def watch(key: str, on_change: longpoll.OnChange) -> Callable[[], None]:
+        def changed(docs: list[Any], *_: object) -> None:
+            for doc in docs:
+                try:
+                    on_change(FlowRecord.from_doc(doc.to_dict() or {}) if doc.exists else None)
+                except ValueError as exc:  # a document this release cannot read: no end
+                    log.warning("long-poll: unreadable flow document", extra={"error": exc})
+
+        listener = runtime.store.reference(key).on_snapshot(changed)
+        return listener.unsubscribe  # type: ignore[no-any-return]
+
+    return watch
 
 
 def flow_json(record: FlowRecord, viewer: Caller) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from relayflow.telemetry import Counters
 from relayflow.web import params
 from relayflow.web.access import Access, Caller, Forbidden, Role
 from relayflow.web.guard import RequestGuard
+from relayflow.web.longpoll import Watch
 
 View = Callable[..., Any]
 Guard = Callable[[View], View]
@@ -62,6 +63,8 @@ class Operations:
     registry: Registry | None = None
     # Which pages may change state, and (token verification off) which hosts it answers.
     guard: RequestGuard = field(default_factory=RequestGuard)
+    # Follows a flow's document for the long-poll (GET /flows/{id}?wait_s=); None: no waits.
+    watch: Watch | None = None
 
 
 def guarded(access: Access, role: Role, action: str, *, unscoped: bool = False) -> Guard:

@@ -1,0 +1,43 @@
+"""The app tests/client runs: one flow for each way a flow ends, all of them quick.
+
+- ``echo`` succeeds with ``{"x": x}`` (its input model: ``x`` an int);
+- ``fails`` fails for good (a PermanentError, code ``NOPE``);
+- ``expires`` waits for a callback that never comes and times out after 1.5 s;
+- ``waits`` waits for a callback for 10 minutes: cancelled, completed or timed out by tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from relayflow import ActionStep, CallbackStep, Flow, PermanentError, Registry, StepContext
+
+
+class Echo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    x: int
+
+
+def echo(ctx: StepContext) -> dict[str, Any]:
+    return {"x": ctx.input["x"]}
+
+
+def refuse(ctx: StepContext) -> dict[str, Any]:
+    raise PermanentError("this flow always fails", code="NOPE")
+
+
+def hand_out(ctx: StepContext) -> dict[str, Any]:
+    return {"sent": True}
+
+
+registry = Registry(
+    [
+        Flow(name="echo", steps=(ActionStep("echo", echo),), input_model=Echo),
+        Flow(name="fails", steps=(ActionStep("refuse", refuse),)),
+        Flow(name="expires", steps=(CallbackStep("never", hand_out, timeout_s=1.5),)),
+        Flow(name="waits", steps=(CallbackStep("approval", hand_out, timeout_s=600),)),
+    ]
+)
