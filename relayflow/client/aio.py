@@ -51,11 +51,13 @@ class AsyncFlowHandle:
         finally:
             client.release(self.sync)
 
-    async def result(self, timeout: float | None = None) -> dict[str, Any] | None:
+    async def result(self, timeout: float | None = None) -> Any:
+        """As ``FlowHandle.result``: the output (typed by the flow's ``output_model`` when
+        the client has the registry), or ``FlowFailed``."""
         ended = await self.wait(timeout)
         if not ended.succeeded:
             raise FlowFailed(ended)
-        return ended.data
+        return self.sync.client.output_of(ended)
 
     async def cancel(self, reason: str) -> FlowStatus:
         return await asyncio.to_thread(self.sync.cancel, reason)

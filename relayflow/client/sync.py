@@ -49,12 +49,13 @@ from google.cloud.pubsub_v1.types import (
     PublisherOptions,
     PublishFlowControl,
 )
+from pydantic import BaseModel
 
 from relayflow.client.results import ResultSubscription
 from relayflow.client.transport import ApiError, Transport, quoted
 from relayflow.client.views import CallbackOutcome, FlowFailed, FlowPage, FlowStatus, WaitTimeout
 from relayflow.client.waiters import FlowResult, WaitKey
-from relayflow.core.errors import InvalidMessage, RelayflowError
+from relayflow.core.errors import InvalidMessage, RelayflowError, UnknownFlow
 from relayflow.core.flows import Registry
 from relayflow.core.messages import validate_start
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
@@ -134,13 +135,15 @@ class FlowHandle:
         has not within ``timeout`` seconds (None: wait as long as it takes)."""
         return self.client.wait(self, timeout)
 
-    def result(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The flow's output (its last step's) once it SUCCEEDED; ``FlowFailed`` if it ended
-        otherwise (FAILED, TIMED_OUT, CANCELLED), ``WaitTimeout`` as ``wait``."""
+    def result(self, timeout: float | None = None) -> Any:
+        """The flow's output (its last step's) once it SUCCEEDED — an instance of the flow's
+        ``output_model`` when the client has the app's registry and the flow declares one
+        (``Client(registry=…)``), else the dict; ``FlowFailed`` if it ended otherwise
+        (FAILED, TIMED_OUT, CANCELLED), ``WaitTimeout`` as ``wait``."""
         ended = self.wait(timeout)
         if not ended.succeeded:
             raise FlowFailed(ended)
-        return ended.data
+        return self.client.output_of(ended)
 
     def cancel(self, reason: str) -> FlowStatus:
         """Cancel it (the operator role): its done steps are undone; the reason is recorded."""
@@ -366,6 +369,23 @@ class Client:
         with self._lock:
             running = self._subscription
         return running.epoch if running is not None and running.path else 0
+
+    def output_of(self, ended: FlowResult) -> Any:
+        """A succeeded flow's data, as its version's ``output_model`` when this client has the
+        registry and the model (the engine checked the output against it before the flow could
+        succeed), else as it came."""
+        model = self._output_model(ended.flow, ended.version)
+        return (
+            ended.data if model is None or ended.data is None else model.model_validate(ended.data)
+        )
+
+    def _output_model(self, flow: str, version: int) -> type[BaseModel] | None:
+        if self.registry is None or flow not in self.registry:
+            return None
+        try:
+            return self.registry.get(flow, version or None).output_model
+        except UnknownFlow:  # a version this registry does not have: no model to trust
+            return None
 
     def wait(self, handle: FlowHandle, timeout: float | None) -> FlowResult:
         if self.wait_mode == "api":

@@ -47,6 +47,10 @@ class FlowResult:
     message: str
     data: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    # Which flow and version ran ("" and 0 if what it was read from did not say): which
+    # output model, if any, its data is an instance of.
+    flow: str = ""
+    version: int = 0
 
     @property
     def succeeded(self) -> bool:
@@ -64,6 +68,8 @@ class FlowResult:
             message=str(event.get("message") or ""),
             data=event.get("data"),
             error=event.get("error"),
+            flow=str(event.get("flow") or ""),
+            version=int(event.get("version") or 0),
         )
 
     @classmethod
@@ -79,6 +85,8 @@ class FlowResult:
                 "flow_id": doc["flow_id"],
                 "tenant": doc.get("tenant"),
                 "generation": position.get("generation", 0),
+                "flow": doc.get("flow"),
+                "version": doc.get("version"),
             }
         )
 

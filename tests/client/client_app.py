@@ -3,7 +3,10 @@
 - ``echo`` succeeds with ``{"x": x}`` (its input model: ``x`` an int);
 - ``fails`` fails for good (a PermanentError, code ``NOPE``);
 - ``expires`` waits for a callback that never comes and times out after 1.5 s;
-- ``waits`` waits for a callback for 10 minutes: cancelled, completed or timed out by tests.
+- ``waits`` waits for a callback for 10 minutes: cancelled, completed or timed out by tests;
+- ``doubled`` succeeds with ``{"twice": 2x}``, a ``Doubled`` (its output model);
+- ``mistyped`` says it outputs a ``Doubled`` but returns something else: it fails
+  (``OUTPUT_INVALID``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,18 @@ def echo(ctx: StepContext) -> dict[str, Any]:
     return {"x": ctx.input["x"]}
 
 
+class Doubled(BaseModel):
+    twice: int
+
+
+def double(ctx: StepContext) -> dict[str, Any]:
+    return {"twice": 2 * ctx.input_as(Echo).x}
+
+
+def mistype(ctx: StepContext) -> dict[str, Any]:
+    return {"twice": "many"}
+
+
 def refuse(ctx: StepContext) -> dict[str, Any]:
     raise PermanentError("this flow always fails", code="NOPE")
 
@@ -39,5 +54,7 @@ registry = Registry(
         Flow(name="fails", steps=(ActionStep("refuse", refuse),)),
         Flow(name="expires", steps=(CallbackStep("never", hand_out, timeout_s=1.5),)),
         Flow(name="waits", steps=(CallbackStep("approval", hand_out, timeout_s=600),)),
+        Flow("doubled", (ActionStep("double", double),), input_model=Echo, output_model=Doubled),
+        Flow("mistyped", (ActionStep("mistype", mistype),), output_model=Doubled),
     ]
 )

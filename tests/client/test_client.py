@@ -123,6 +123,19 @@ def test_start_to_result_for_every_end(client: Client) -> None:
     assert again.outcome == "ignored"
 
 
+def test_a_typed_flow_s_result_is_its_output_model(client: Client, env: dict[str, str]) -> None:
+    client.listen()
+    handle = client.start("doubled", {"x": 21})
+    assert handle.result(timeout=30) == client_app.Doubled(twice=42)
+    with Client(environ=env) as untyped:  # without the registry: the data as it came
+        assert untyped.get(handle.flow_id).result(timeout=10) == {"twice": 42}
+
+    with pytest.raises(FlowFailed) as mistyped:
+        client.start("mistyped", {}).result(timeout=30)
+    assert mistyped.value.result.code == "OUTPUT_INVALID"
+    assert "is not a Doubled: twice:" in mistyped.value.result.message
+
+
 def test_a_flow_that_ended_before_anyone_waited_is_read_once(env: dict[str, str]) -> None:
     flow_id = new_id("early")
     with Client(environ=env) as starter:
