@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         Sleep,
         StepContext,
     )
+    from relayflow.core.schedules import CatchUp, Overlap, Schedule
     from relayflow.core.tenants import TenantPolicy, Tenants
     from relayflow.http import call_json, raise_for_response
     from relayflow.settings import Settings
@@ -72,12 +73,16 @@ _EXPORTS = {
     "call_json": "relayflow.http",
     "raise_for_response": "relayflow.http",
     "Settings": "relayflow.settings",
+    "Schedule": "relayflow.core.schedules",
+    "Overlap": "relayflow.core.schedules",
+    "CatchUp": "relayflow.core.schedules",
 }
 
 __all__ = [
     "ActionStep",
     "BreakerPolicy",
     "CallbackStep",
+    "CatchUp",
     "ConfigError",
     "Dependencies",
     "Flow",
@@ -86,6 +91,7 @@ __all__ = [
     "IfStep",
     "Jitter",
     "NotReady",
+    "Overlap",
     "PermanentError",
     "PollPolicy",
     "PollStep",
@@ -93,6 +99,7 @@ __all__ = [
     "RelayflowError",
     "RetryPolicy",
     "RetryableError",
+    "Schedule",
     "Settings",
     "Sleep",
     "StepContext",

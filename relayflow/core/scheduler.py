@@ -71,6 +71,10 @@ class Scheduler:
         self._schedules: Mapping[str, Schedule] = {s.name: s for s in schedules}
         self._clock = clock
 
+    @property
+    def schedules(self) -> tuple[Schedule, ...]:
+        return tuple(self._schedules.values())
+
     def tick(self, now: datetime | None = None) -> TickReport:
         """Start every schedule's due ticks (as of ``now``: the clock's, unless a test or the
         local stack drives it). One schedule's failure never stops the others'."""
