@@ -20,10 +20,12 @@ from relayflow.core.flows import Registry
 from relayflow.core.messages import describe
 from relayflow.core.metrics import Metrics
 from relayflow.core.planner import QueueNames
+from relayflow.core.scheduler import Scheduler
 from relayflow.gcp import events, queue, recording, store
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.breakers import FirestoreBreakers
 from relayflow.gcp.dead_letters import DeadLetterHold
+from relayflow.gcp.schedule_states import FirestoreScheduleStates
 from relayflow.metrics import configure_metrics
 from relayflow.settings import Settings, load_settings
 from relayflow.telemetry import Counters, configure_logging, configure_tracing
@@ -73,6 +75,13 @@ class Runtime:
             requests_topic=topology.topics.requests,
             origins=functools.partial(topic_of_subscription, topology),
         )
+
+    def scheduler(self) -> Scheduler:
+        """The app's schedules over their Firestore documents (``schedules/{name}``) and the
+        engine: what the tick route, the local scheduler, the api and the CLI work with."""
+        states = FirestoreScheduleStates(self.store.client, counters=self.counters)
+        schedules = self.registry.schedules if self.registry is not None else ()
+        return Scheduler(self.engine, states, schedules, self.clock)
 
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
