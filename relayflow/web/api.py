@@ -14,6 +14,9 @@
 | ``GET /tenants`` | viewer | each tenant's limits, paused or not, flows running and waiting |
 | ``POST /tenants/{t}:pause``, ``:resume`` | operator | ``{"reason"}``: stop or go on dispatching |
 | ``GET /breakers`` | viewer | each dependency's breaker: state, window, budget, transitions |
+| ``GET /schedules`` | viewer, unscoped | each schedule: next ticks (its zone, UTC), last runs |
+| ``POST /schedules/{s}:pause``, ``:resume`` | operator, unscoped | ``{"reason"}`` |
+| ``POST /schedules/{s}:trigger`` | operator, unscoped | ``{"reason", "flow_id"?}``: run it now |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
@@ -53,6 +56,7 @@ from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal
+from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.services import base_app, error
 
 log = logging.getLogger("relayflow.web.api")
@@ -75,6 +79,7 @@ def api_app(runtime: Runtime) -> Flask:
             metrics=runtime.metrics,
             registry=runtime.registry,
             guard=guard_from_settings(runtime.settings),
+            scheduler=runtime.scheduler(),
         )
     )
 
@@ -88,6 +93,7 @@ def build_api(ops: Operations) -> Flask:
     _register_flows(app, ops)
     _register_messages(app, ops)
     _register_tenants(app, ops)
+    add_schedule_routes(app, ops)
     add_callback_routes(
         app, ops.engine, guarded(ops.access, Role.COMPLETER, "complete callback tokens")
     )
