@@ -100,8 +100,11 @@ class Scheduler:
         now = self._clock.now()
 
         def resumed(state: ScheduleState) -> ScheduleState:
-            # Ticks of the pause are dropped even if no tick run saw them while it lasted.
-            handled_to = now if state.paused else state.handled_to
+            # Ticks of the pause are dropped even if no tick run saw them while it lasted (and
+            # what a tick run handled is never handed back, whatever this clock says).
+            handled_to = state.handled_to
+            if state.paused:
+                handled_to = max(handled_to, now) if handled_to is not None else now
             return replace(state, paused=False, by=by, reason=reason, handled_to=handled_to)
 
         return self._change(name, resumed)
