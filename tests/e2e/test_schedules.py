@@ -33,11 +33,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     stack = Stack(
         ports=PORTS,
         state_dir=tmp_path_factory.mktemp("schedules-stack"),
-        components=("emulators", "services"),
+        components=("emulators", "worker", "api", "sweeper"),  # what a tick and its flow use
         app="schedule_app:registry",
         app_path=APPS,
         sweep_interval_s=0.5,
-        base_env={**os.environ, "PYTHONPATH": path},
+        # One index shard: the sweeper between two ticks asks every shard, 128 by default.
+        base_env={**os.environ, "PYTHONPATH": path, "RELAYFLOW_FIRESTORE_SHARDS": "1"},
     )
     stack.up()
     try:
