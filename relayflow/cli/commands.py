@@ -520,8 +520,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from relayflow.cli import shapes
 
     settings = _app_settings(args)
-    flow = load_registry(settings.app, settings).get(args.flow, args.version)
+    registry = load_registry(settings.app, settings)
+    flow = registry.get(args.flow, args.version)
     print(shapes.render(flow, mermaid=args.mermaid))
+    for line in shapes.scheduled(registry.schedules, flow.name, mermaid=args.mermaid):
+        print(line)
     return 0
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from relayflow import ActionStep, Flow, Registry, Schedule
-from relayflow.cli import commands, render
+from relayflow.cli import commands, render, shapes
 from relayflow.core.schedules import SCHEDULE_NAME_PATTERN
 from relayflow.testing import Harness
 
@@ -46,3 +46,13 @@ def test_the_schedule_table_shows_next_ticks_in_both_zones_and_runs_with_status(
     assert table[1].split() == ["next", "2026-12-04T02:00:00+01:00", "(2026-12-04T01:00:00+00:00)"]
     assert table[4].split() == ["run", "sched-nightly-20261203T0100Z", "started", "SUCCEEDED"]
     assert render.schedule_table([]) == "no schedules"
+
+
+def test_the_graph_names_the_schedules_that_start_a_flow() -> None:
+    schedule = Schedule("nightly", "reconcile", "0 2 * * *", timezone="Europe/Berlin")
+    other = Schedule("weekly", "report", "0 3 * * 1")
+    lines = shapes.scheduled([schedule, other], "reconcile", mermaid=False)
+    assert lines == [
+        "started by schedule nightly: '0 2 * * *' Europe/Berlin (overlap skip, catch-up latest)"
+    ]
+    assert shapes.scheduled([schedule], "reconcile", mermaid=True)[0].startswith("%% started by")
