@@ -15,6 +15,7 @@ lived twice. Every tick is a distinct instant, so each has its own flow id (in U
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -114,9 +115,9 @@ class Schedule:
 def check(schedule: Schedule, flows: Container[str]) -> None:
     """ConfigError naming ``schedule`` and its problem: a bad name, cron expression, time
     zone or policy, or a flow that ``flows`` does not hold."""
-    where = f"schedule {schedule.name!r}"
     if not isinstance(schedule, Schedule):
         raise ConfigError(f"a registry's schedules are Schedule objects, got {type(schedule)}")
+    where = f"schedule {schedule.name!r}"
     if not re.fullmatch(SCHEDULE_NAME_PATTERN, schedule.name):
         raise ConfigError(f"{where}: a name must match {SCHEDULE_NAME_PATTERN}")
     try:
@@ -133,6 +134,11 @@ def check(schedule: Schedule, flows: Container[str]) -> None:
         raise ConfigError(f"{where}: it starts flow {schedule.flow!r}, which is not registered")
     if not callable(schedule.input) and not isinstance(schedule.input, Mapping):
         raise ConfigError(f"{where}: input is a mapping or a function of the tick time")
+    if isinstance(schedule.input, Mapping):
+        try:  # a start message carries it as JSON: refuse now what every tick would refuse
+            json.dumps(dict(schedule.input), allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"{where}: input is not a JSON object: {error}") from None
 
 
 def checked(schedules: Iterable[Schedule], flows: Container[str]) -> dict[str, Schedule]:

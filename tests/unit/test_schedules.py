@@ -47,6 +47,7 @@ def nightly(**kw: Any) -> Schedule:
         (nightly(timezone="../etc/passwd"), "unknown time zone"),
         (Schedule("n", flow="nope", cron="* * * * *"), "flow 'nope', which is not registered"),
         (Schedule("Bad Name", flow="reconcile", cron="* * * * *"), "a name must match"),
+        (nightly(input={"at": object()}), "schedule 'nightly': input is not a JSON object"),
     ],
 )
 def test_the_registry_build_refuses_a_bad_schedule_naming_it(
@@ -55,6 +56,11 @@ def test_the_registry_build_refuses_a_bad_schedule_naming_it(
     with pytest.raises(ConfigError, match="schedule") as raised:
         Registry((FLOW,), schedules=(schedule,))
     assert problem in str(raised.value)
+
+
+def test_the_registry_build_refuses_what_is_no_schedule() -> None:
+    with pytest.raises(ConfigError, match="a registry's schedules are Schedule objects"):
+        Registry((FLOW,), schedules=("nightly",))  # type: ignore[arg-type]
 
 
 def test_the_registry_build_refuses_a_duplicate_schedule_name() -> None:
