@@ -31,7 +31,7 @@ test: $(STAMP) lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy relayflow emulators functions services
+	$(VENV)/bin/mypy relayflow
 	$(VENV)/bin/lint-imports
 	terraform fmt -check -recursive infra/terraform
 

@@ -24,8 +24,8 @@ from typing import Any
 from aiohttp import web
 from grpc import aio
 
-from emulators.cloud_tasks import protos as p
-from emulators.cloud_tasks.testing import EmulatorProcess, free_port
+from relayflow.emulators.cloud_tasks import protos as p
+from relayflow.emulators.cloud_tasks.testing import EmulatorProcess, free_port
 
 LOCATION = "projects/bench/locations/us-central1"
 BODY = (

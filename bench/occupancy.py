@@ -2,9 +2,10 @@
 
     python bench/occupancy.py [--plan 5:192,20:96] [--base-port 8620] [--timeout-s 900]
 
-Both run the same job against the same fake client API (``emulators/client_api``) of one local
-stack this bench starts (and stops, by PID) on its own base port: register a resource with an
-Idempotency-Key, poll ``GET /registrations/{id}`` until it is ACTIVE, then ``POST /entities``.
+Both run the same job against the same fake client API (``relayflow/emulators/client_api``)
+of one local stack this bench starts (and stops, by PID) on its own base port: register a
+resource with an Idempotency-Key, poll ``GET /registrations/{id}`` until it is ACTIVE, then
+``POST /entities``.
 For each activation delay of the plan (``POST /admin/config {"activation_delay_s": d}``, after
 ``/admin/reset``) each design runs the plan's number of jobs, one design after the other:
 

@@ -8,7 +8,7 @@ A Cloud Tasks queue dispatches at most 500 tasks per second
 relayflow gives each kind of queue N shards and sends all of a flow's tasks to its own. Here
 every queue of a fresh local stack is limited to ``--rate`` dispatches per second (our Cloud
 Tasks emulator enforces a queue's max_dispatches_per_second with a token bucket,
-emulators/cloud_tasks/ratelimit.py), so with one shard the steps and polls queues cap the
+relayflow/emulators/cloud_tasks/ratelimit.py), so with one shard the steps and polls queues cap the
 batch; with K shards K queues of each kind share the flows. For each K it runs ``--flows``
 registration flows (bench/e2e_flows.py's batch, activation after ``--activation-s``) and prints
 flows/s, tasks dispatched/s, each as a ratio to one shard, and, per kind, the load balance:

@@ -27,11 +27,11 @@ module_file() {
 
 case "${COMPONENT}" in
     start-flow)
-        exec functions-framework --source "$(module_file functions.start_flow.main)" \
+        exec functions-framework --source "$(module_file relayflow.functions.start_flow.main)" \
             --target start_flow --signature-type cloudevent --host 0.0.0.0 --port "${PORT}"
         ;;
     worker | poller | api)
-        gunicorn_app "services.${COMPONENT}.main:app"
+        gunicorn_app "relayflow.services.${COMPONENT}.main:app"
         ;;
     *)
         echo "unknown COMPONENT '${COMPONENT}': expected start-flow, worker, poller or api" >&2

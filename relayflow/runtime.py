@@ -77,6 +77,7 @@ class Runtime:
             ),
             requests_topic=topology.topics.requests,
             origins=functools.partial(topic_of_subscription, topology),
+            signals_topic=topology.topics.signals,
         )
 
     def scheduler(self) -> Scheduler:

@@ -321,6 +321,11 @@ def _register_tools(sub: Any) -> None:
     graph.add_argument("flow", type=_flow_name, help="flow name")
     graph.add_argument("--version", type=_version, default=None, help="default: the newest")
     graph.add_argument("--mermaid", action="store_true", help="a Mermaid flowchart")
+    graph.add_argument(
+        "--schema",
+        action="store_true",
+        help="the JSON Schemas of the flow's input and output (from its models), as JSON",
+    )
 
 
 def _register_local(sub: Any) -> None:
@@ -522,6 +527,12 @@ def cmd_graph(args: argparse.Namespace) -> int:
     settings = _app_settings(args)
     registry = load_registry(settings.app, settings)
     flow = registry.get(args.flow, args.version)
+    if args.schema:
+        from relayflow.core.definitions import definition
+
+        newest = flow.version == registry.versions(flow.name)[-1]
+        print(json.dumps(definition(flow, newest=newest), indent=2))
+        return 0
     print(shapes.render(flow, mermaid=args.mermaid))
     for line in shapes.scheduled(registry.schedules, flow.name, mermaid=args.mermaid):
         print(line)

@@ -345,14 +345,16 @@ def rejected_table(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 def dead_letter_table(letters: Sequence[Mapping[str, Any]]) -> str:
-    """Held dead letters, one a line: id, when published, deliveries tried, their data."""
-    lines = [f"{'MESSAGE ID':<24} {'PUBLISHED':<19}  {'TRIES':>5}  DATA"]
+    """Held dead letters, one a line: id, when published, deliveries tried, the topic a
+    replay sends it to, its data."""
+    lines = [f"{'MESSAGE ID':<24} {'PUBLISHED':<19}  {'TRIES':>5}  {'GOES TO':<24} DATA"]
     for raw in letters:
         d = clean(raw)
         tries = d.get("delivery_count")
         lines.append(
             f"{d['message_id']:<24} {stamp(d.get('published_at')):<19}  "
-            f"{'' if tries is None else tries:>5}  {_preview(raw.get('data', ''))}"
+            f"{'' if tries is None else tries:>5}  {d.get('goes_to') or '':<24} "
+            f"{_preview(raw.get('data', ''))}"
         )
     if not letters:
         lines.append("(no dead letters are held)")

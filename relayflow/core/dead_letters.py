@@ -8,6 +8,7 @@ tests with an in-memory fake.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -18,12 +19,16 @@ DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """A held start message."""
+    """A held start message, or a held signal (``signal``)."""
 
     message_id: str
     data: bytes
     attributes: dict[str, str]
     published_at: datetime | None
+    # The topic a replay publishes it on ('' if the hold has not said), and whether that is
+    # the signals topic: an edited replay is checked as what it is, a start message or not.
+    goes_to: str = ""
+    signal: bool = False
 
     @property
     def delivery_count(self) -> int | None:
@@ -42,5 +47,19 @@ class DeadLetters(Protocol):
     def held(self, *, limit: int = 100) -> list[DeadLetter]: ...
 
     def replay(
-        self, message_id: str, *, by: str, reason: str, data: bytes | None = None
-    ) -> str: ...
+        self,
+        message_id: str,
+        *,
+        by: str,
+        reason: str,
+        data: bytes | None = None,
+        vet: Vet | None = None,
+    ) -> str:
+        """Publish the held ``message_id`` back where it came from (its own data, or
+        ``data``, which ``vet`` checks first against the letter it replaces); the new
+        message's id. DeadLetterNotFound if it is not held."""
+        ...
+
+
+# Checks an edited replay's data against the letter it replaces; raises to refuse it.
+Vet = Callable[[DeadLetter, bytes], None]

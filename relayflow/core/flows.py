@@ -13,12 +13,12 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from relayflow.core.backoff import Jitter, compute_delay
-from relayflow.core.errors import ConfigError, UnknownFlow, UnknownVersion
+from relayflow.core.errors import ConfigError, PermanentError, UnknownFlow, UnknownVersion
 from relayflow.core.graph import Graph
 from relayflow.core.position import STEP_NAME_PATTERN
 from relayflow.core.schedules import Schedule
@@ -28,6 +28,8 @@ JSONDict = dict[str, Any]
 _STEP_NAME = re.compile(STEP_NAME_PATTERN)
 _FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _DEPENDENCY = re.compile(r"^[a-z][a-z0-9-]{0,62}$")  # relayflow.core.breaker_policy
+# A pydantic model a handler reads its input as (``StepContext.input_as``).
+M = TypeVar("M", bound=BaseModel)
 
 
 def _utcnow() -> datetime:
@@ -64,6 +66,21 @@ class StepContext:
     # In a ForEach's steps: the item, and its index in the list.
     item: Any = None
     item_index: int | None = None
+
+    def input_as(self, model: type[M]) -> M:
+        """The flow's input as ``model`` (usually the flow's ``input_model``, which checked it
+        at the start): ``order = ctx.input_as(Order)``. An input that does not fit fails the
+        flow (PermanentError ``INPUT_INVALID``): another try would read the same input."""
+        try:
+            return model.model_validate(dict(self.input))
+        except ValidationError as exc:
+            shown = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors()[:5]
+            )
+            raise PermanentError(
+                f"the input of flow {self.flow!r} is not a {model.__name__}: {shown}",
+                code="INPUT_INVALID",
+            ) from None
 
     def time_left_s(self, *, cap_s: float | None = None, floor_s: float = 0.5) -> float:
         """Seconds left of the handler's budget (at most ``cap_s``, at least ``floor_s``), to
@@ -339,10 +356,16 @@ EffectStep = ActionStep | CallbackStep
 
 @dataclass(frozen=True)
 class Flow:
-    """A named, versioned, ordered list of steps, with an optional pydantic model for its input.
+    """A named, versioned, ordered list of steps, with optional pydantic models for its input
+    and its output.
 
     A flow runs to its end on the version it started on, as long as a deployment still
-    registers that version; new starts take the newest version registered.
+    registers that version; new starts take the newest version registered. ``input_model``
+    checks the input when the flow starts (a start message that does not match is rejected);
+    ``output_model`` checks the result when it would succeed: an output that does not match
+    fails the flow (code ``OUTPUT_INVALID``, undoing what it did) instead of handing its
+    callers something they cannot read. Their JSON Schemas are the flow's published contract
+    (``GET /definitions``, ``relayflow graph --schema``).
     """
 
     name: str
@@ -350,6 +373,7 @@ class Flow:
     input_model: type[BaseModel] | None = None
     description: str = ""
     version: int = 1
+    output_model: type[BaseModel] | None = None
     # The steps' dependencies, checked when the flow is defined (set in __post_init__).
     graph: Graph = field(init=False, repr=False, compare=False)
 

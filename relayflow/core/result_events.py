@@ -7,9 +7,35 @@ generation and ``event``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from relayflow.core.records import CleanupState, FlowRecord
+from pydantic import BaseModel, ConfigDict, Field
+
+from relayflow.core.records import Cleanup, CleanupState, FlowRecord
+from relayflow.core.state import Status
+
+
+class ResultEvent(BaseModel):
+    """The body of a result event: the published schema (``relayflow.schemas``) is this
+    model's, and ``result_event`` builds every event through it, so the two cannot drift.
+    Subscribers should ignore fields they do not know: later versions may add some."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"additionalProperties": True})
+
+    flow_id: str = Field(description="The id the flow was started with.")
+    flow: str = Field(description="The flow's name.")
+    version: int = Field(description="The version of the flow's definition it ran.")
+    tenant: str
+    generation: int = Field(description="0, then one more for each operator retry.")
+    status: Status = Field(description="How it ended: SUCCEEDED, FAILED, TIMED_OUT, CANCELLED.")
+    code: str = Field(description="OK, or the error code that ended it.")
+    message: str
+    data: dict[str, Any] | None = Field(default=None, description="The output, if it succeeded.")
+    error: dict[str, Any] | None = Field(default=None, description="The error, if not.")
+    event: Literal["result", "cleanup"] = Field(
+        description="result when it ends; cleanup once the clean-up it ended with is over."
+    )
+    cleanup: Cleanup | None = None
 
 
 def event_kind(record: FlowRecord) -> str:
@@ -23,17 +49,17 @@ def result_event(record: FlowRecord) -> dict[str, Any]:
     """The body of the events a terminal flow publishes (per generation): its result, and if
     it ended with its clean-up pending, the same once the clean-up is over."""
     assert record.result is not None
-    cleanup = record.cleanup.model_dump(mode="json") if record.cleanup is not None else None
-    return {
-        "flow_id": record.flow_id,
-        "flow": record.flow,
-        "version": record.version,
-        "tenant": record.tenant,
-        "generation": record.position.generation,
-        **record.result.model_dump(mode="json"),
-        "event": event_kind(record),
-        "cleanup": cleanup,
-    }
+    event = ResultEvent(
+        flow_id=record.flow_id,
+        flow=record.flow,
+        version=record.version,
+        tenant=record.tenant,
+        generation=record.position.generation,
+        **record.result.model_dump(),
+        event="cleanup" if event_kind(record) == "cleanup" else "result",
+        cleanup=record.cleanup,
+    )
+    return event.model_dump(mode="json")
 
 
 def result_attributes(record: FlowRecord) -> dict[str, str]:

@@ -48,8 +48,10 @@ class Toolchain:
         # Not resolved: a venv's python is a symlink, and its scripts sit next to the link.
         return cls(python=sys.executable, bin_dir=Path(sys.executable).parent)
 
-    def script(self, name: str) -> str:
-        return str(self.bin_dir / name)
+    def module(self, name: str) -> tuple[str, str, str]:
+        """Run a tool as ``python -m``: its console script may sit in another bin directory
+        than this python (an environment that borrows its dependencies), its module cannot."""
+        return (self.python, "-m", name)
 
 
 def resolve(names: Iterable[str]) -> tuple[str, ...]:
@@ -83,9 +85,9 @@ def build(
         _fake("client_api", ports.client_api, tools),
         _fake("orders_api", ports.orders_api, tools),
         _start_function(ports, tools),
-        _gunicorn("worker", ports.worker, "services.worker.main:app", tools),
-        _gunicorn("poller", ports.poller, "services.poller.main:app", tools),
-        _gunicorn("api", ports.api, "services.api.main:app", tools),
+        _gunicorn("worker", ports.worker, "relayflow.services.worker.main:app", tools),
+        _gunicorn("poller", ports.poller, "relayflow.services.poller.main:app", tools),
+        _gunicorn("api", ports.api, "relayflow.services.api.main:app", tools),
         _sweeper(tools, sweep_interval_s, state_dir),
     )
     return {component.name: component for component in components}
@@ -133,7 +135,7 @@ def _cloud_tasks(
     argv = (
         tools.python,
         "-m",
-        "emulators.cloud_tasks",
+        "relayflow.emulators.cloud_tasks",
         "--host",
         HOST,
         "--port",
@@ -158,7 +160,7 @@ def _cloud_tasks(
 
 def _fake(name: str, port: int, tools: Toolchain) -> Component:
     """A fake external dependency (``emulators/<name>``), with a /healthz route."""
-    argv = (tools.python, "-m", f"emulators.{name}", "--host", HOST, "--port", str(port))
+    argv = (tools.python, "-m", f"relayflow.emulators.{name}", "--host", HOST, "--port", str(port))
     url = _url(port, "/healthz")
     return Component(name, Phase.BACKING, (port,), argv, url, Probe.HTTP_2XX)
 
@@ -181,11 +183,11 @@ def _sweeper(tools: Toolchain, interval_s: float, state_dir: Path) -> Component:
 def _start_function(ports: Ports, tools: Toolchain) -> Component:
     port = ports.start_function
     argv = (
-        tools.script("functions-framework"),
+        *tools.module("functions_framework"),
         "--target",
         "start_flow",
         "--source",
-        "functions/start_flow/main.py",
+        "relayflow/functions/start_flow/main.py",
         "--signature-type",
         "cloudevent",
         "--host",
@@ -198,7 +200,7 @@ def _start_function(ports: Ports, tools: Toolchain) -> Component:
 
 def _gunicorn(name: str, port: int, app: str, tools: Toolchain) -> Component:
     argv = (
-        tools.script("gunicorn"),
+        *tools.module("gunicorn"),
         "--bind",
         f"{HOST}:{port}",
         "--workers",

@@ -18,6 +18,8 @@
 | ``POST /schedules/{s}:pause``, ``:resume`` | operator, unscoped | ``{"reason"}`` |
 | ``POST /schedules/{s}:trigger`` | operator, unscoped | ``{"reason", "flow_id"?}``: run it now |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
+| ``GET /schemas``, ``/schemas/{name}`` | viewer | the messages' published JSON Schemas |
+| ``GET /definitions`` | viewer | each flow's steps and input/output JSON Schemas (``flow``) |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
 
@@ -56,6 +58,7 @@ from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal
+from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.services import base_app, error
 
@@ -98,6 +101,10 @@ def build_api(ops: Operations) -> Flask:
         app, ops.engine, guarded(ops.access, Role.COMPLETER, "complete callback tokens")
     )
     add_item_routes(app, ops.engine, guarded(ops.access, Role.VIEWER, "read flows"))
+    add_schema_routes(app, guarded(ops.access, Role.VIEWER, "read the message schemas"))
+    add_definition_routes(
+        app, ops.registry, guarded(ops.access, Role.VIEWER, "read the flows' definitions")
+    )
     app.register_blueprint(console.blueprint(ops))
 
     @app.get("/")
@@ -238,6 +245,7 @@ def _register_messages(app: Flask, ops: Operations) -> None:
             by=caller().identity,
             reason=params.reason(body.get("reason"), required=True),
             data=params.replay_data(body.get("data")),
+            vet=params.vet_replay,
         )
         return {"replayed": message_id, "message_id": published}
 
@@ -320,6 +328,8 @@ def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
         "attributes": letter.attributes,
         "data": letter.text(),
         "data_bytes": len(letter.data),
+        "goes_to": letter.goes_to,
+        "signal": letter.signal,
     }
 
 

@@ -23,6 +23,7 @@ from flask import Blueprint, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as Redirect
 
 from relayflow.core import planner
+from relayflow.core.definitions import definitions
 from relayflow.core.errors import RelayflowError, UnknownFlow
 from relayflow.core.flows import Flow
 from relayflow.core.records import FlowRecord
@@ -105,6 +106,14 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
         context = _flow_context(ops, flow_id)
         notice = NOTICES.get(request.args.get("notice", ""))
         return render_template("console/flow.html", notice=notice, **context)
+
+    @bp.get("/definitions")
+    @viewer
+    def definitions_page() -> str:
+        shown = definitions(ops.registry) if ops.registry is not None else []
+        return render_template(
+            "console/definitions.html", definitions=shown, unavailable=ops.registry is None
+        )
 
     @bp.get("/flows/<flow_id>/live")
     @viewer
@@ -233,7 +242,9 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
         edited = request.form.get("mode") == "edited"
         data = params.replay_data(request.form.get("data")) if edited else None
         why = params.reason(request.form.get("reason"), required=True)
-        published = ops.dead_letters.replay(message_id, by=g.caller.identity, reason=why, data=data)
+        published = ops.dead_letters.replay(
+            message_id, by=g.caller.identity, reason=why, data=data, vet=params.vet_replay
+        )
         shown: dict[str, Any] = {"replayed": published, **_named(data)}
         return redirect(url_for(".dead_letters", **{k: v for k, v in shown.items() if v}), 303)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.errors import InvalidMessage, RelayflowError
 from relayflow.core.listing import (
     Cursor,
@@ -206,20 +207,31 @@ def reason(raw: Any, *, required: bool, default: str = "") -> str:
 
 
 def replay_data(raw: Any) -> bytes | None:
-    """An operator's fixed start message: a JSON object with the start message's fields, or
-    None (replay as it was). Checked here so a typo is refused now, not rejected later."""
+    """An operator's fixed message: a JSON object of at most ``MAX_REPLAY_BYTES``, or None
+    (replay as it was). What it must hold depends on the letter it replaces: ``vet_replay``."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
     data = (raw if isinstance(raw, str) else _json(raw)).encode("utf-8")
     if len(data) > MAX_REPLAY_BYTES:
         raise BadRequest(f"the edited message must be at most {MAX_REPLAY_BYTES} bytes")
+    return data
+
+
+def vet_replay(letter: DeadLetter, data: bytes) -> None:
+    """Refuse now, before it is published, an edit the consumer would refuse later: a start
+    message must have the start message's fields; a signal must be a JSON object with its
+    string ``token`` (what the signals route needs before it looks further)."""
     try:
-        StartMessage.model_validate(decode_json(data))
+        body = decode_json(data)
+        if letter.signal:
+            if not isinstance(body.get("token"), str):
+                raise InvalidMessage("a signal needs a string 'token'")
+            return
+        StartMessage.model_validate(body)
     except InvalidMessage as exc:
         raise BadRequest(f"the edited message: {exc.reason}") from None
     except ValidationError as exc:
         raise BadRequest(f"the edited message would be rejected: {describe(exc)}") from None
-    return data
 
 
 def json_object(data: bytes) -> dict[str, Any]:

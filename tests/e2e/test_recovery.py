@@ -17,9 +17,9 @@ from google.cloud import tasks_v2
 from google.pubsub_v1 import DeadLetterPolicy, PubsubMessage, RetryPolicy, Subscription
 from google.pubsub_v1.types import PushConfig
 
-from emulators.cloud_tasks.testing import free_ports
 from relayflow.core.planner.chain import candidates
 from relayflow.core.state import Status
+from relayflow.emulators.cloud_tasks.testing import free_ports
 from relayflow.local import processes
 from relayflow.local.clients import publisher_client, subscriber_client, tasks_client
 from relayflow.local.polling import poll_until
@@ -113,7 +113,13 @@ def failing_start_function(harness: Harness, tmp_path: Path) -> Iterator[str]:
         "PYTHONUNBUFFERED": "1",
     }
     script = Path(sys.executable).with_name("functions-framework")
-    argv = [str(script), "--target", "start_flow", "--source", "functions/start_flow/main.py"]
+    argv = [
+        str(script),
+        "--target",
+        "start_flow",
+        "--source",
+        "relayflow/functions/start_flow/main.py",
+    ]
     argv += ["--signature-type", "cloudevent", "--host", HOST, "--port", str(port)]
     popen = processes.spawn(
         argv, env=env, cwd=harness.stack.repo_root, log_path=tmp_path / "fn.log"

@@ -41,11 +41,12 @@ def test_the_entrypoint_starts_every_component_on_port() -> None:
     assert re.search(r"^\s*worker \| poller \| api\)", script, re.M)
     assert "--target start_flow" in script and "--signature-type cloudevent" in script
     assert (
-        '"0.0.0.0:${PORT}"' in script and 'gunicorn_app "services.${COMPONENT}.main:app"' in script
+        '"0.0.0.0:${PORT}"' in script
+        and 'gunicorn_app "relayflow.services.${COMPONENT}.main:app"' in script
     )
-    assert re.search(r"^def start_flow\(", _read("functions/start_flow/main.py"), re.M)
+    assert re.search(r"^def start_flow\(", _read("relayflow/functions/start_flow/main.py"), re.M)
     for service in ("worker", "poller", "api"):
-        assert re.search(r"^app = ", _read(f"services/{service}/main.py"), re.M)
+        assert re.search(r"^app = ", _read(f"relayflow/services/{service}/main.py"), re.M)
 
 
 def test_the_entrypoint_finds_the_start_function_where_it_is_installed() -> None:
@@ -54,14 +55,14 @@ def test_the_entrypoint_finds_the_start_function_where_it_is_installed() -> None
     function = re.search(r"^module_file\(\) \{\n.*?^\}", script, re.M | re.S)
     assert function
     found = subprocess.run(
-        ["sh", "-c", f"{function.group(0)}\nmodule_file functions.start_flow.main"],
+        ["sh", "-c", f"{function.group(0)}\nmodule_file relayflow.functions.start_flow.main"],
         capture_output=True,
         text=True,
         check=True,
         cwd=REPO,
         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
     )
-    assert Path(found.stdout.strip()) == REPO / "functions" / "start_flow" / "main.py"
+    assert Path(found.stdout.strip()) == REPO / "relayflow" / "functions" / "start_flow" / "main.py"
 
 
 def test_gunicorn_has_a_timeout() -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pytest
 from google.cloud.pubsub_v1 import PublisherClient, SubscriberClient
 
+from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.errors import DeadLetterNotFound
 from relayflow.gcp import events
 from relayflow.gcp.dead_letters import DeadLetterHold
@@ -35,6 +36,8 @@ class Hold:
     requests_subscription: str
     signals_subscription: str
     signals_source: str  # the push subscription of the signals topic, as Pub/Sub names it
+    requests_topic: str
+    signals_topic: str
 
     def dead_letter(self, body: dict[str, object], **extra: str) -> str:
         data = json.dumps(body).encode()
@@ -65,9 +68,20 @@ def hold(settings: Settings) -> Iterator[Hold]:
         events=events.Events(publisher, project=project),
         requests_topic=f"it-req-{run}",
         origins={source: f"it-sig-{run}"}.get,
+        signals_topic=f"it-sig-{run}",
     )
     path = subscriber.subscription_path(project, source)
-    yield Hold(dead_letters, publisher, subscriber, dead, replayed, signalled, path)
+    yield Hold(
+        dead_letters,
+        publisher,
+        subscriber,
+        dead,
+        replayed,
+        signalled,
+        path,
+        f"it-req-{run}",
+        f"it-sig-{run}",
+    )
     for subscription in (held, replayed, signalled):
         subscriber.delete_subscription(subscription=subscription)
     for topic in (dead, requests, signals):
@@ -130,3 +144,42 @@ def test_a_dead_signal_is_replayed_on_the_signals_topic_not_as_a_start_message(
     (message,) = pull(hold.subscriber, hold.signals_subscription, count=1)
     assert json.loads(message.message.data) == signal
     assert pull(hold.subscriber, hold.requests_subscription, count=1, timeout_s=1.0) == []
+
+
+def test_a_replay_finds_its_message_behind_more_than_a_thousand_held(hold: Hold) -> None:
+    """The scan has no fixed cap: the message asked for is the last of 1,201 held (the
+    emulator hands held messages out oldest first), past the 1,000 a replay used to look at."""
+    data = json.dumps({"flow": "registration"}).encode()
+    futures = [hold.publisher.publish(hold.dead_topic, data, origin="filler") for _ in range(1200)]
+    for future in futures:
+        future.result(timeout=30)
+    wanted = hold.dead_letter({"flow": "registration", "input": {"n": "wanted"}})
+
+    hold.hold.replay(wanted, by="op", reason="the last one held")
+
+    (message,) = pull(hold.subscriber, hold.requests_subscription, count=1)
+    assert json.loads(message.message.data)["input"] == {"n": "wanted"}
+    assert message.message.attributes["relayflow_replay_of"] == wanted
+    assert len(hold.hold.held(limit=2000)) == 1200
+
+
+def test_held_letters_say_where_a_replay_sends_them(hold: Hold) -> None:
+    start = hold.dead_letter({"flow": "registration"})
+    signal = hold.dead_letter(
+        {"token": "t.abc"}, CloudPubSubDeadLetterSourceSubscription=hold.signals_source
+    )
+    shown = {m.message_id: (m.goes_to, m.signal) for m in hold.hold.held()}
+    assert shown == {start: (hold.requests_topic, False), signal: (hold.signals_topic, True)}
+
+
+def test_a_refused_edit_publishes_nothing_and_leaves_the_letter_held(hold: Hold) -> None:
+    dead = hold.dead_letter({"flow": "registration"})
+
+    def refuse(letter: DeadLetter, data: bytes) -> None:
+        raise ValueError(f"{letter.message_id} refused")
+
+    with pytest.raises(ValueError, match=f"{dead} refused"):
+        hold.hold.replay(dead, by="op", reason="try", data=b"{}", vet=refuse)
+
+    assert pull(hold.subscriber, hold.requests_subscription, count=1, timeout_s=1.0) == []
+    assert [m.message_id for m in hold.hold.held()] == [dead]

@@ -42,7 +42,7 @@ def test_a_service_does_not_boot(service: str) -> None:
             "127.0.0.1:0",
             "--workers",
             "1",
-            f"services.{service}.main:app",
+            f"relayflow.services.{service}.main:app",
         ]
     )
     assert done.returncode == 3  # gunicorn: "Worker failed to boot", the master stops
@@ -53,7 +53,7 @@ def test_the_start_function_does_not_boot() -> None:
     argv = [
         str(BIN / "functions-framework"),
         "--target=start_flow",
-        "--source=functions/start_flow/main.py",
+        "--source=relayflow/functions/start_flow/main.py",
         "--signature-type=cloudevent",
         "--host=127.0.0.1",
         "--port=0",

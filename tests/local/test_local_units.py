@@ -46,24 +46,24 @@ def test_command_lines_follow_the_contract(tmp_path: Path) -> None:
     assert "--project=relayflow-local" in components["pubsub"].argv
     assert "--host-port=127.0.0.1:9002" in components["firestore"].argv
     assert components["cloud_tasks"].argv == (
-        "/venv/bin/python", "-m", "emulators.cloud_tasks", "--host", "127.0.0.1",
+        "/venv/bin/python", "-m", "relayflow.emulators.cloud_tasks", "--host", "127.0.0.1",
         "--port", "9003", "--rest-port", "9004", "--data-dir", str(tmp_path / "cloud_tasks"),
         "--duplicate-rate", "0.0",
     )  # fmt: skip
     assert components["client_api"].argv[-2:] == ("--port", "9005")
     assert components["start_function"].argv == (
-        "/venv/bin/functions-framework", "--target", "start_flow",
-        "--source", "functions/start_flow/main.py", "--signature-type", "cloudevent",
+        "/venv/bin/python", "-m", "functions_framework", "--target", "start_flow",
+        "--source", "relayflow/functions/start_flow/main.py", "--signature-type", "cloudevent",
         "--host", "127.0.0.1", "--port", "9006",
     )  # fmt: skip
     worker = components["worker"].argv
-    assert worker[:9] == (
-        "/venv/bin/gunicorn", "--bind", "127.0.0.1:9007", "--workers", "1",
+    assert worker[:11] == (
+        "/venv/bin/python", "-m", "gunicorn", "--bind", "127.0.0.1:9007", "--workers", "1",
         "--threads", "16", "--timeout", "120",
     )  # fmt: skip
-    assert worker[-1] == "services.worker.main:app"
-    assert components["poller"].argv[-1] == "services.poller.main:app"
-    assert components["api"].argv[-1] == "services.api.main:app"
+    assert worker[-1] == "relayflow.services.worker.main:app"
+    assert components["poller"].argv[-1] == "relayflow.services.poller.main:app"
+    assert components["api"].argv[-1] == "relayflow.services.api.main:app"
 
 
 def test_health_probes_and_phases(tmp_path: Path) -> None:

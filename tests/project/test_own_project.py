@@ -3,7 +3,9 @@
 In a temporary directory: a package ``myflows`` with a Registry of one flow, nothing
 installed, and its tests — both files exactly as the README's "Write your own flows" gives
 them. The tests run with pytest in milliseconds, on relayflow.testing alone.
-``relayflow local up --app myflows.flows:registry`` starts the local stack with the package;
+``relayflow local up --app myflows.flows:registry``, run by the relayflow of the wheel built from
+this tree and installed into a fresh virtualenv (``conftest.installed``), starts the local
+stack with the package;
 the flow is published with ``relayflow publish``, followed with ``relayflow watch`` to
 SUCCEEDED through Pub/Sub, Cloud Tasks and Firestore (the emulators), and the stack stopped.
 """
@@ -13,15 +15,15 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .conftest import outside_env
+
 pytestmark = pytest.mark.e2e
 
-RELAYFLOW = str(Path(sys.executable).parent / "relayflow")
 BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 500
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -38,12 +40,11 @@ def readme_file(name: str) -> str:
 
 
 def relayflow(project: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    environ = {k: v for k, v in os.environ.items() if not k.endswith("_EMULATOR_HOST")}
-    environ.pop("RELAYFLOW_APP", None)
+    """``relayflow ARGS`` as the team's shell runs it: the wheel's CLI, in their project."""
     done = subprocess.run(
-        [RELAYFLOW, *args],
+        [str(installed_python(project).with_name("relayflow")), *args],
         cwd=project,
-        env={**environ, **(env or {})},
+        env={**outside_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=240,
@@ -63,15 +64,21 @@ def read_env_file(path: Path) -> dict[str, str]:
     return env
 
 
+def installed_python(project: Path) -> Path:
+    return Path((project / ".python").read_text())
+
+
 @pytest.fixture
-def files(tmp_path: Path) -> Path:
-    """The team's project as the README's walk-through makes it."""
+def files(tmp_path: Path, installed: Path) -> Path:
+    """The team's project as the README's walk-through makes it (``.python`` says which
+    interpreter has relayflow installed: the wheel's venv)."""
     root = tmp_path / "my-team-project"
     (root / "myflows").mkdir(parents=True)
     (root / "myflows" / "__init__.py").write_text("")
     (root / "myflows" / "flows.py").write_text(readme_file("myflows/flows.py"))
     (root / "tests").mkdir()
     (root / "tests" / "test_flows.py").write_text(readme_file("tests/test_flows.py"))
+    (root / ".python").write_text(str(installed))
     return root
 
 
@@ -106,11 +113,11 @@ def test_a_team_project_runs_its_flow_through_the_local_stack(project: Path) -> 
 
 
 def test_the_readme_tests_of_a_team_project_pass_on_the_harness_alone(files: Path) -> None:
-    environ = {k: v for k, v in os.environ.items() if not k.endswith("_EMULATOR_HOST")}
+    pytest_ = [str(installed_python(files)), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_flows.py"],
+        [*pytest_, "tests/test_flows.py"],
         cwd=files,
-        env={**environ, "PYTHONPATH": str(files)},
+        env={**outside_env(), "PYTHONPATH": str(files)},
         capture_output=True,
         text=True,
         timeout=120,

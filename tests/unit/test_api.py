@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from emulators.cloud_tasks.oidc import TokenIssuer
-from relayflow.core.dead_letters import DeadLetter
+from relayflow.core.dead_letters import DeadLetter, Vet
 from relayflow.core.errors import DeadLetterNotFound, NotReady, PermanentError
 from relayflow.core.flows import (
     ActionStep,
@@ -31,6 +30,7 @@ from relayflow.core.flows import (
     StepContext,
 )
 from relayflow.core.state import Status
+from relayflow.emulators.cloud_tasks.oidc import TokenIssuer
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.metrics import Metrics
 from relayflow.telemetry import Counters
@@ -80,9 +80,20 @@ class FakeDeadLetters:
     def held(self, *, limit: int = 100) -> list[DeadLetter]:
         return self.letters[:limit]
 
-    def replay(self, message_id: str, *, by: str, reason: str, data: bytes | None = None) -> str:
-        if message_id not in {m.message_id for m in self.letters}:
+    def replay(
+        self,
+        message_id: str,
+        *,
+        by: str,
+        reason: str,
+        data: bytes | None = None,
+        vet: Vet | None = None,
+    ) -> str:
+        letter = next((m for m in self.letters if m.message_id == message_id), None)
+        if letter is None:
             raise DeadLetterNotFound(f"no dead letter {message_id!r} is held")
+        if data is not None and vet is not None:
+            vet(letter, data)
         self.replays.append({"id": message_id, "by": by, "reason": reason, "data": data})
         return "new-1"
 
@@ -450,6 +461,27 @@ def test_an_edited_replay_that_would_be_rejected_is_refused_now(
     assert local_api.dead_letters.replays == []
 
 
+def test_an_edited_dead_signal_is_checked_as_a_signal_not_as_a_start_message(
+    local_api: Api,
+) -> None:
+    signal = DeadLetter("dl-s", b'{"token": "t.x"}', {}, None, "flow-signals", signal=True)
+    local_api.dead_letters.letters.append(signal)
+    fixed = {"token": "t.x", "output": {"ok": True}}
+
+    no_token = local_api.client.post(
+        "/dead-letters/dl-s:replay", json={"reason": "try", "data": {"output": {}}}
+    )
+    replayed = local_api.client.post(
+        "/dead-letters/dl-s:replay", json={"reason": "fixed", "data": fixed}
+    )
+
+    assert no_token.status_code == 400
+    assert "a signal needs a string 'token'" in message(no_token)
+    assert replayed.status_code == 200, replayed.get_json()
+    (replay,) = local_api.dead_letters.replays
+    assert json.loads(replay["data"]) == fixed
+
+
 def test_replaying_a_letter_that_is_not_held_is_a_404(local_api: Api) -> None:
     response = local_api.client.post("/dead-letters/gone:replay", json={"reason": "again"})
     assert response.status_code == 404
@@ -470,3 +502,35 @@ def test_settings_decide_whether_the_api_verifies_tokens() -> None:
     assert not access_from_settings(local, api_verifier(local)).verifying
     cloud = Settings(api_viewers=(VIEWER,), api_operators=(OPERATOR,), api_url=API_URL)
     assert access_from_settings(cloud, api_verifier(cloud)).verifying
+
+
+def test_the_message_schemas_are_listed_and_served_to_viewers(api: Api) -> None:
+    listed = api.client.get("/schemas", headers=token(VIEWER)).get_json()["schemas"]
+    names = [(s["name"], s["version"], s["id"]) for s in listed]
+    assert names == [
+        ("start-message", 1, "urn:relayflow:schema:start-message:v1"),
+        ("result-event", 1, "urn:relayflow:schema:result-event:v1"),
+    ]
+    served = api.client.get("/schemas/start-message", headers=token(VIEWER))
+    assert served.mimetype == "application/schema+json"
+    assert served.get_json()["required"] == ["flow", "input"]
+    missing = api.client.get("/schemas/nope", headers=token(VIEWER))
+    assert missing.status_code == 404
+    assert "no schema is named 'nope'; the schemas are result-event, start-message" in message(
+        missing
+    )
+    assert api.client.get("/schemas").status_code == 401
+
+
+def test_definitions_show_each_flows_steps_and_schemas(local_api: Api) -> None:
+    shown = local_api.client.get("/definitions").get_json()["definitions"]
+    assert [(d["flow"], d["version"], d["newest"]) for d in shown] == [
+        ("demo", 1, True),
+        ("wait", 1, True),
+    ]
+    (one,) = local_api.client.get("/definitions?flow=wait").get_json()["definitions"]
+    assert [(s["name"], s["kind"]) for s in one["steps"]] == [("await_hook", "callback")]
+    assert (one["input_schema"], one["output_schema"]) == (None, None)
+    missing = local_api.client.get("/definitions?flow=nope")
+    assert missing.status_code == 404
+    assert "no flow is named 'nope'; the flows are demo, wait" in message(missing)

@@ -260,7 +260,7 @@ NOW_S = 1_800_000_000
 
 @pytest.fixture(scope="module")
 def issuer() -> Any:
-    from emulators.cloud_tasks.oidc import TokenIssuer
+    from relayflow.emulators.cloud_tasks.oidc import TokenIssuer
 
     return TokenIssuer.generate()
 
@@ -340,7 +340,7 @@ def test_a_token_for_another_audience_is_unauthorized(issuer: Any) -> None:
 
 @pytest.mark.parametrize(("offset_s", "reason"), [(-3700, "expired"), (+60, "too early")])
 def test_a_token_outside_its_times_is_unauthorized(offset_s: int, reason: str) -> None:
-    from emulators.cloud_tasks.oidc import TokenIssuer
+    from relayflow.emulators.cloud_tasks.oidc import TokenIssuer
 
     issuer = TokenIssuer.generate()  # its own: an issuer reuses a recent token
     checked, _ = keyed(issuer, now_s=NOW_S)

@@ -3,6 +3,8 @@ for the branches of a running flow."""
 
 from __future__ import annotations
 
+import json
+
 from relayflow import ActionStep, Flow, ForEach, IfStep, PollStep
 from relayflow.cli import render, shapes
 from relayflow.cli.commands import main
@@ -58,3 +60,12 @@ def test_the_cli_prints_the_graph_of_an_app_flow(capsys: object) -> None:
 def test_an_unknown_flow_is_refused_with_status_2(capsys: object) -> None:
     assert main(["graph", "nope"]) == 2
     assert "unknown flow 'nope'" in capsys.readouterr().err  # type: ignore[attr-defined]
+
+
+def test_graph_schema_prints_the_flows_input_and_output_schemas(capsys: object) -> None:
+    assert main(["graph", "registration", "--schema"]) == 0
+    shown = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert (shown["flow"], shown["newest"]) == ("registration", True)
+    assert shown["input_schema"]["title"] == "RegistrationInput"
+    assert "resource" in shown["input_schema"]["required"]
+    assert shown["output_schema"] is None  # the reference flow declares no output model

@@ -310,3 +310,19 @@ def test_a_flow_of_another_tenant_is_linked_and_shown_by_its_tenant(console: Api
     assert re.search(r'id="tenant">acme ', page)
     ambiguous = console.client.get("/console/flows/f-1")
     assert ambiguous.status_code == 400 and "say which" in text(ambiguous)
+
+
+def test_the_definitions_page_shows_each_flow_with_its_steps_and_schemas(console: Api) -> None:
+    page = console.client.get("/console/definitions")
+    assert page.status_code == 200
+    body = text(page)
+    assert re.findall(r'<section class="definition" id="(def-[\w-]+)"', body) == [
+        "def-demo-v1",
+        "def-wait-v1",
+    ]
+    assert "<td>await_hook</td><td>callback</td>" in body
+    assert "Input schema: none declared" in body
+    flow_id = console.harness.start("demo", {"resource": "r-1"})
+    listed = text(console.client.get("/console/flows"))
+    assert flow_id in listed
+    assert 'href="/console/definitions#def-demo-v1">demo v1</a>' in listed

@@ -14,7 +14,7 @@ from relayflow import call_json
 
 
 class OrdersApi:
-    """One client for the fake order dependencies (``emulators/orders_api`` locally)."""
+    """One client for the fake order dependencies (``relayflow/emulators/orders_api`` locally)."""
 
     def __init__(self, base_url: str, *, timeout_s: float, session: requests.Session) -> None:
         self._base = base_url.rstrip("/")

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from relayflow.core.errors import InvalidTransition, PermanentError
+from relayflow.core.flows import Flow
+from relayflow.core.messages import bounded, describe
 from relayflow.core.planner.cleanup import clean_up_after
 from relayflow.core.planner.effects import forget_first_try
 from relayflow.core.planner.history import error_of, log, new_entry, timeout_of
@@ -70,6 +74,10 @@ def advance(
     if all_done(plan.flow, record):
         # The product: the output of the step nothing runs after (each one's, if several).
         data = product(plan.flow, record)
+        mismatch = output_mismatch(plan.flow, data)
+        if mismatch:
+            err = error_of(record, PermanentError(mismatch, code="OUTPUT_INVALID"))
+            return begin_failure(plan, record, Status.FAILED, err, "output invalid")
         result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=data)
         return clean_up_after(plan, finish(plan, record, result))
     more = plan.flow.graph.ready(record.outputs, record.skipped, record.tracks)
@@ -78,3 +86,16 @@ def advance(
         return begin_failure(plan, record, Status.TIMED_OUT, err, "deadline passed")
     moved = move(plan, record, Status.RUNNING)
     return start_ready(plan, moved, generation=pos.generation)
+
+
+def output_mismatch(flow: Flow, data: dict[str, Any]) -> str:
+    """Why the output a flow would succeed with does not fit its ``output_model``, or ''."""
+    if flow.output_model is None:
+        return ""
+    try:
+        flow.output_model.model_validate(data)
+    except ValidationError as exc:
+        return f"the output of {flow.label} is not a {flow.output_model.__name__}: " + bounded(
+            describe(exc)
+        )
+    return ""

@@ -6,7 +6,7 @@ import pytest
 from client_api_fakes import FakeClock, FakeSleep
 from flask.testing import FlaskClient
 
-from emulators.client_api.app import create_app
+from relayflow.emulators.client_api.app import create_app
 
 ACTIVATION_DELAY_S = 2.0
 

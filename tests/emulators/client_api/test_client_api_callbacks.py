@@ -15,7 +15,7 @@ from client_api_fakes import FakeClock, FakePost, FakeSleep
 from flask import Flask
 from flask.testing import FlaskClient
 
-from emulators.client_api.app import callback_dispatcher, create_app
+from relayflow.emulators.client_api.app import callback_dispatcher, create_app
 
 DELAY_S = 2.0
 URL = "http://127.0.0.1:9/callbacks?x=1"

@@ -10,7 +10,7 @@ import pytest
 from client_api_fakes import FakeClock, FakeSleep
 from flask.testing import FlaskClient
 
-from emulators.client_api.app import create_app
+from relayflow.emulators.client_api.app import create_app
 
 # The chaos mix of issue 7: 20 % 5xx, 5 % 429 with Retry-After, 10 % lost responses (effect
 # done, 500 returned), 5 % slower than the client's timeout — on every business route.

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from client_api_fakes import FakeClock
 
-from emulators.client_api.app import create_app
+from relayflow.emulators.client_api.app import create_app
 
 
 def test_concurrent_same_key_creates_once() -> None:

@@ -1,8 +1,8 @@
-"""The command line of ``python -m emulators.client_api``."""
+"""The command line of ``python -m relayflow.emulators.client_api``."""
 
 from __future__ import annotations
 
-from emulators.client_api.__main__ import parse_args
+from relayflow.emulators.client_api.__main__ import parse_args
 
 
 def test_defaults() -> None:

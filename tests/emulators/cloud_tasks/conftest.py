@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cloud_tasks_helpers import LOCATION, unique_id
 from google.cloud import tasks_v2
 
-
-def _see_the_real_emulators_package() -> None:
-    """Under plain `pytest`, tests/emulators (no __init__.py) shadows the repo's `emulators`
-    package as a namespace package, because the repo root is not on sys.path and the
-    editable-install finder comes after the path finder. Put the root on the path and drop
-    the shadow so `emulators.cloud_tasks` resolves to the package under test."""
-    sys.path.append(str(Path(__file__).resolve().parents[3]))
-    shadow = sys.modules.get("emulators")
-    if shadow is not None and getattr(shadow, "__file__", None) is None:
-        for name in [n for n in sys.modules if n == "emulators" or n.startswith("emulators.")]:
-            del sys.modules[name]
-
-
-_see_the_real_emulators_package()
-
-from cloud_tasks_helpers import LOCATION, unique_id  # noqa: E402
-
-from emulators.cloud_tasks.testing import (  # noqa: E402 - needs the path fix above
+from relayflow.emulators.cloud_tasks.testing import (
     EmulatorProcess,
     RecordingTarget,
     recording_target,

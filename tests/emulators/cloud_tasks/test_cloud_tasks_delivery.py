@@ -12,7 +12,7 @@ from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import timestamp_pb2
 
-from emulators.cloud_tasks.testing import Hit, RecordingTarget, Reply
+from relayflow.emulators.cloud_tasks.testing import Hit, RecordingTarget, Reply
 
 # Slack for one dispatch on a loaded 2-core machine: the emulator's own lag is ~1-2 ms.
 SLACK_S = 0.05

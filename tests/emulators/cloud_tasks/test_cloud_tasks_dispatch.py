@@ -1,4 +1,4 @@
-"""emulators/cloud_tasks/dispatch.py: headers, Retry-After, and the dispatch deadline."""
+"""relayflow/emulators/cloud_tasks/dispatch.py: headers, Retry-After, and the dispatch deadline."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import email.utils
 import aiohttp
 from aiohttp import web
 
-from emulators.cloud_tasks.clock import FakeClock, SystemClock
-from emulators.cloud_tasks.dispatch import Dispatcher, dispatch_headers, retry_after_us
-from emulators.cloud_tasks.model import Task
-from emulators.cloud_tasks.oidc import TokenIssuer
+from relayflow.emulators.cloud_tasks.clock import FakeClock, SystemClock
+from relayflow.emulators.cloud_tasks.dispatch import Dispatcher, dispatch_headers, retry_after_us
+from relayflow.emulators.cloud_tasks.model import Task
+from relayflow.emulators.cloud_tasks.oidc import TokenIssuer
 
 Q = "projects/p/locations/l/queues/q1"
 

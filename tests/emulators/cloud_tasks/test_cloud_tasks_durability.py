@@ -13,7 +13,7 @@ import pytest
 from cloud_tasks_helpers import LOCATION, unique_id, wait_until
 from google.api_core import exceptions
 
-from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget, Reply
+from relayflow.emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget, Reply
 
 
 def start(tmp_path: Path, *args: str) -> EmulatorProcess:

@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from cloud_tasks_helpers import seconds
 
-from emulators.cloud_tasks import protos as p
-from emulators.cloud_tasks.clock import SystemClock
-from emulators.cloud_tasks.codec import with_queue_defaults
-from emulators.cloud_tasks.dispatch import Dispatcher, Outcome
-from emulators.cloud_tasks.engine import Engine, EngineSettings
-from emulators.cloud_tasks.model import Task
-from emulators.cloud_tasks.oidc import TokenIssuer
-from emulators.cloud_tasks.stats import Stats
-from emulators.cloud_tasks.store import MemoryStore, Snapshot
-from emulators.cloud_tasks.testing import RecordingTarget
+from relayflow.emulators.cloud_tasks import protos as p
+from relayflow.emulators.cloud_tasks.clock import SystemClock
+from relayflow.emulators.cloud_tasks.codec import with_queue_defaults
+from relayflow.emulators.cloud_tasks.dispatch import Dispatcher, Outcome
+from relayflow.emulators.cloud_tasks.engine import Engine, EngineSettings
+from relayflow.emulators.cloud_tasks.model import Task
+from relayflow.emulators.cloud_tasks.oidc import TokenIssuer
+from relayflow.emulators.cloud_tasks.stats import Stats
+from relayflow.emulators.cloud_tasks.store import MemoryStore, Snapshot
+from relayflow.emulators.cloud_tasks.testing import RecordingTarget
 
 if TYPE_CHECKING:
-    from emulators.cloud_tasks.dispatch import Sender
+    from relayflow.emulators.cloud_tasks.dispatch import Sender
 
 LOCATION = "projects/p/locations/l"
 QUEUE = f"{LOCATION}/queues/q"

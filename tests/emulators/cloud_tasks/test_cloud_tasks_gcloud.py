@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cloud_tasks_helpers import unique_id
 
-from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget
+from relayflow.emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget
 
 pytestmark = pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud not installed")
 

@@ -8,7 +8,7 @@ import google.auth.transport.requests
 import pytest
 from google.oauth2 import id_token
 
-from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget
+from relayflow.emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget
 
 SERVICE_ACCOUNT = "invoker@test-project.iam.gserviceaccount.com"
 

@@ -13,7 +13,7 @@ from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import field_mask_pb2
 
-from emulators.cloud_tasks.testing import EmulatorProcess
+from relayflow.emulators.cloud_tasks.testing import EmulatorProcess
 
 # Over REST, google-api-core maps by HTTP status: 409 -> Conflict (AlreadyExists is a subclass,
 # raised over gRPC) and 400 -> BadRequest (InvalidArgument's base), exactly as with the service.

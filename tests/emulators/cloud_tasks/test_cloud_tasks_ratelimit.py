@@ -1,9 +1,9 @@
-"""emulators/cloud_tasks/ratelimit.py: the token bucket, with a fake clock."""
+"""relayflow/emulators/cloud_tasks/ratelimit.py: the token bucket, with a fake clock."""
 
 from __future__ import annotations
 
-from emulators.cloud_tasks.clock import FakeClock
-from emulators.cloud_tasks.ratelimit import TokenBucket, burst_size_for
+from relayflow.emulators.cloud_tasks.clock import FakeClock
+from relayflow.emulators.cloud_tasks.ratelimit import TokenBucket, burst_size_for
 
 
 def test_burst_size_follows_the_rate_like_the_service() -> None:

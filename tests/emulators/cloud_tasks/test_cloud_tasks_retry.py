@@ -1,10 +1,10 @@
-"""emulators/cloud_tasks/retry.py: the retry schedule and stop rule, exactly."""
+"""relayflow/emulators/cloud_tasks/retry.py: the retry schedule and stop rule, exactly."""
 
 from __future__ import annotations
 
 import pytest
 
-from emulators.cloud_tasks.retry import (
+from relayflow.emulators.cloud_tasks.retry import (
     RetryPolicy,
     next_attempt_delay_us,
     retry_interval_us,

@@ -15,7 +15,7 @@ from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.protobuf import timestamp_pb2
 
-from emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget
+from relayflow.emulators.cloud_tasks.testing import EmulatorProcess, RecordingTarget
 
 ALREADY_EXISTS = exceptions.Conflict  # AlreadyExists over gRPC, 409 Conflict over REST
 INVALID = exceptions.BadRequest  # InvalidArgument over gRPC, 400 over REST

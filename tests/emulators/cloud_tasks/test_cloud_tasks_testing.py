@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emulators.cloud_tasks.testing import free_ports
+from relayflow.emulators.cloud_tasks.testing import free_ports
 
 
 def test_ports_picked_together_are_distinct() -> None:

@@ -1,13 +1,13 @@
-"""emulators/cloud_tasks/validation.py and paging.py: names, limits, page tokens."""
+"""relayflow/emulators/cloud_tasks/validation.py and paging.py: names, limits, page tokens."""
 
 from __future__ import annotations
 
 import pytest
 from google.cloud import tasks_v2
 
-from emulators.cloud_tasks import validation as v
-from emulators.cloud_tasks.errors import InvalidArgument
-from emulators.cloud_tasks.paging import page
+from relayflow.emulators.cloud_tasks import validation as v
+from relayflow.emulators.cloud_tasks.errors import InvalidArgument
+from relayflow.emulators.cloud_tasks.paging import page
 
 LOC = "projects/p/locations/us-central1"
 

@@ -6,7 +6,7 @@ import pytest
 from flask.testing import FlaskClient
 from orders_api_fakes import LABEL_DELAY_S, FakeClock, FakeSleep
 
-from emulators.orders_api.app import create_app
+from relayflow.emulators.orders_api.app import create_app
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask.testing import FlaskClient
 from orders_api_fakes import FakeClock, FakeSleep, post, stats
 
-from emulators.orders_api.__main__ import parse_args
+from relayflow.emulators.orders_api.__main__ import parse_args
 
 RESERVATION = {"sku": "widget-1", "quantity": 1, "order_id": "order-1"}
 CHARGE = {"order_id": "order-1", "amount_cents": 500, "currency": "USD"}

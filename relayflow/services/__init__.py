@@ -1,0 +1,2 @@
+"""The Cloud Run services' WSGI entry points:
+``relayflow.services.{worker,poller,api}.main:app``."""
