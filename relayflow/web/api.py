@@ -58,8 +58,8 @@ from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal
-from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.schedules import add_schedule_routes
+from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
 
 log = logging.getLogger("relayflow.web.api")
