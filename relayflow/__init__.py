@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         Sleep,
         StepContext,
     )
+    from relayflow.core.schedules import CatchUp, Overlap, Schedule
     from relayflow.core.tenants import TenantPolicy, Tenants
     from relayflow.http import call_json, raise_for_response
     from relayflow.settings import Settings
@@ -82,6 +83,9 @@ _EXPORTS = {
     "FlowFailed": "relayflow.client",
     "FlowHandle": "relayflow.client",
     "WaitTimeout": "relayflow.client",
+    "Schedule": "relayflow.core.schedules",
+    "Overlap": "relayflow.core.schedules",
+    "CatchUp": "relayflow.core.schedules",
 }
 
 __all__ = [
@@ -89,6 +93,7 @@ __all__ = [
     "AsyncClient",
     "BreakerPolicy",
     "CallbackStep",
+    "CatchUp",
     "Client",
     "ConfigError",
     "Dependencies",
@@ -100,6 +105,7 @@ __all__ = [
     "IfStep",
     "Jitter",
     "NotReady",
+    "Overlap",
     "PermanentError",
     "PollPolicy",
     "PollStep",
@@ -107,6 +113,7 @@ __all__ = [
     "RelayflowError",
     "RetryPolicy",
     "RetryableError",
+    "Schedule",
     "Settings",
     "Sleep",
     "StepContext",

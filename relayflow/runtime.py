@@ -20,10 +20,13 @@ from relayflow.core.flows import Registry
 from relayflow.core.messages import describe
 from relayflow.core.metrics import Metrics
 from relayflow.core.planner import QueueNames
+from relayflow.core.schedule_state import ScheduleStates
+from relayflow.core.scheduler import Scheduler
 from relayflow.gcp import events, queue, recording, store
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.breakers import FirestoreBreakers
 from relayflow.gcp.dead_letters import DeadLetterHold
+from relayflow.gcp.schedule_states import FirestoreScheduleStates
 from relayflow.metrics import configure_metrics
 from relayflow.settings import Settings, load_settings
 from relayflow.telemetry import Counters, configure_logging, configure_tracing
@@ -58,6 +61,8 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)  # the base class: metrics are off
     registry: Registry | None = None  # the flows this deployment runs
     clock: Clock = field(default_factory=SystemClock)  # the engine's
+    # Schedules' documents (None: Firestore's ``schedules`` collection, over the store's client).
+    schedule_states: ScheduleStates | None = None
 
     def dead_letter_hold(self) -> DeadLetterHold:
         """The dead-letter hold the api browses and replays from (a Pub/Sub subscriber, and a
@@ -74,6 +79,15 @@ class Runtime:
             origins=functools.partial(topic_of_subscription, topology),
             signals_topic=topology.topics.signals,
         )
+
+    def scheduler(self) -> Scheduler:
+        """The app's schedules over their Firestore documents (``schedules/{name}``) and the
+        engine: what the tick route, the local scheduler, the api and the CLI work with."""
+        states = self.schedule_states or FirestoreScheduleStates(
+            self.store.client, counters=self.counters
+        )
+        schedules = self.registry.schedules if self.registry is not None else ()
+        return Scheduler(self.engine, states, schedules, self.clock)
 
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:

@@ -5,6 +5,7 @@
     relayflow list --status RUNNING --flow registration --counts
     relayflow cancel FLOW_ID --reason "duplicate order"    relayflow retry FLOW_ID --reason …
     relayflow tenants list | pause TENANT --reason … | resume TENANT --reason …
+    relayflow schedules list | pause NAME --reason … | resume NAME --reason … | trigger NAME …
     relayflow breakers
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
     relayflow demo                    relayflow local up | down | status
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 # The same rules as relayflow.core (a unit test keeps them equal); repeated here so that
 # checking an argument imports nothing.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+SCHEDULE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
@@ -142,6 +144,35 @@ def _cursor(text: str) -> str:
     return text
 
 
+def _schedule(text: str) -> str:
+    if not SCHEDULE_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a schedule name ([a-z0-9][a-z0-9_-]{{0,62}})"
+        )
+    return text
+
+
+def _schedules_parser(sub: Any) -> None:
+    schedules = sub.add_parser(
+        "schedules", help="the app's schedules: next ticks, last runs; pause, resume, trigger"
+    )
+    schedules_sub = schedules.add_subparsers(dest="schedules_action", required=True)
+    schedules_sub.add_parser("list", help="next ticks (its zone and UTC), last runs, paused or not")
+    actions = (
+        ("pause", "start none of its ticks until resumed"),
+        ("resume", "start its ticks again, from the next one (the pause's are not caught up)"),
+        ("trigger", "start its flow now, paused or not"),
+    )
+    for name, does in actions:
+        act = schedules_sub.add_parser(name, help=f"{does} (operator role)")
+        act.add_argument("schedule", type=_schedule)
+        act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+        if name == "trigger":
+            act.add_argument(
+                "--flow-id", type=_flow_id, help="the run's id (default: sched-NAME-manual-TIME)"
+            )
+
+
 def _reason(text: str) -> str:
     reason = " ".join(text.split())
     if not reason:
@@ -240,6 +271,8 @@ def _register_operations(sub: Any) -> None:
         act = tenants_sub.add_parser(name, help=f"{does} (operator role)")
         act.add_argument("tenant", type=_tenant)
         act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+
+    _schedules_parser(sub)
 
     sub.add_parser(
         "breakers", help="each dependency's breaker: state, failures, retry budget, transitions"
@@ -501,6 +534,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
         print(json.dumps(definition(flow, newest=newest), indent=2))
         return 0
     print(shapes.render(flow, mermaid=args.mermaid))
+    for line in shapes.scheduled(registry.schedules, flow.name, mermaid=args.mermaid):
+        print(line)
     return 0
 
 
@@ -544,6 +579,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "retry": _operation("cmd_retry"),
     "undo": _operation("cmd_undo"),
     "tenants": _operation("cmd_tenants"),
+    "schedules": _operation("cmd_schedules"),
     "breakers": _operation("cmd_breakers"),
     "rejected": _operation("cmd_rejected"),
     "dead-letters": _operation("cmd_dead_letters"),

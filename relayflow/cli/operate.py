@@ -5,6 +5,8 @@
                    [--limit N] [--cursor C] [--counts] [--json]
     relayflow cancel ID --reason WHY [--wait]      relayflow retry ID --reason WHY [--wait]
     relayflow tenants list | pause TENANT --reason WHY | resume TENANT --reason WHY
+    relayflow schedules list | pause NAME --reason WHY | resume NAME --reason WHY
+    relayflow schedules trigger NAME --reason WHY [--flow-id ID]
     relayflow breakers
     relayflow rejected list [--limit N] [--cursor C]
     relayflow dead-letters list [--limit N]
@@ -120,6 +122,28 @@ def cmd_tenants(args: argparse.Namespace) -> int:
     print(f"tenant {who} {state} by {by}: {args.reason}")
     if not done["paused"]:
         print("its flows go on within 30 s, where they were; waiting ones are admitted now")
+    return 0
+
+
+def cmd_schedules(args: argparse.Namespace) -> int:
+    client = api()
+    if args.schedules_action == "list":
+        print(render.schedule_table(client.get("/schedules")["schedules"]))
+        return 0
+    name = quoted(args.schedule)
+    body = {"reason": args.reason}
+    if args.schedules_action == "trigger":
+        if args.flow_id:
+            body["flow_id"] = args.flow_id
+        run = client.post(f"/schedules/{name}:trigger", body)
+        note = f" ({render.text(run['note'])})" if run.get("note") else ""
+        run_id = render.text(run["flow_id"])
+        print(f"schedule {render.text(args.schedule)}: {run['outcome']} {run_id}{note}")
+        return 0 if run["outcome"] in ("started", "duplicate") else 1
+    done = client.post(f"/schedules/{name}:{args.schedules_action}", body)
+    state = "paused" if done["paused"] else "resumed"
+    who, by = render.text(done["schedule"]), render.text(done["by"])
+    print(f"schedule {who} {state} by {by}: {args.reason}")
     return 0
 
 

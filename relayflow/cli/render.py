@@ -282,6 +282,28 @@ def tenant_table(tenants: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def schedule_table(schedules: Sequence[Mapping[str, Any]]) -> str:
+    """Schedules, one block each: cron and zone, policies, state, next ticks (in its zone and
+    UTC), then its last runs with their flows' status."""
+    blocks = []
+    for s in clean(schedules):
+        state = "paused" if s.get("paused") else "active"
+        if s.get("paused") and s.get("by"):
+            state += f" by {s['by']}: {s.get('reason', '')}"
+        window = f" {s['catch_up_window_s']:g}s" if s.get("catch_up_window_s") else ""
+        lines = [
+            f"{s['name']}  {s['flow']}  {s['cron']!r} {s['timezone']}  overlap {s['overlap']}"
+            f"  catch-up {s['catch_up']}{window}  {state}"
+        ]
+        lines += [f"  next  {t['local']}  ({t['utc']})" for t in s.get("next_ticks", ())]
+        for run in s.get("runs", ()):
+            status = run.get("status") or "-"
+            note = f"  {run['note']}" if run.get("note") else ""
+            lines.append(f"  run   {run['flow_id']:<48} {run['outcome']:<9} {status:<10}{note}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) if blocks else "no schedules"
+
+
 def breaker_table(breakers: Sequence[Mapping[str, Any]]) -> str:
     """Breakers, one a line (state, calls and failures over the window, retries against their
     budget, p95), each followed by its last transitions."""

@@ -3,8 +3,11 @@ branch and item of a running flow is, ``relayflow status`` shows: relayflow.cli.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from relayflow.core.flows import Flow
 from relayflow.core.kinds import REGISTRY
+from relayflow.core.schedules import Schedule
 
 
 def render(flow: Flow, *, mermaid: bool) -> str:
@@ -33,3 +36,14 @@ def _rows(flow: Flow, *, indent: str) -> list[str]:
         if inner is not None:
             rows += _rows(inner, indent=indent + "    ")
     return rows
+
+
+def scheduled(schedules: Iterable[Schedule], flow: str, *, mermaid: bool) -> list[str]:
+    """A line for each schedule that starts ``flow`` (a Mermaid comment under ``mermaid``)."""
+    lead = "%% " if mermaid else ""
+    return [
+        f"{lead}started by schedule {s.name}: {s.cron!r} {s.timezone} "
+        f"(overlap {s.overlap.value}, catch-up {s.catch_up.mode.value})"
+        for s in schedules
+        if s.flow == flow
+    ]

@@ -104,3 +104,7 @@ class VerifierUnavailable(RelayflowError):
 class DeadLetterNotFound(RelayflowError):
     """Raised when no held dead letter has the id a replay names (replayed, or leased by
     another reader for up to the subscription's ack deadline)."""
+
+
+class UnknownSchedule(RelayflowError):
+    """Raised when no schedule of the deployed app has the name an operator gives."""

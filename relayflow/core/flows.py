@@ -21,6 +21,8 @@ from relayflow.core.backoff import Jitter, compute_delay
 from relayflow.core.errors import ConfigError, PermanentError, UnknownFlow, UnknownVersion
 from relayflow.core.graph import Graph
 from relayflow.core.position import STEP_NAME_PATTERN
+from relayflow.core.schedules import Schedule
+from relayflow.core.schedules import checked as checked_schedules
 
 JSONDict = dict[str, Any]
 _STEP_NAME = re.compile(STEP_NAME_PATTERN)
@@ -419,10 +421,17 @@ class Registry:
     """The flows an entry point can run, by name and version. Built explicitly, never a
     module global."""
 
-    def __init__(self, flows: Iterable[Flow] = ()) -> None:
+    def __init__(self, flows: Iterable[Flow] = (), *, schedules: Iterable[Schedule] = ()) -> None:
         self._flows: dict[str, dict[int, Flow]] = {}
         for flow in flows:
             self.register(flow)
+        # Checked against the flows above: a bad one stops the build, naming itself.
+        self._schedules = checked_schedules(schedules, self)
+
+    @property
+    def schedules(self) -> tuple[Schedule, ...]:
+        """The app's schedules, by name."""
+        return tuple(self._schedules[name] for name in sorted(self._schedules))
 
     def register(self, flow: Flow) -> None:
         """Add a flow; a second flow of the same name and version is a configuration error."""

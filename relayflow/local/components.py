@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
+from relayflow.local.clock import CLOCK_FILE
 from relayflow.local.environment import PROJECT_ID
 from relayflow.local.health import Probe
 from relayflow.local.names import ALL, EMULATORS, FAKES, GROUPS, SERVICES
@@ -87,7 +88,7 @@ def build(
         _gunicorn("worker", ports.worker, "relayflow.services.worker.main:app", tools),
         _gunicorn("poller", ports.poller, "relayflow.services.poller.main:app", tools),
         _gunicorn("api", ports.api, "relayflow.services.api.main:app", tools),
-        _sweeper(tools, sweep_interval_s),
+        _sweeper(tools, sweep_interval_s, state_dir),
     )
     return {component.name: component for component in components}
 
@@ -164,8 +165,18 @@ def _fake(name: str, port: int, tools: Toolchain) -> Component:
     return Component(name, Phase.BACKING, (port,), argv, url, Probe.HTTP_2XX)
 
 
-def _sweeper(tools: Toolchain, interval_s: float) -> Component:
-    argv = (tools.python, "-m", "relayflow.local.sweeper", "--interval-s", f"{interval_s:g}")
+def _sweeper(tools: Toolchain, interval_s: float, state_dir: Path) -> Component:
+    # It runs the schedules' tick too, on a clock a test moves by writing the clock file.
+    clock = str(state_dir / CLOCK_FILE)
+    argv = (
+        tools.python,
+        "-m",
+        "relayflow.local.sweeper",
+        "--interval-s",
+        f"{interval_s:g}",
+        "--clock-file",
+        clock,
+    )
     return Component("sweeper", Phase.SERVICE, (), argv, "", Probe.ALIVE)
 
 

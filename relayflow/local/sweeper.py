@@ -1,7 +1,9 @@
 """The local stack's sweeper: what Cloud Scheduler does in the cloud, on the same schedule.
 
 ``python -m relayflow.local.sweeper --interval-s 60`` sweeps once per interval (the first
-after one interval) until it is stopped, logging each report. It builds the same runtime as
+after one interval) until it is stopped, logging each report; each time it also runs the
+app's schedules' tick job (the cloud's second scheduler job, ``POST /schedules/tick``), as of
+the clock ``--clock-file`` moves (``relayflow.local.clock``). It builds the same runtime as
 the worker, so it loads the same ``RELAYFLOW_APP``.
 """
 
@@ -12,18 +14,24 @@ import logging
 import signal
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
+from relayflow.core.clock import Clock
+from relayflow.core.scheduler import Scheduler
+from relayflow.local.clock import OffsetClock
 from relayflow.runtime import boot
 
 log = logging.getLogger("relayflow.sweeper")
 
 
-def run(interval_s: float, stop: threading.Event) -> None:
-    """Sweep every ``interval_s`` until ``stop`` is set; one failed sweep never ends it."""
+def run(interval_s: float, stop: threading.Event, clock: Clock | None = None) -> None:
+    """Sweep and tick every ``interval_s`` until ``stop`` is set; one failure never ends it."""
     runtime = boot("relayflow-sweeper")
     grace_s = runtime.settings.sweep_grace_s
+    scheduler = runtime.scheduler()
     while not stop.wait(interval_s):  # an interruptible wait, not a sleep
+        tick(scheduler, clock)
         try:
             report = runtime.engine.sweep(grace_s=grace_s)
         except Exception:
@@ -32,9 +40,21 @@ def run(interval_s: float, stop: threading.Event) -> None:
         log.info("swept", extra={"report": report.__dict__})
 
 
+def tick(scheduler: Scheduler, clock: Clock | None) -> None:
+    """Run the schedules' tick job once, as of ``clock`` (the wall clock's when None)."""
+    try:
+        report = scheduler.tick(clock.now() if clock is not None else None)
+    except Exception:
+        log.exception("schedules' tick failed; trying again next interval")
+        return
+    if report.started or report.errors:
+        log.info("ticked", extra={"report": report.to_dict()})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m relayflow.local.sweeper")
     parser.add_argument("--interval-s", type=float, default=60.0)
+    parser.add_argument("--clock-file", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.interval_s <= 0:
         parser.error("--interval-s must be > 0")
@@ -45,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    run(args.interval_s, stop)
+    run(args.interval_s, stop, OffsetClock(args.clock_file) if args.clock_file else None)
     return 0
 
 

@@ -4,6 +4,8 @@ A ``Harness`` holds an engine over MemoryStore, MemoryQueue and MemoryEvents and
 clock. ``run`` delivers queued tasks in the order they are due and jumps the clock to each
 one's ``run_at`` (as Temporal's time-skipping test environment does), so a flow that polls
 for ten minutes runs in milliseconds. Handlers are the flow's own, or scripted per step.
+The registry's schedules tick as ``advance``, ``advance_to`` and ``run_until`` skip time (each
+tick run at its tick's time, as the deployment's every-minute job would); ``tick()`` runs one.
 """
 
 from __future__ import annotations
@@ -33,10 +35,19 @@ from relayflow.core.planner import QueueNames
 from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
+from relayflow.core.schedule_state import ScheduleState
+from relayflow.core.scheduler import Scheduler, TickReport
+from relayflow.core.schedules import FLOW_ID_PREFIX, next_ticks
 from relayflow.core.state import TERMINAL
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.metrics import Metrics
-from relayflow.testing.memory import MemoryBreakers, MemoryEvents, MemoryQueue, MemoryStore
+from relayflow.testing.memory import (
+    MemoryBreakers,
+    MemoryEvents,
+    MemoryQueue,
+    MemoryScheduleStates,
+    MemoryStore,
+)
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 # How long Cloud Tasks waits before delivering again a task that answered 409 or 5xx.
@@ -131,6 +142,8 @@ class Harness:
         self.metrics = metrics  # e.g. relayflow.metrics.OtelMetrics, to read what was counted
         self._registry = _as_registry(registry)
         self._messages = 0
+        # Schedules' documents, as Firestore's ``schedules/{name}`` holds them.
+        self.schedule_states = MemoryScheduleStates()
         self.engine = self._build()
 
     # -- what a test does ----------------------------------------------------------------
@@ -208,6 +221,11 @@ class Harness:
         """Deliver the tasks due up to ``at``, then move the clock to ``at``."""
         for _ in range(max_tasks):
             task = self.queue.due_first()
+            due_at = task.next.run_at if task is not None else at
+            tick = self._next_tick(min(due_at, at))
+            if tick is not None:  # a schedule ticks before the next task is due
+                self.advance_to(tick)
+                continue
             if task is None or task.next.run_at > at:
                 break
             self.deliver_next()
@@ -241,12 +259,46 @@ class Harness:
             self._redeliver(payload)
         return ran
 
-    def advance(self, seconds: float) -> None:
-        """Move the virtual clock forward without delivering anything."""
-        self.clock.advance(seconds)
+    def advance(self, seconds: float, *, ticks: bool = True) -> None:
+        """Move the virtual clock forward without delivering any task, running each schedule
+        tick on the way at its time; ``ticks=False``: an outage of the tick job (the next
+        ``tick()`` catches up as the schedules' catch-up policies say)."""
+        self.advance_to(self.now + timedelta(seconds=seconds), ticks=ticks)
 
-    def advance_to(self, at: datetime) -> None:
-        """Move the virtual clock to ``at`` (never backwards)."""
+    def advance_to(self, at: datetime, *, ticks: bool = True) -> None:
+        """Move the virtual clock to ``at`` (never backwards), running the schedule ticks on
+        the way (unless ``ticks=False``)."""
+        while ticks and (tick := self._next_tick(at)) is not None:
+            self._move_to(tick)
+            self.tick()
+        self._move_to(at)
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The deployed registry's schedules, over ``schedule_states`` and this engine."""
+        return Scheduler(self.engine, self.schedule_states, self._registry.schedules, self.clock)
+
+    def tick(self) -> TickReport:
+        """Run the schedules' tick job once, now (as ``POST /schedules/tick`` would)."""
+        return self.scheduler.tick()
+
+    def schedule(self, name: str) -> ScheduleState:
+        """Schedule ``name``'s document: paused or not, last tick handled, last runs."""
+        return self.schedule_states.read(name)
+
+    def started_by(self, schedule: str) -> list[str]:
+        """The ids of every flow ``schedule`` started (its ticks' and its manual runs'), in
+        order of id (a tick's id sorts by its time)."""
+        prefix = f"{FLOW_ID_PREFIX}-{schedule}-"
+        return sorted(key for key in self.store.docs if key.startswith(prefix))
+
+    def _next_tick(self, upto: datetime) -> datetime | None:
+        """The first schedule tick after now and at or before ``upto``."""
+        found = [t for s in self._registry.schedules for t in next_ticks(s, self.now, 1)]
+        first = min(found, default=None)
+        return first if first is not None and first <= upto else None
+
+    def _move_to(self, at: datetime) -> None:
         if at > self.clock.now():
             self.clock.advance((at - self.clock.now()).total_seconds())
 
@@ -392,7 +444,8 @@ class Harness:
         if not hits:
             raise AssertionError(f"no step {step!r} in {flow or 'any flow'}")
         self._registry = Registry(
-            _with_handler(f, step, role, handler) if f in hits else f for f in self._registry
+            (_with_handler(f, step, role, handler) if f in hits else f for f in self._registry),
+            schedules=self._registry.schedules,
         )
         self.engine = self._build()
 

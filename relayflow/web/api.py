@@ -15,6 +15,9 @@
 | ``GET /tenants`` | viewer | each tenant's limits, paused or not, flows running and waiting |
 | ``POST /tenants/{t}:pause``, ``:resume`` | operator | ``{"reason"}``: stop or go on dispatching |
 | ``GET /breakers`` | viewer | each dependency's breaker: state, window, budget, transitions |
+| ``GET /schedules`` | viewer, unscoped | each schedule: next ticks (its zone, UTC), last runs |
+| ``POST /schedules/{s}:pause``, ``:resume`` | operator, unscoped | ``{"reason"}`` |
+| ``POST /schedules/{s}:trigger`` | operator, unscoped | ``{"reason", "flow_id"?}``: run it now |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /schemas``, ``/schemas/{name}`` | viewer | the messages' published JSON Schemas |
 | ``GET /definitions`` | viewer | each flow's steps and input/output JSON Schemas (``flow``) |
@@ -57,6 +60,7 @@ from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal
+from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
 
@@ -81,6 +85,7 @@ def api_app(runtime: Runtime) -> Flask:
             registry=runtime.registry,
             guard=guard_from_settings(runtime.settings),
             watch=document_watch(runtime),
+            scheduler=runtime.scheduler(),
         )
     )
 
@@ -94,6 +99,7 @@ def build_api(ops: Operations) -> Flask:
     _register_flows(app, ops)
     _register_messages(app, ops)
     _register_tenants(app, ops)
+    add_schedule_routes(app, ops)
     add_callback_routes(
         app, ops.engine, guarded(ops.access, Role.COMPLETER, "complete callback tokens")
     )

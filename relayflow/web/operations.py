@@ -21,11 +21,13 @@ from relayflow.core.errors import (
     InvalidTransition,
     RelayflowError,
     Unauthorized,
+    UnknownSchedule,
     VerifierUnavailable,
 )
 from relayflow.core.flows import Registry
 from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Listing
+from relayflow.core.scheduler import Scheduler
 from relayflow.telemetry import Counters
 from relayflow.web import params
 from relayflow.web.access import Access, Caller, Forbidden, Role
@@ -46,6 +48,7 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     DeadLetterNotFound: (404, "NOT_FOUND"),
     InvalidTransition: (409, "FAILED_PRECONDITION"),
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
+    UnknownSchedule: (404, "NOT_FOUND"),
 }
 
 
@@ -65,6 +68,8 @@ class Operations:
     guard: RequestGuard = field(default_factory=RequestGuard)
     # Follows a flow's document for the long-poll (GET /flows/{id}?wait_s=); None: no waits.
     watch: Watch | None = None
+    # The deployed app's schedules (None: the api shows none).
+    scheduler: Scheduler | None = None
 
 
 def guarded(access: Access, role: Role, action: str, *, unscoped: bool = False) -> Guard:

@@ -7,10 +7,12 @@ Routes are thin: authenticate, decode, call one engine method, map the outcome t
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -33,6 +35,8 @@ Reader = Callable[[Callable[..., Any]], Callable[..., Any]]
 # Every request body, on every service: a task is at most 1 MB (Cloud Tasks' limit), and
 # nothing the api reads needs more (a callback's output is at most 256 KiB).
 MAX_REQUEST_BYTES = 1024 * 1024
+# Where the one Cloud Scheduler job of schedules posts, every minute (the worker serves it).
+SCHEDULES_TICK_PATH = "/schedules/tick"
 MAX_SHOWN_PATH = 200  # of a path a 404 or 405 names: its reason stays short
 
 
@@ -206,7 +210,32 @@ def task_app(
         report = engine.sweep(grace_s=runtime.settings.sweep_grace_s)
         return report.__dict__
 
+    @app.post(SCHEDULES_TICK_PATH)
+    @_authenticated(sweep_verifier or verifier)
+    @_traced(runtime.tracer, f"POST {SCHEDULES_TICK_PATH}")
+    def tick_schedules() -> Any:
+        # ``now`` drives the tick's clock only where no token is checked (the local stack and
+        # its tests): a deployment's ticks are the wall clock's, whoever calls.
+        try:
+            now = None if runtime.settings.verify_tokens else _driven_now(request.get_data())
+        except ValueError as exc:
+            return error(400, "INVALID_ARGUMENT", str(exc))
+        return runtime.scheduler().tick(now).to_dict()
+
     return app
+
+
+def _driven_now(body: bytes) -> datetime | None:
+    """The ``{"now": ISO 8601}`` a local caller drives a tick with (None: the clock's);
+    ValueError saying what is wrong with it."""
+    try:
+        asked = json.loads(body or b"{}").get("now")
+        at = datetime.fromisoformat(asked) if asked else None
+    except (ValueError, TypeError, AttributeError):
+        at = datetime.min  # naive: refused below
+    if at is not None and at.tzinfo is None:
+        raise ValueError(f"now: an ISO 8601 time with its offset, not {body[:80]!r}")
+    return at.astimezone(UTC) if at is not None else None
 
 
 def _retried(headers: Any) -> bool:

@@ -246,6 +246,7 @@ def test_the_environments_have_their_push_subscriptions_and_a_schedule_to_check(
         graph = Graph(root)
         deliverers = [n.address for n in graph.nodes.values() if _identity_of(graph, n)]
         assert sorted(deliverers) == [
+            "module.relayflow.google_cloud_scheduler_job.schedules",
             "module.relayflow.google_cloud_scheduler_job.sweep",
             "module.relayflow.module.messaging.google_pubsub_subscription.signals",
             "module.relayflow.module.messaging.google_pubsub_subscription.start",

@@ -1458,3 +1458,28 @@ def test_no_index_over_a_time_that_moves_forward_lacks_the_shard_first() -> None
         assert times - {"expire_at"} <= exempt, key  # expire_at: the TTL field, unindexed too
     rejected = set(unindexed["${(local.topology.firestore.rejected_collection)}"])
     assert {"rejected_at", "message_id"} <= rejected
+
+
+def test_one_fixed_scheduler_job_posts_the_schedules_tick_every_minute() -> None:
+    # One job for every schedule of the app: adding one is a deploy, never a Terraform edit.
+    relayflow = load(RELAYFLOW)
+    jobs = {r.name for r in relayflow.resources_of("google_cloud_scheduler_job")}
+    assert jobs == {"sweep", "schedules"}
+    job = relayflow.resource("google_cloud_scheduler_job", "schedules").body
+    assert (job["schedule"], job["time_zone"]) == ("* * * * *", "Etc/UTC")
+    assert only_block(job, "retry_config")["retry_count"] == 0  # the next minute catches up
+    target = only_block(job, "http_target")
+    assert target["http_method"] == "POST"
+    assert target["uri"] == '${local.url["worker"]}/schedules/tick'
+    token = only_block(target, "oidc_token")
+    # The sweep's identity: it may invoke the worker and nothing else.
+    assert token["service_account_email"] == "${data.google_service_account.scheduler.email}"
+    assert token["audience"] == '${local.url["worker"]}'
+    sweep = relayflow.resource("google_cloud_scheduler_job", "sweep").body
+    assert job["depends_on"] == sweep["depends_on"]
+
+
+def test_the_worker_serves_the_tick_route_the_job_posts_to() -> None:
+    services = (TERRAFORM.parents[1] / "relayflow" / "web" / "services.py").read_text()
+    assert 'SCHEDULES_TICK_PATH = "/schedules/tick"' in services
+    assert "@_authenticated(sweep_verifier or verifier)" in services.split("def tick_schedules")[0]

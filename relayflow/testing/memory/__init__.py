@@ -20,6 +20,7 @@ from relayflow.testing.memory.listing import MemoryListing
 from relayflow.testing.memory.queue import MemoryQueue, QueuedTask
 from relayflow.testing.memory.recovery import MemoryRecovery
 from relayflow.testing.memory.rejections import MemoryRejections
+from relayflow.testing.memory.schedule_states import MemoryScheduleStates
 from relayflow.testing.memory.tenant_slots import MemoryTenantSlots
 from relayflow.testing.memory.tenant_states import MemoryTenantStates
 
@@ -45,6 +46,7 @@ __all__ = [
     "MemoryQueue",
     "MemoryRecovery",
     "MemoryRejections",
+    "MemoryScheduleStates",
     "MemoryStore",
     "MemoryTenantSlots",
     "MemoryTenantStates",

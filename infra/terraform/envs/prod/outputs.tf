@@ -29,6 +29,11 @@ output "sweep_job" {
   value       = module.relayflow.sweep_job
 }
 
+output "schedules_job" {
+  description = "Id of the Cloud Scheduler job that calls POST /schedules/tick every minute."
+  value       = module.relayflow.schedules_job
+}
+
 output "project_id" {
   description = "Project of this environment."
   value       = module.relayflow.project_id

@@ -687,6 +687,51 @@ resource "google_cloud_scheduler_job" "sweep" {
   ]
 }
 
+# The app's schedules: ONE fixed job for all of them, so adding or changing a schedule is a code
+# change and a deploy, never a Terraform edit (and no job per schedule against the default
+# 1,000 jobs per region: https://cloud.google.com/scheduler/quotas). Every minute, the
+# finest a cron schedule of Cloud Scheduler's runs
+# (https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules); the worker works
+# out each schedule's due ticks. No retries: a missed minute is caught up by the next run.
+resource "google_cloud_scheduler_job" "schedules" {
+  project          = var.project_id
+  region           = var.region
+  name             = "relayflow-schedules"
+  description      = "POST /schedules/tick on the worker: start the flows of the app's due schedule ticks."
+  schedule         = "* * * * *"
+  time_zone        = "Etc/UTC"
+  attempt_deadline = "60s"
+
+  retry_config {
+    retry_count = 0
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = "${local.url["worker"]}/schedules/tick"
+
+    # The same least-privilege identity as the sweep's: it may invoke the worker and nothing
+    # else; the tick runs with the worker's own grants (Firestore, queues, results topic).
+    oidc_token {
+      service_account_email = data.google_service_account.scheduler.email
+      audience              = local.url["worker"]
+    }
+  }
+
+  depends_on = [
+    google_project_service.main,
+    module.worker,
+    module.firestore,
+    module.queues,
+    google_project_iam_member.firestore_user,
+    google_project_iam_member.trace_agent,
+    google_project_iam_member.metric_writer,
+    google_cloud_tasks_queue_iam_member.enqueuer,
+    google_cloud_tasks_queue_iam_member.sweeper_viewer,
+    google_pubsub_topic_iam_member.results_publisher,
+  ]
+}
+
 # --- Alerts and dashboard ---------------------------------------------------------------------
 
 module "monitoring" {

@@ -41,6 +41,11 @@ output "sweep_job" {
   value       = google_cloud_scheduler_job.sweep.id
 }
 
+output "schedules_job" {
+  description = "Id of the Cloud Scheduler job that calls POST /schedules/tick every minute."
+  value       = google_cloud_scheduler_job.schedules.id
+}
+
 output "project_id" {
   description = "Project of this environment."
   value       = var.project_id
