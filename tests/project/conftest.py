@@ -27,12 +27,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wheel")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(root), str(REPO)]
-    subprocess.run(build, check=True, timeout=240)
+    subprocess.run(build, check=True, timeout=240, env=outside_env())
     (wheel,) = root.glob("relayflow-*.whl")
     venv.create(root / "venv", with_pip=False)
     python = root / "venv" / "bin" / "python"
     install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
-    subprocess.run(install, check=True, timeout=240)
+    # Not this tree's PYTHONPATH: pip would find the source tree's relayflow already there.
+    subprocess.run(install, check=True, timeout=240, env=outside_env())
     site = run(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
     (Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
