@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         Sleep,
         StepContext,
+        WaitForSignal,
     )
     from relayflow.core.tenants import TenantPolicy, Tenants
     from relayflow.http import call_json, raise_for_response
@@ -58,6 +59,7 @@ _EXPORTS = {
     "RetryPolicy": "relayflow.core.flows",
     "Sleep": "relayflow.core.flows",
     "StepContext": "relayflow.core.flows",
+    "WaitForSignal": "relayflow.core.flows",
     "Jitter": "relayflow.core.backoff",
     "BreakerPolicy": "relayflow.core.breaker_policy",
     "Dependencies": "relayflow.core.breaker_policy",
@@ -99,6 +101,7 @@ __all__ = [
     "StepError",
     "TenantPolicy",
     "Tenants",
+    "WaitForSignal",
     "call_json",
     "raise_for_response",
 ]
