@@ -17,6 +17,7 @@
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
+| ``POST /flows/{id}/signals/{name}`` | signaller | ``{"data", "signal_id", "reason", "item"}`` |
 
 ``polls_in_flight``: the polls a flow's poll chain ran that its document has not recorded yet
 (read from the chain's newest task, each marked ``"written": false``); the chain's next
@@ -54,6 +55,7 @@ from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal
 from relayflow.web.services import base_app, error
+from relayflow.web.signals import add_signal_routes
 
 log = logging.getLogger("relayflow.web.api")
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
@@ -92,6 +94,7 @@ def build_api(ops: Operations) -> Flask:
         app, ops.engine, guarded(ops.access, Role.COMPLETER, "complete callback tokens")
     )
     add_item_routes(app, ops.engine, guarded(ops.access, Role.VIEWER, "read flows"))
+    add_signal_routes(app, ops.engine, guarded(ops.access, Role.SIGNALLER, "send signals"))
     app.register_blueprint(console.blueprint(ops))
 
     @app.get("/")

@@ -199,6 +199,13 @@ class Engine:
             record = None
         return self._signals.send(record, flow_id, signal)
 
+    def reject_message(
+        self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
+    ) -> None:
+        """Record a ``flow-signals`` message nothing will take in ``rejected``, with why (the
+        caller acks it, so Pub/Sub does not deliver it again)."""
+        self._intake.reject_message(data, message_id, attributes, reason)
+
     def sweep(self, *, grace_s: float, limit: int = 100) -> SweepReport:
         """Settle what a crash or an outage left behind (invariant 5; see ``sweeper``)."""
         return self._sweeper.sweep(grace_s=grace_s, limit=limit)
