@@ -156,8 +156,10 @@ class Track(_Model):
     fanout: FanOut | None = None
     # A Sleep step's wake time, fixed once when its first task ran (``kinds.sleep``).
     wake_at: datetime | None = None
-    # A WaitForSignal's timeout, fixed once when it began to wait (``kinds.signal``).
+    # A WaitForSignal's timeout, fixed once when it began to wait, and the signals it waits
+    # for (what status, the api and the console show) (``kinds.signal``).
     signal_until: datetime | None = None
+    waiting_for: list[str] | None = None
 
 
 class PendingSignal(_Model):

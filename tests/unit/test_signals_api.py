@@ -63,6 +63,11 @@ def api() -> Api:
         signallers=frozenset({SIGNALLER, ACME_SIGNALLER, APPROVER}),
         scopes={ACME_SIGNALLER: frozenset({"acme"})},
     )
+    return build_approval(access)
+
+
+def build_approval(access: Access) -> Api:
+    """The api over a harness running ``APPROVAL``."""
     h = Harness(APPROVAL)
     letters = FakeDeadLetters()
     ops = Operations(

@@ -154,7 +154,8 @@ def begin_wait(plan: Plan, record: FlowRecord, step: WaitForSignal) -> FlowRecor
     key = record.focus
     assert key is not None
     until = None if step.timeout_s is None else plan.now + timedelta(seconds=step.timeout_s)
-    tracks = {**record.tracks, key: record.tracks[key].model_copy(update={"signal_until": until})}
+    waits = {"signal_until": until, "waiting_for": list(step.signals)}
+    tracks = {**record.tracks, key: record.tracks[key].model_copy(update=waits)}
     return hold(plan, record.model_copy(update={"tracks": tracks}), until, first=True)
 
 
