@@ -9,10 +9,11 @@ import pytest
 
 from relayflow.cli import render
 from relayflow.core.state import Status
+from relayflow.web import timeline
 from relayflow.web.access import Access
 
 from .test_api import Api
-from .test_signals_api import build_approval, waiting
+from .test_signals_api import APPROVAL, build_approval, waiting
 
 SAME_SITE = {"Origin": "http://127.0.0.1:8129"}
 
@@ -85,3 +86,16 @@ def test_status_and_the_api_say_what_the_flow_waits_for(console: Api) -> None:
     shown = render.flow(doc)
     assert "waiting for signal approve or reject until" in shown
     assert "position  approval signal wait 1" in shown
+
+
+def test_the_timeline_draws_the_wait_and_puts_the_signal_on_the_operators_lane(
+    console: Api,
+) -> None:
+    waiting(console, "o-1")
+    console.harness.signal("o-1", "approve", by="alice", reason="ok")
+    record = console.harness.run("o-1")
+    assert record is not None
+    drawn = timeline.build(record, APPROVAL, now=console.harness.now)
+    tones = {(m.entry.outcome, m.tone) for m in drawn.marks}
+    assert ("waiting for signal approve or reject", "wait") in tones
+    assert ("signal approve", "op") in tones
