@@ -200,7 +200,7 @@ def answer_for(
     ):
         why = f"signal id {signal.signal_id!r} was taken already: nothing changed"
         return SignalAnswer(Signalled.DUPLICATE, why, flow_id, "DUPLICATE")
-    if record.status in TERMINAL or record.status not in ACTIVE:
+    if record.status not in ACTIVE:
         if record.is_lane:
             return _ignored("NOT_AWAITED", f"item {signal.item} is done", flow_id)
         return _ignored("FLOW_ENDED", f"the flow has ended ({record.status})", flow_id)

@@ -51,7 +51,7 @@ MAX_SIGNAL_ID = 128
 MAX_REASON = 500
 
 
-class Signalled(Kind):
+class SignalWait(Kind):
     step_type: ClassVar[type] = WaitForSignal
     name: ClassVar[str] = "signal"
     forward: ClassVar[TaskKind] = TaskKind.SIGNAL
