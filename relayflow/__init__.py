@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         Sleep,
         StepContext,
+        WaitForSignal,
     )
     from relayflow.core.schedules import CatchUp, Overlap, Schedule
     from relayflow.core.tenants import TenantPolicy, Tenants
@@ -64,6 +65,7 @@ _EXPORTS = {
     "RetryPolicy": "relayflow.core.flows",
     "Sleep": "relayflow.core.flows",
     "StepContext": "relayflow.core.flows",
+    "WaitForSignal": "relayflow.core.flows",
     "Jitter": "relayflow.core.backoff",
     "BreakerPolicy": "relayflow.core.breaker_policy",
     "Dependencies": "relayflow.core.breaker_policy",
@@ -120,6 +122,7 @@ __all__ = [
     "StepError",
     "TenantPolicy",
     "Tenants",
+    "WaitForSignal",
     "WaitTimeout",
     "call_json",
     "raise_for_response",

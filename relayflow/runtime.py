@@ -278,6 +278,7 @@ def api_verifier(settings: Settings) -> TokenVerifier | None:
     if not settings.api_verify_tokens:
         return None
     allowed = {*settings.api_viewers, *settings.api_operators, *settings.api_completers}
+    allowed |= set(settings.api_signallers)
     audience = base_url(settings.api_url)
     return TokenVerifier(
         audience=[audience, *settings.api_audiences],

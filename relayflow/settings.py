@@ -119,6 +119,10 @@ class Settings(BaseSettings):
     # /signals): the external systems callback steps wait on and the Pub/Sub push account.
     # Operators may complete tokens too; viewers may not (it is a write).
     api_completers: tuple[str, ...] = ()
+    # Who may send signals to flows (POST /flows/{id}/signals/{name}, the console's approve
+    # and reject buttons): a signaller only, or, on a viewer's or an operator's list too, in
+    # addition to what that role does. Operators may signal anyway.
+    api_signallers: tuple[str, ...] = ()
     # Callers who see only some tenants' flows, as JSON: {"alice@acme.com": ["acme"]}.
     api_scopes: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 

@@ -33,6 +33,7 @@ from relayflow import (
     call_json,
 )
 from relayflow import StepContext as Ctx
+from relayflow.apps.approval import approval_flow
 
 FLOW_NAME = "registration"
 
@@ -346,7 +347,8 @@ def build_registry(settings: Settings, session: requests.Session | None = None) 
         timeout_s=settings.poll_deadline_s,
         safety=safety,
     )
-    return Registry((registration_flow(api, poll=poll, retry=retry), fleet))
+    flows = (registration_flow(api, poll=poll, retry=retry), fleet, approval_flow())
+    return Registry(flows)
 
 
 # -- the demo batch (``relayflow demo``) -------------------------------------------------------

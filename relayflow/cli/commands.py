@@ -264,6 +264,7 @@ def _register_operations(sub: Any) -> None:
         action.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
         action.add_argument("--wait", action="store_true", help=f"follow it until {waits}")
 
+    _register_signal(sub)
     tenants = sub.add_parser("tenants", help="tenants' limits and state; pause and resume them")
     tenants_sub = tenants.add_subparsers(dest="tenants_action", required=True)
     tenants_sub.add_parser("list", help="limits, paused or not, flows running and waiting")
@@ -298,6 +299,23 @@ def _register_operations(sub: Any) -> None:
         type=_json_object,
         help="publish this start message instead (a JSON object), e.g. with a fixed input",
     )
+
+
+def _register_signal(sub: Any) -> None:
+    signal = sub.add_parser(
+        "signal", help="send a signal to a flow's WaitForSignal step (signaller or operator role)"
+    )
+    signal.add_argument("flow_id", type=_flow_id)
+    signal.add_argument("name", help="the signal's name, e.g. approve")
+    signal.add_argument(
+        "--data", type=_json_object, default={}, help="the signal's data, a JSON object"
+    )
+    signal.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+    signal.add_argument("--id", dest="signal_id", help="a signal id: sending it again is a no-op")
+    signal.add_argument(
+        "--item", type=int, help="the ForEach item it is for, if an item's step waits for it"
+    )
+    _whose(signal)
 
 
 def _register_tools(sub: Any) -> None:
@@ -580,6 +598,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "undo": _operation("cmd_undo"),
     "tenants": _operation("cmd_tenants"),
     "schedules": _operation("cmd_schedules"),
+    "signal": _operation("cmd_signal"),
     "breakers": _operation("cmd_breakers"),
     "rejected": _operation("cmd_rejected"),
     "dead-letters": _operation("cmd_dead_letters"),

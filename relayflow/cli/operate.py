@@ -7,6 +7,7 @@
     relayflow tenants list | pause TENANT --reason WHY | resume TENANT --reason WHY
     relayflow schedules list | pause NAME --reason WHY | resume NAME --reason WHY
     relayflow schedules trigger NAME --reason WHY [--flow-id ID]
+    relayflow signal ID NAME --reason WHY [--data JSON] [--id SIGNAL_ID] [--item N]
     relayflow breakers
     relayflow rejected list [--limit N] [--cursor C]
     relayflow dead-letters list [--limit N]
@@ -101,6 +102,26 @@ def cmd_undo(args: argparse.Namespace) -> int:
     doc = client.post(_query(_flow_path(args.flow_id, ":undo"), args), {"reason": args.reason})
     print(f"undo of {args.flow_id} recorded: its clean-up undoes what it left ({args.reason})")
     return _follow(client, doc, until=render.TERMINAL, cleanup=True) if args.wait else 0
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    """Send a signal; what became of it (delivered, kept, a duplicate). One nothing takes is
+    the api's 4xx, printed with why (an ended or unknown flow, a name it never waits for)."""
+    body: dict[str, Any] = {"data": args.data, "reason": args.reason}
+    if args.signal_id:
+        body["signal_id"] = args.signal_id
+    if args.item is not None:
+        body["item"] = args.item
+    path = _flow_path(args.flow_id, f"/signals/{quoted(args.name)}")
+    done = api().post(_query(path, args), body)
+    outcome = render.text(done["outcome"])
+    said = {
+        "delivered": "delivered: the step that waited for it went on",
+        "kept": "kept: no step waits for it yet; the flow takes it when one does",
+        "duplicate": "a duplicate: that signal id was sent already, nothing changed",
+    }.get(outcome, outcome)
+    print(f"signal {args.name} to {args.flow_id} {said} ({args.reason})")
+    return 0
 
 
 def _query(path: str, args: argparse.Namespace) -> str:

@@ -150,6 +150,10 @@ def running(doc: Mapping[str, Any]) -> list[str]:
             lines.append("            waiting for its callback token to be completed")
         if track.get("wake_at"):
             lines.append(f"            sleeping until {track['wake_at']}")
+        if track.get("waiting_for"):
+            until = f" until {track['signal_until']}" if track.get("signal_until") else ""
+            names = " or ".join(str(n) for n in track["waiting_for"])
+            lines.append(f"            waiting for signal {names}{until}")
     if doc.get("skipped"):
         lines.append(f"  skipped   {', '.join(doc['skipped'])}")
     return lines
@@ -165,6 +169,8 @@ def position_label(position: Mapping[str, Any]) -> str:
         return f"{step} poll {position.get('poll', 0)}"
     if position.get("kind") == "sleep":
         return f"{step} sleep hop {position.get('poll', 0)}"
+    if position.get("kind") == "signal":
+        return f"{step} signal wait {position.get('poll', 0)}"
     return f"{step} {position['kind']} attempt {position.get('attempt', 0)}"
 
 

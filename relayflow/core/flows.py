@@ -308,9 +308,69 @@ class Sleep:
             )
 
 
+# A signal's name: what ``POST /flows/{id}/signals/{name}`` and the CLI name it by.
+SIGNAL_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
+_SIGNAL_NAME = re.compile(SIGNAL_NAME_PATTERN)
+# What a WaitForSignal does when its timeout passes with no signal.
+ON_TIMEOUT = ("fail", "continue")
+
+
+@dataclass(frozen=True)
+class WaitForSignal:
+    """Wait for a signal sent to the flow by its id (the api, the CLI, ``flow-signals``, the
+    console's buttons): ``signal`` is its name, or several (``("approve", "reject")``), the
+    first of them to come ending the wait. Its output is ``{"signal": name, "data": {...},
+    "by": who, "reason": why, "signal_id": id | None, "at": iso}``.
+
+    A signal sent before the flow reaches the step is kept on the flow's document and
+    consumed when it gets there. The wait holds no worker, and one Cloud Task at most: its
+    timeout (or the flow's deadline), none with neither. At ``timeout_s`` with no signal the
+    step fails the flow TIMED_OUT (``SIGNAL_TIMEOUT``), or, with ``on_timeout="continue"``,
+    ends with ``{"signal": None, "data": {}, "timed_out": True}``.
+    """
+
+    name: str
+    signal: str | tuple[str, ...]
+    timeout_s: float | None = field(default=None, kw_only=True)
+    on_timeout: str = field(default="fail", kw_only=True)
+    after: After = field(default=None, kw_only=True)
+    # What its task runs: nothing of the flow's (the planner reads the document); the harness
+    # wraps it to record the task's calls.
+    arrived: Handler | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    @property
+    def signals(self) -> tuple[str, ...]:
+        """The names of the signals it waits for."""
+        return (self.signal,) if isinstance(self.signal, str) else tuple(self.signal)
+
+    def __post_init__(self) -> None:
+        names = self.signals
+        if not names or not all(isinstance(n, str) and _SIGNAL_NAME.match(n) for n in names):
+            raise ConfigError(
+                f"signal step {self.name!r}: signal must be a name (or names) matching "
+                f"{SIGNAL_NAME_PATTERN}, got {self.signal!r}"
+            )
+        if len(set(names)) != len(names):
+            raise ConfigError(f"signal step {self.name!r}: signal repeats a name: {names}")
+        if self.on_timeout not in ON_TIMEOUT:
+            raise ConfigError(
+                f"signal step {self.name!r}: on_timeout is one of {ON_TIMEOUT}, "
+                f"got {self.on_timeout!r}"
+            )
+        timeout = self.timeout_s
+        if timeout is None:
+            return
+        number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+        if not number or not math.isfinite(timeout) or not 0 < timeout <= MAX_SLEEP_S:
+            raise ConfigError(
+                f"signal step {self.name!r}: timeout_s must be a finite number > 0 and at "
+                f"most {MAX_SLEEP_S:g} (ten years), got {timeout!r}"
+            )
+
+
 ItemsOf = Callable[[StepContext], Sequence[Any]]
 # What a ForEach's items may run.
-ItemStep = ActionStep | PollStep | CallbackStep | Sleep
+ItemStep = ActionStep | PollStep | CallbackStep | Sleep | WaitForSignal
 
 
 @dataclass(frozen=True)
@@ -329,7 +389,7 @@ class ForEach:
 
     name: str
     items: ItemsOf
-    steps: tuple[ActionStep | PollStep | CallbackStep | Sleep, ...]
+    steps: tuple[ItemStep, ...]
     concurrency: int = 10
     tolerate: int = 0
     after: After = None
@@ -343,13 +403,14 @@ class ForEach:
             raise ConfigError(f"ForEach {self.name!r}: tolerate must be >= 0")
         if not all(isinstance(s, ItemStep) for s in self.steps):
             raise ConfigError(
-                f"ForEach {self.name!r}: its steps are actions, polls, callbacks, sleeps"
+                f"ForEach {self.name!r}: its steps are actions, polls, callbacks, sleeps, "
+                "signal waits"
             )
         flow = Flow(name=self.name.replace("_", "-"), steps=self.steps)
         object.__setattr__(self, "item_flow", flow)
 
 
-Step = ActionStep | PollStep | IfStep | CallbackStep | Sleep | ForEach
+Step = ActionStep | PollStep | IfStep | CallbackStep | Sleep | WaitForSignal | ForEach
 # Steps whose forward handler may have a side effect: claimed, retried, undone.
 EffectStep = ActionStep | CallbackStep
 

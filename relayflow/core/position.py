@@ -55,6 +55,7 @@ class TaskKind(StrEnum):
     GATHER = "gather"  # before undoing: the ForEach lanes stopped, their items' effects collected
     ADMIT = "admit"  # a waiting flow tries for a slot again once one has rested
     SLEEP = "sleep"  # a Sleep step: its wake time fixed (hop 0), then each hop of its wait
+    SIGNAL = "signal"  # a WaitForSignal: a signal kept looked for (0), then its timeout's hops
 
 
 # One letter per kind in a task id (choice is "i", for If: "c" is a compensation).
@@ -69,6 +70,7 @@ _KIND_LETTER = {
     TaskKind.GATHER: "x",
     TaskKind.ADMIT: "m",
     TaskKind.SLEEP: "z",
+    TaskKind.SIGNAL: "g",
 }
 
 
@@ -192,6 +194,8 @@ class Position(BaseModel):
             return f"{self.effect_name} poll {self.poll}"
         if self.kind is TaskKind.SLEEP:
             return f"{self.effect_name} sleep hop {self.poll}"
+        if self.kind is TaskKind.SIGNAL:
+            return f"{self.effect_name} signal wait {self.poll}"
         return f"{self.effect_name} {self.kind} attempt {self.attempt}"
 
 

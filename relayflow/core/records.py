@@ -156,6 +156,24 @@ class Track(_Model):
     fanout: FanOut | None = None
     # A Sleep step's wake time, fixed once when its first task ran (``kinds.sleep``).
     wake_at: datetime | None = None
+    # A WaitForSignal's timeout, fixed once when it began to wait, and the signals it waits
+    # for (what status, the api and the console show) (``kinds.signal``).
+    signal_until: datetime | None = None
+    waiting_for: list[str] | None = None
+
+
+class PendingSignal(_Model):
+    """A signal sent to a flow before it reached the step that waits for it (``kinds.signal``):
+    kept on the flow's document (a ForEach item's: on its lane's) until that step consumes it.
+    ``item``: the ForEach item it is for (None: a step of the flow itself)."""
+
+    name: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    signal_id: str | None = None
+    by: str = ""
+    reason: str = ""
+    at: datetime
+    item: int | None = None
 
 
 def flow_key(tenant: str, flow_id: str) -> str:
@@ -285,6 +303,11 @@ class FlowRecord(_Model):
     item_outputs: dict[str, Any] = Field(default_factory=dict)
     failed_items: list[int] = Field(default_factory=list)
     reported_failures: int = 0
+    # Signals sent before the flow reached the step that waits for them, oldest first, and
+    # the ids of the latest signals taken (kept or consumed), so a resend is a no-op; both
+    # bounded (``kinds.signal``).
+    signals: list[PendingSignal] = Field(default_factory=list)
+    signal_ids: list[str] = Field(default_factory=list)
     # The focused track, copied (see the class docstring); never stored.
     focus: str | None = Field(default=None, exclude=True)
     step_started_at: datetime | None = Field(default=None, exclude=True)

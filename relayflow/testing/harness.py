@@ -25,6 +25,7 @@ from relayflow.core.engine import (
     Engine,
     Limits,
     Ran,
+    SignalAnswer,
     StartResult,
     SweepReport,
 )
@@ -341,6 +342,23 @@ class Harness:
         """Complete a callback token, as ``POST /callbacks`` would."""
         completion = {"error": error} if error is not None else {"output": output or {}}
         return self.engine.complete(token, completion)
+
+    def signal(
+        self,
+        flow_id: str,
+        name: str,
+        data: dict[str, Any] | None = None,
+        *,
+        signal_id: str | None = None,
+        by: str = "a test",
+        reason: str = "",
+        item: int | None = None,
+        tenant: str | None = None,
+    ) -> SignalAnswer:
+        """Send signal ``name`` to a flow, as ``POST /flows/{id}/signals/{name}`` would."""
+        return self.engine.signal(
+            flow_id, name, data, signal_id=signal_id, by=by, reason=reason, item=item, tenant=tenant
+        )
 
     def cancel(self, flow_id: str, reason: str = "cancelled in a test") -> FlowRecord:
         """Cancel as an operator would."""

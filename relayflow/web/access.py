@@ -9,6 +9,10 @@ and the role comes from the allowlists ``RELAYFLOW_API_VIEWERS``, ``RELAYFLOW_AP
 off — the local stack, on 127.0.0.1 — the api admits only requests from this machine, as
 ``local``, an operator.
 
+A fourth, a signaller (``RELAYFLOW_API_SIGNALLERS``), may only send signals to flows (their
+WaitForSignal steps: an approval, say); an email on that list and a viewer's is a viewer who
+may also signal (the console's approve and reject buttons), and operators may signal anyway.
+
 A caller may also be scoped to tenants (``RELAYFLOW_API_SCOPES``: email → tenants): it then
 sees and acts on those tenants' flows only. Another tenant's flow answers 404, exactly as a
 flow that does not exist, so a scoped caller cannot learn which ids other tenants use; lists
@@ -36,6 +40,7 @@ class Role(IntEnum):
     """What a caller may do: a viewer reads, an operator also acts; a completer only completes
     callback tokens, which operators may do too and viewers may not (it is a write)."""
 
+    SIGNALLER = -1  # below every other: it may only signal (``Caller.may``)
     COMPLETER = 0
     VIEWER = 1
     OPERATOR = 2
@@ -58,10 +63,14 @@ class Caller:
     role: Role
     # The tenants this caller may see and act on; None: every tenant.
     tenants: frozenset[str] | None = None
+    # On the signallers' list as well as its role's: it may send signals too.
+    signals: bool = False
 
     def may(self, role: Role) -> bool:
         if role is Role.COMPLETER:
             return self.role in (Role.COMPLETER, Role.OPERATOR)
+        if role is Role.SIGNALLER:
+            return self.signals or self.role in (Role.SIGNALLER, Role.OPERATOR)
         return self.role >= role
 
     @property
@@ -122,11 +131,13 @@ class Access:
         operators: frozenset[str] = frozenset(),
         completers: frozenset[str] = frozenset(),
         scopes: Mapping[str, frozenset[str]] | None = None,
+        signallers: frozenset[str] = frozenset(),
     ) -> None:
         self._verifier = verifier
         self._viewers = viewers
         self._operators = operators
         self._completers = completers
+        self._signallers = signallers
         self._scopes = dict(scopes or {})
 
     @property
@@ -143,14 +154,20 @@ class Access:
             raise Forbidden(
                 f"{exc}: add the email to RELAYFLOW_API_VIEWERS (read), "
                 "RELAYFLOW_API_OPERATORS (read, cancel, retry, replay) or "
-                "RELAYFLOW_API_COMPLETERS (complete callback tokens only)"
+                "RELAYFLOW_API_COMPLETERS (complete callback tokens only) or "
+                "RELAYFLOW_API_SIGNALLERS (send signals to flows)"
             ) from None
-        return Caller(email, self._role(email), self._scopes.get(email))
+        signals = email in self._signallers
+        return Caller(email, self._role(email), self._scopes.get(email), signals=signals)
 
     def _role(self, email: str) -> Role:
         if email in self._operators:
             return Role.OPERATOR
-        return Role.VIEWER if email in self._viewers else Role.COMPLETER
+        if email in self._viewers:
+            return Role.VIEWER
+        if email in self._signallers and email not in self._completers:
+            return Role.SIGNALLER
+        return Role.COMPLETER
 
     def require(self, caller: Caller, role: Role, action: str) -> None:
         """Forbidden, saying what is missing, unless ``caller`` may ``action``."""
@@ -176,6 +193,8 @@ def _granting(role: Role) -> str:
         return f"{Role.VIEWER.setting} or {Role.OPERATOR.setting}"
     if role is Role.COMPLETER:
         return f"{Role.COMPLETER.setting} or {Role.OPERATOR.setting}"
+    if role is Role.SIGNALLER:
+        return f"{Role.SIGNALLER.setting} or {Role.OPERATOR.setting}"
     return role.setting
 
 
@@ -207,6 +226,7 @@ def access_from_settings(settings: Settings, verifier: Verifier | None) -> Acces
         operators=operators,
         completers=completers,
         scopes=scopes,
+        signallers=frozenset(settings.api_signallers),
     )
 
 

@@ -23,6 +23,7 @@
 | ``GET /definitions`` | viewer | each flow's steps and input/output JSON Schemas (``flow``) |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
+| ``POST /flows/{id}/signals/{name}`` | signaller | ``{"data", "signal_id", "reason", "item"}`` |
 
 ``polls_in_flight``: the polls a flow's poll chain ran that its document has not recorded yet
 (read from the chain's newest task, each marked ``"written": false``); the chain's next
@@ -63,6 +64,7 @@ from relayflow.web.operations import Operations, caller, guarded, refusal
 from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
+from relayflow.web.signals import add_signal_routes
 
 log = logging.getLogger("relayflow.web.api")
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
@@ -108,6 +110,7 @@ def build_api(ops: Operations) -> Flask:
     add_definition_routes(
         app, ops.registry, guarded(ops.access, Role.VIEWER, "read the flows' definitions")
     )
+    add_signal_routes(app, ops.engine, guarded(ops.access, Role.SIGNALLER, "send signals"))
     app.register_blueprint(console.blueprint(ops))
 
     @app.get("/")

@@ -1,5 +1,7 @@
 """Completing callback tokens: ``POST /callbacks`` on the api, and the ``flow-signals`` topic
-pushed to ``POST /signals``. Thin: decode, call ``Engine.complete``, map its answer.
+pushed to ``POST /signals``. Thin: decode, call ``Engine.complete``, map its answer. A
+``flow-signals`` message that names a signal instead of a token is a signal to a flow by its
+id (``web.signals``).
 
 A token never goes in a URL: URLs reach access logs and Cloud Run's request log, and a token
 read there completes the step. It goes in the body (``{"token", "output" | "error"}``) or in
@@ -22,6 +24,7 @@ from relayflow.core.messages import decode_json, unwrap_pubsub
 from relayflow.web import guard, params
 from relayflow.web.access import Caller
 from relayflow.web.guard import CALLBACK_TOKEN_HEADER
+from relayflow.web.signals import is_signal, signal_message
 
 log = logging.getLogger("relayflow.web.callbacks")
 MAX_BODY_BYTES = 256 * 1024
@@ -78,6 +81,8 @@ def add_callback_routes(app: Flask, engine: Engine, completer: Guard) -> None:
         try:
             message = unwrap_pubsub(guard.body())
             body = decode_json(message.data)
+            if is_signal(body):  # a signal to a flow by its id, not a token's completion
+                return signal_message(engine, message, body, g.caller)
             token = body.pop("token", None)
             if not isinstance(token, str):
                 raise InvalidMessage("a signal needs a string 'token'")

@@ -38,6 +38,7 @@ NOTICES = {
     "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
     "retried": "Retry recorded: a new generation has started.",
     "undone": "Undo recorded: a new clean-up undoes what the flow left live, newest first.",
+    "signalled": "Signal sent: the step that waited for it goes on, your name and reason recorded.",
 }
 
 
@@ -58,6 +59,7 @@ def blueprint(ops: Operations) -> Blueprint:
     _register_actions(bp, ops, operator)
     _register_message_pages(bp, ops, viewer, operator)
     console_schedules.register(bp, ops)
+    _register_signals(bp, ops, guarded(ops.access, Role.SIGNALLER, "send signals"))
     return bp
 
 
@@ -154,7 +156,55 @@ def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
             record, definition, now=now, in_flight=ops.engine.polls_in_flight(record)
         ),
         "operator": g.caller.may(Role.OPERATOR),
+        "signaller": g.caller.may(Role.SIGNALLER),
+        "waiting_signals": waiting_signals(record),
     }
+
+
+class Waiting(NamedTuple):
+    """A step of the flow that waits for a signal now (not a ForEach item's: those are sent
+    with the api or the CLI, naming the item)."""
+
+    step: str
+    names: list[str]
+    until: datetime | None
+
+
+def waiting_signals(record: FlowRecord) -> list[Waiting]:
+    if record.status not in ACTIVE:
+        return []
+    return [
+        Waiting(track.position.step, track.waiting_for, track.signal_until)
+        for _, track in sorted(record.tracks.items())
+        if track.waiting_for and track.position.scope is None
+    ]
+
+
+def _register_signals(bp: Blueprint, ops: Operations, signaller: Guard) -> None:
+    @bp.route("/flows/<flow_id>/signals/<name>", methods=["GET", "POST"])
+    @signaller
+    def signal(flow_id: str, name: str) -> Any:
+        """Approve, reject, or any signal a step of the flow waits for: behind a page that
+        asks why (required); the caller's identity and the reason go in the history."""
+        record = _shown(ops, flow_id)
+        if request.method == "GET":
+            return render_template("console/signal.html", record=record, name=name)
+        why = params.reason(request.form.get("reason"), required=True)
+        answer = ops.engine.signal(
+            record.flow_id,
+            name,
+            {},
+            by=g.caller.identity,
+            reason=why,
+            tenant=record.tenant,
+            visible=g.caller.sees,
+        )
+        if answer.outcome.value == "ignored":
+            page = render_template(
+                "console/error.html", status=409, code=answer.code, message=answer.reason
+            )
+            return page, 409
+        return redirect(flow_url(".flow", record, notice="signalled"), 303)
 
 
 def _definition(ops: Operations, record: FlowRecord) -> Flow | None:

@@ -172,7 +172,7 @@ def _tone(entry: HistoryEntry) -> str:
         return "undo" if outcome == "compensated" else "fail"
     if outcome in ("succeeded", "ready"):
         return "ok"
-    if outcome.startswith(("not ready", "sleeping until")):
+    if outcome.startswith(("not ready", "sleeping until", "waiting for signal")):
         return "wait"
     if outcome == "woke":
         return "ok"

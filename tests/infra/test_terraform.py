@@ -1333,7 +1333,10 @@ QUERIED = {
 # break ties, and find asks the spread copy of it (id_spread) instead.
 FLOW_KEYS = {"flow_id", "parent", "message_id"}
 # (cleanup: read with the document, never queried)
+# Signals kept for a WaitForSignal and the ids taken: read with the document only.
+SIGNALS = {"signals", "signal_ids"}
 LARGE = {"input", "outputs", "history", "result", "pending_result", "effects", "tracks", "cleanup"}
+LARGE |= SIGNALS
 # A lane's own key and its flow's: they rise with the flows' ids and nothing finds lanes by them.
 LANE_KEYS = {"flow_id", "parent", "message_id"}
 # A ForEach lane's document: a flow document plus its items and their outputs.
@@ -1349,6 +1352,7 @@ LANE_LARGE = {
     "pending_result",
     "cleanup",  # a lane that undoes its item keeps its clean-up (with times) here too
 }
+LANE_LARGE |= SIGNALS
 
 
 def test_the_large_flow_fields_are_exempt_from_indexing_and_the_queried_ones_are_not() -> None:

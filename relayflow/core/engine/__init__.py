@@ -43,15 +43,17 @@ from relayflow.core.engine.outcomes import (
     SweepReport,
 )
 from relayflow.core.engine.protection import Protection
+from relayflow.core.engine.signals import SignalAnswer, Signalled, Signals, checked_signal
 from relayflow.core.engine.sweeper import Sweeper
 from relayflow.core.engine.tasks import Tasks
 from relayflow.core.engine.tenancy import Tenancy
+from relayflow.core.errors import FlowNotFound, InvalidMessage
 from relayflow.core.flows import Registry
 from relayflow.core.metrics import Metrics
 from relayflow.core.planner import QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
-from relayflow.core.records import FlowRecord, HistoryEntry
+from relayflow.core.records import FlowRecord, HistoryEntry, PendingSignal
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 
 
@@ -96,6 +98,7 @@ class Engine:
         self._tasks = Tasks(kernel, delivery, lanes, protection, endings)
         self._protection = protection
         self._callbacks = Callbacks(kernel)
+        self._signals = Signals(kernel)
         self._sweeper = Sweeper(kernel)
         self._operations = Operations(kernel)
         self._tenancy = Tenancy(kernel)
@@ -152,6 +155,56 @@ class Engine:
         is answered exactly as a token no flow has, so its answer tells nothing of the flow.
         """
         return self._callbacks.complete(token, completion, visible=visible)
+
+    def signal(
+        self,
+        flow_id: str,
+        name: str,
+        data: dict[str, Any] | None = None,
+        *,
+        signal_id: str | None = None,
+        by: str,
+        reason: str = "",
+        item: int | None = None,
+        tenant: str | None = None,
+        visible: Callable[[str], bool] | None = None,
+    ) -> SignalAnswer:
+        """Send signal ``name`` with ``data`` to flow ``flow_id`` (``tenant``'s, or whichever
+        tenant's it is among those ``visible`` admits), for its WaitForSignal steps; ``item``:
+        the ForEach item it is for, when the step that waits is an item's.
+
+        Delivered if a step waits for it, kept if none does yet; a ``signal_id`` taken already
+        is a duplicate; an ended or unknown flow, or a name no step of the flow waits for, is
+        ignored, and the answer says why. ``by`` (who sent it) and ``reason`` go in the flow's
+        history. InvalidMessage (SignalTooLarge) if the signal itself is not one to keep:
+        a bad name or id, data that is not a JSON object Firestore stores, or too large.
+        """
+        name, data, signal_id, reason = checked_signal(
+            name, {} if data is None else data, signal_id=signal_id, reason=reason
+        )
+        if item is not None and (isinstance(item, bool) or not isinstance(item, int) or item < 0):
+            raise InvalidMessage(f"a signal's item is an item index >= 0, got {item!r}")
+        signal = PendingSignal(
+            name=name,
+            data=data,
+            signal_id=signal_id,
+            by=by[:200],
+            reason=reason,
+            at=self._kernel.clock.now(),
+            item=item,
+        )
+        try:
+            record: FlowRecord | None = self.find(flow_id, tenant=tenant, visible=visible)
+        except FlowNotFound:
+            record = None
+        return self._signals.send(record, flow_id, signal)
+
+    def reject_message(
+        self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
+    ) -> None:
+        """Record a ``flow-signals`` message nothing will take in ``rejected``, with why (the
+        caller acks it, so Pub/Sub does not deliver it again)."""
+        self._intake.reject_message(data, message_id, attributes, reason)
 
     def sweep(self, *, grace_s: float, limit: int = 100) -> SweepReport:
         """Settle what a crash or an outage left behind (invariant 5; see ``sweeper``)."""
@@ -234,6 +287,8 @@ __all__ = [
     "Engine",
     "Limits",
     "Ran",
+    "SignalAnswer",
+    "Signalled",
     "StartResult",
     "Started",
     "SweepReport",

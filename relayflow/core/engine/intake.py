@@ -120,6 +120,13 @@ class Intake:
         log.info("duplicate start", extra={"flow_id": record.flow_id, "message_id": message_id})
         return StartResult(Started.DUPLICATE, flow_id=record.flow_id)
 
+    def reject_message(
+        self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
+    ) -> None:
+        """Record a message that will never be taken (a signal refused or ignored) in
+        ``rejected`` with ``reason``, as a start message that is refused is."""
+        self._reject(data, message_id, attributes, reason)
+
     def _reject(
         self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
     ) -> None:

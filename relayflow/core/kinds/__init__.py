@@ -8,9 +8,10 @@ from relayflow.core.kinds.callback import Callback
 from relayflow.core.kinds.choice import Choice
 from relayflow.core.kinds.foreach import Items
 from relayflow.core.kinds.poll import Poll
+from relayflow.core.kinds.signal import SignalWait
 from relayflow.core.kinds.sleep import Sleeper
 
-REGISTRY = Kinds((Action(), Poll(), Choice(), Callback(), Sleeper(), Items()))
+REGISTRY = Kinds((Action(), Poll(), Choice(), Callback(), Sleeper(), SignalWait(), Items()))
 
 __all__ = [
     "REGISTRY",
@@ -21,6 +22,7 @@ __all__ = [
     "Kind",
     "Kinds",
     "Poll",
+    "SignalWait",
     "Sleeper",
     "step_at",
 ]

@@ -25,6 +25,7 @@ from relayflow.core.flows import (
     Sleep,
     Step,
     StepContext,
+    WaitForSignal,
 )
 from relayflow.core.kinds import REGISTRY, Action, Kind, Kinds, step_at
 from relayflow.core.planner import Completed, Plan, QueueNames
@@ -75,6 +76,13 @@ SAMPLES: dict[str, tuple[Flow, dict[str, Any]]] = {
     "sleep": (
         Flow(name="s", steps=(Sleep("nap", until=lambda ctx: NOW), then("next"))),
         {"wake_at": NOW.isoformat()},
+    ),
+    "signal": (
+        Flow(
+            name="g",
+            steps=(WaitForSignal("approval", signal="approve", timeout_s=60), then("next")),
+        ),
+        {},
     ),
     "foreach": (
         Flow(
