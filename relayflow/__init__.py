@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from relayflow.core.flows import (
         ActionStep,
         CallbackStep,
+        ChildFlow,
         Flow,
         ForEach,
         Handler,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "ActionStep": "relayflow.core.flows",
     "CallbackStep": "relayflow.core.flows",
+    "ChildFlow": "relayflow.core.flows",
     "ForEach": "relayflow.core.flows",
     "IfStep": "relayflow.core.flows",
     "Flow": "relayflow.core.flows",
@@ -78,6 +80,7 @@ __all__ = [
     "ActionStep",
     "BreakerPolicy",
     "CallbackStep",
+    "ChildFlow",
     "ConfigError",
     "Dependencies",
     "Flow",

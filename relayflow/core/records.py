@@ -115,6 +115,8 @@ class Effect(_Model):
     item: Any = None
     # A callback step's token when it ran: its undo is told it (``ctx.callback_token``).
     token: str | None = None
+    # A ChildFlow step's child (its key): undoing the step undoes that flow.
+    child: str | None = None
 
     @property
     def order(self) -> datetime:
@@ -156,6 +158,29 @@ class Track(_Model):
     fanout: FanOut | None = None
     # A Sleep step's wake time, fixed once when its first task ran (``kinds.sleep``).
     wake_at: datetime | None = None
+    # A ChildFlow step's child flow, while it waits for it (its key; ``kinds.child``).
+    child: str | None = None
+
+
+class ChildOf(_Model):
+    """On a child flow's document: whose child it is, and the tasks its ends wake.
+
+    ``key`` is the document to wake (the parent flow's, or its ForEach lane's);
+    ``flow_id`` the parent flow's id (what ``relayflow list --parent`` lists by), ``step``
+    its ChildFlow step (``scope``, ``item``: in a ForEach item), ``generation`` the parent's.
+    ``wake``: the task the child's end makes for the parent (its name derives from the
+    child's key, so a repeat is a no-op); ``undo``: set when the parent undoes the step, the
+    task the end of the child's undo makes.
+    """
+
+    key: str = Field(pattern=TASK_FLOW_PATTERN)
+    flow_id: str
+    step: str
+    scope: str | None = None
+    item: int | None = None
+    generation: int = 0
+    wake: NextTask
+    undo: NextTask | None = None
 
 
 def flow_key(tenant: str, flow_id: str) -> str:
@@ -285,6 +310,8 @@ class FlowRecord(_Model):
     item_outputs: dict[str, Any] = Field(default_factory=dict)
     failed_items: list[int] = Field(default_factory=list)
     reported_failures: int = 0
+    # Set on a child flow's document (``kinds.child``): its parent, and what its end wakes.
+    child_of: ChildOf | None = None
     # The focused track, copied (see the class docstring); never stored.
     focus: str | None = Field(default=None, exclude=True)
     step_started_at: datetime | None = Field(default=None, exclude=True)
