@@ -207,9 +207,8 @@ def test_a_foreach_of_children_keeps_the_parent_small() -> None:
         assert len(kids) == n
         return len(record.model_dump_json())
 
-    assert run_many(200) == run_many(20) + len("200") - len("20") or True
     small, large = run_many(20), run_many(200)
-    assert large - small < 50  # the parent does not grow with the item count
+    assert large - small < 16  # the parent does not grow with the item count
 
 
 def test_a_child_step_naming_an_unregistered_flow_stops_the_build() -> None:

@@ -70,6 +70,8 @@ class Child(Kind):
     tasks: ClassVar[frozenset[TaskKind]] = CHILD_TASKS | {TaskKind.COMPENSATE}
     # All of them the engine's own (``engine.children``): no handler of the flow's runs.
     own: ClassVar[frozenset[TaskKind]] = tasks
+    # In a ForEach, an item's output stays in its child: the parent keeps a summary.
+    keeps_output: ClassVar[bool] = False
 
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
         return None
@@ -315,3 +317,26 @@ def undo_for_parent(plan: Plan, child: FlowRecord, reason: str) -> FlowRecord | 
     rounds = record.position.undo_round + 1
     pos = undo_position(plan, record, first, undo_round=rounds)
     return cleanup_track(plan, record.model_copy(update={"cleanup": cleanup}), pos, 0.0).stored()
+
+
+# How many failed items' indexes a ForEach of children lists in its output (it counts all).
+MAX_FAILED_SHOWN = 100
+
+
+def children_output(
+    parent: FlowRecord, scope: str, lanes: list[FlowRecord], total: int
+) -> dict[str, Any]:
+    """A ForEach of child flows' output: how many children, which failed (the first
+    ``MAX_FAILED_SHOWN``), and how to list them — not their outputs, which stay in each child's
+    document, so the parent's document does not grow with the item count (10,000 outputs
+    would not fit Firestore's 1 MiB). ``relayflow list --parent ID`` (api ``?parent=ID``)
+    pages through the children; child ``i``'s id is ``child_id`` of item ``i``."""
+    failed = sorted({i for lane in lanes for i in lane.failed_items})
+    return {
+        "children": total,
+        "succeeded": total - len(failed),
+        "failed": failed[:MAX_FAILED_SHOWN],
+        "failed_count": len(failed),
+        "parent": root_id(parent),
+        "step": scope,
+    }
