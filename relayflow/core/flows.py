@@ -311,6 +311,9 @@ class ChildFlow:
     retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=1), kw_only=True)
     deadline_s: float | None = field(default=None, kw_only=True)
     after: After = field(default=None, kw_only=True)
+    # Called (with the parent's context) as the engine begins to undo the child: set by the
+    # harness to record the step's undo among the others (``Kind.wrapped``); not for flows.
+    undo_note: Handler | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.flow, str) or not _FLOW_NAME.match(self.flow):

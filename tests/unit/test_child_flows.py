@@ -174,7 +174,9 @@ def test_a_long_parent_id_gives_a_bounded_child_id() -> None:
     import re
 
     assert re.fullmatch(FLOW_ID_PATTERN[1:-1], ids[0])
-    assert ids[0] == child_id(parent, parent.position.model_copy(update={"step": "charge", "step_index": 1, "attempt": 0}))
+    assert ids[0] == child_id(
+        parent, parent.position.model_copy(update={"step": "charge", "step_index": 1, "attempt": 0})
+    )
 
 
 def test_the_parent_s_deadline_bounds_the_wait() -> None:
@@ -185,7 +187,10 @@ def test_the_parent_s_deadline_bounds_the_wait() -> None:
     record = h.run(fid)
     assert record is not None and record.status is Status.TIMED_OUT
     assert record.result is not None and record.result.code == "DEADLINE_EXCEEDED"
-    assert record.finished_at is not None and (record.finished_at - record.created_at).total_seconds() == 60
+    assert (
+        record.finished_at is not None
+        and (record.finished_at - record.created_at).total_seconds() == 60
+    )
     assert h.flow(child_key).status is Status.CANCELLED  # undoing the step cancels the child
     assert undone == ["reserve_funds", "reserve_stock"]
 

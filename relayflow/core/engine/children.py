@@ -32,14 +32,14 @@ from relayflow.core.kinds.child import (
     undo_for_parent,
     undo_outcome,
     undo_waiting_position,
-    wake_task,
     waiting_position,
+    wake_task,
     with_deadline,
 )
 from relayflow.core.planner import Completed, Failed, Outcome, Plan
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import Position, TaskKind, TaskPayload
-from relayflow.core.records import FlowRecord, flow_key, split_key
+from relayflow.core.records import FlowRecord, NextTask, flow_key, split_key
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
@@ -116,7 +116,9 @@ class Children:
             return Failed(PermanentError(message, code="BAD_CHILD_INPUT"))
         return made
 
-    def _ensure_child(self, parent_key: str, step: ChildFlow, input: dict[str, Any], key: str) -> None:
+    def _ensure_child(
+        self, parent_key: str, step: ChildFlow, input: dict[str, Any], key: str
+    ) -> None:
         """Create child ``key`` if its parent waits for it and it does not exist yet (a create
         that fails if it does); settle it either way."""
         parent = self._k.store.get(parent_key)
@@ -181,6 +183,8 @@ class Children:
         child_key = effect.child if effect is not None else None
         if child_key is None:
             return self._commit(found, plan, Completed({}))
+        if step.undo_note is not None:  # the harness records the step's undo here
+            step.undo_note(self._execution.context(self._k.planning_flow(record), record))
         undo = wake_task(plan, record, child_key, undo_waiting_position(record))
         why = f"its parent flow {record.flow_id} is undoing step {record.position.step!r}"
         try:
@@ -197,7 +201,7 @@ class Children:
             self._k.queue.ensure(record.key, undo)
         return ran
 
-    def _undo_child(self, child_key: str, undo: Any, why: str) -> FlowRecord | None:
+    def _undo_child(self, child_key: str, undo: NextTask, why: str) -> FlowRecord | None:
         """Ask the child to undo itself and to wake ``undo`` when that is over; the child."""
         child = self._k.store.get(child_key)
         if child is None:
@@ -208,19 +212,7 @@ class Children:
             return child
 
         def change(current: FlowRecord) -> FlowRecord | None:
-            assert current.child_of is not None
-            linked = current.model_copy(
-                update={"child_of": current.child_of.model_copy(update={"undo": undo})}
-            )
-            if current.status in TERMINAL and current.status is not Status.SUCCEEDED:
-                return linked.stored()  # it undid itself (or is cleaning up): wait for that
-            if current.status is Status.SUCCEEDED:
-                if current.cleaning:
-                    return linked.stored()
-                return undo_for_parent(child_plan, linked, why) or linked.stored()
-            if current.status is Status.COMPENSATING:
-                return linked.stored()
-            return planner.cancel(child_plan, linked, why, by="parent flow")
+            return undone_for_parent(child_plan, current, undo, why)
 
         errors: list[InvalidTransition] = []
 
@@ -290,6 +282,19 @@ class Children:
             return fitting(plan, current, change(current))
 
         return self._k.write(found, next_record)
+
+
+def undone_for_parent(plan: Plan, child: FlowRecord, undo: NextTask, why: str) -> FlowRecord:
+    """``child`` asked by its parent to undo itself, waking ``undo`` once that is over: a
+    running child is cancelled, one that succeeded has its effects undone (its clean-up); one
+    that failed undid itself, one compensating or cleaning up is on its way."""
+    assert child.child_of is not None
+    linked = child.model_copy(update={"child_of": child.child_of.model_copy(update={"undo": undo})})
+    if child.status is Status.SUCCEEDED and not child.cleaning:
+        return undo_for_parent(plan, linked, why) or linked.stored()
+    if child.status in TERMINAL or child.status is Status.COMPENSATING:
+        return linked.stored()
+    return planner.cancel(plan, linked, why, by="parent flow")
 
 
 def same_try(record: FlowRecord, position: Position) -> str | None:

@@ -20,6 +20,7 @@ A child step's tasks are the engine's own (``engine.children``), in this order:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -27,7 +28,12 @@ from relayflow.core.errors import PermanentError
 from relayflow.core.flows import ChildFlow, Handler, RetryPolicy, Step, StepContext
 from relayflow.core.kinds.base import Kind, Wrap
 from relayflow.core.planner.cleanup import cleanup_track
-from relayflow.core.planner.effects import begin_effect, next_compensation, set_effect, undo_position
+from relayflow.core.planner.effects import (
+    begin_effect,
+    next_compensation,
+    set_effect,
+    undo_position,
+)
 from relayflow.core.planner.forward import advance, fail
 from relayflow.core.planner.history import log, new_entry, timeout_of
 from relayflow.core.planner.plan import (
@@ -68,20 +74,23 @@ class Child(Kind):
     name: ClassVar[str] = "child"
     forward: ClassVar[TaskKind] = TaskKind.CHILD
     tasks: ClassVar[frozenset[TaskKind]] = CHILD_TASKS | {TaskKind.COMPENSATE}
+    # Starting a child is an effect (the child's effects are the step's): claimed in the
+    # sense that counts for an operator — a flow whose create claimed the step for its first
+    # delivery is cancelled only once that has committed — and undone by the saga.
+    claimed: ClassVar[frozenset[TaskKind]] = frozenset({TaskKind.CHILD})
     # All of them the engine's own (``engine.children``): no handler of the flow's runs.
     own: ClassVar[frozenset[TaskKind]] = tasks
     # In a ForEach, an item's output stays in its child: the parent keeps a summary.
     keeps_output: ClassVar[bool] = False
 
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
-        return None
+        if task is not TaskKind.COMPENSATE:
+            return None
+        assert isinstance(step, ChildFlow)
+        return step.undo_note or undo_child
 
     def retries(self, task: TaskKind) -> bool:
         return False  # a fresh child is a retry of the step, not of a dependency's call
-
-    @property
-    def makes_effects(self) -> bool:
-        return True  # the child's effects are the step's: a retried flow keeps them or redoes
 
     def compensation(self, step: Step) -> Handler | None:
         return undo_child  # the saga undoes the step: the engine undoes the child
@@ -114,16 +123,21 @@ class Child(Kind):
         assert isinstance(step, ChildFlow)
         version = "" if step.version is None else f" v{step.version}"
         tries = step.retry.max_attempts
-        return f"child flow {step.flow}{version}" + (f", up to {tries} children" if tries > 1 else "")
+        return f"child flow {step.flow}{version}" + (
+            f", up to {tries} children" if tries > 1 else ""
+        )
 
     def wrapped(self, step: Step, wrap: Wrap) -> Step:
-        return step  # no handler of its own: the child's steps are recorded as the child's
+        """The child's steps are recorded as the child's; the step's undo is noted when the
+        engine begins to undo the child."""
+        assert isinstance(step, ChildFlow)
+        return replace(step, undo_note=wrap(step.name, TaskKind.COMPENSATE, undo_child))
 
 
 def undo_child(ctx: StepContext) -> None:
-    """What the saga sees as a child step's compensation; the engine undoes the child itself
-    (``engine.children``), so this never runs."""
-    raise AssertionError("a child step's undo is the engine's own task")
+    """What the saga sees as a child step's compensation: the engine undoes the child itself
+    (``engine.children``); this only marks, doing nothing, when that begins."""
+    return None
 
 
 def child_id(parent: FlowRecord, position: Position) -> str:
@@ -297,7 +311,6 @@ def wakes(record: FlowRecord) -> list[tuple[str, NextTask]]:
     return made
 
 
-
 def undo_for_parent(plan: Plan, child: FlowRecord, reason: str) -> FlowRecord | None:
     """A child that succeeded, undone because its parent undoes the step that started it:
     every effect it made is undone by its clean-up, newest first (None: it made none that
@@ -311,7 +324,9 @@ def undo_for_parent(plan: Plan, child: FlowRecord, reason: str) -> FlowRecord | 
     first = next_compensation(plan, record, item=None, states=(EffectState.UNDO_PENDING,))
     if first is None:
         return None
-    record = log(plan, record, new_entry(plan, record, "undo requested", detail=reason), a_try=False)
+    record = log(
+        plan, record, new_entry(plan, record, "undo requested", detail=reason), a_try=False
+    )
     window = timedelta(seconds=plan.undo_window_s or 24 * 3600.0)
     cleanup = Cleanup(since=plan.now, until=plan.now + window, reason=reason, by="parent flow")
     rounds = record.position.undo_round + 1
