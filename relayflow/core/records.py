@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from relayflow.core.position import TASK_FLOW_PATTERN, Position, TaskKind
+from relayflow.core.sharding import prefix_of
 from relayflow.core.state import Status
 from relayflow.core.tenants import DEFAULT_TENANT
 
@@ -190,6 +191,13 @@ def flow_key(tenant: str, flow_id: str) -> str:
     return flow_id if tenant == DEFAULT_TENANT else f"{tenant}~{flow_id}"
 
 
+def parent_spread(parent_key: str) -> str:
+    """What a child of the flow keyed ``parent_key`` stores as ``parent_spread`` (and a list of
+    its children asks): the key behind its hash prefix, so one parent's children sit together
+    in the index while parents numbered in order spread over it."""
+    return f"{prefix_of(parent_key)}:{parent_key}"
+
+
 def split_key(key: str) -> tuple[str, str]:
     """The tenant and the flow id (or lane id, for a lane's key) that ``key`` names."""
     tenant, sep, rest = key.partition("~")
@@ -312,6 +320,9 @@ class FlowRecord(_Model):
     reported_failures: int = 0
     # Set on a child flow's document (``kinds.child``): its parent, and what its end wakes.
     child_of: ChildOf | None = None
+    # The parent flow's key behind its hash prefix (``kinds.child.parent_spread``): what a
+    # list of a parent's children asks, spread over its index as ``id_spread`` is.
+    parent_spread: str | None = None
     # The focused track, copied (see the class docstring); never stored.
     focus: str | None = Field(default=None, exclude=True)
     step_started_at: datetime | None = Field(default=None, exclude=True)

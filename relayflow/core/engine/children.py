@@ -39,7 +39,7 @@ from relayflow.core.kinds.child import (
 from relayflow.core.planner import Completed, Failed, Outcome, Plan
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import Position, TaskKind, TaskPayload
-from relayflow.core.records import FlowRecord, NextTask, flow_key, split_key
+from relayflow.core.records import FlowRecord, NextTask, flow_key, parent_spread, split_key
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
@@ -145,7 +145,10 @@ class Children:
             first_lease_s=self._k.limits.claim_lease_s + self._k.limits.first_delivery_within_s,
         )
         link = child_of(self._k.plan_for(parent), waiting, key, waiting.position)
-        record = record.model_copy(update={"child_of": link, "trace": parent.trace})
+        spread = parent_spread(flow_key(tenant, link.flow_id))
+        record = record.model_copy(
+            update={"child_of": link, "parent_spread": spread, "trace": parent.trace}
+        )
         if not self._k.store.create(record):
             again = self._k.store.get(key)
             if again is not None:
