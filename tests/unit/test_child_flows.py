@@ -6,6 +6,7 @@ keeps the parent's document small."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -171,8 +172,6 @@ def test_a_long_parent_id_gives_a_bounded_child_id() -> None:
     parent = h.flow(fid)
     ids = [k for k in h.store.docs if k != parent.key]
     assert len(ids) == 1 and len(ids[0]) <= 100
-    import re
-
     assert re.fullmatch(FLOW_ID_PATTERN[1:-1], ids[0])
     assert ids[0] == child_id(
         parent, parent.position.model_copy(update={"step": "charge", "step_index": 1, "attempt": 0})
