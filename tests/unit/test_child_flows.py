@@ -20,10 +20,11 @@ from relayflow import (
     Sleep,
     StepContext,
 )
+from relayflow.core.engine import Ran
 from relayflow.core.errors import ConfigError
 from relayflow.core.flows import ForEach, Registry
 from relayflow.core.kinds.child import child_id
-from relayflow.core.position import FLOW_ID_PATTERN, TaskKind
+from relayflow.core.position import FLOW_ID_PATTERN, Position, TaskKind, TaskPayload
 from relayflow.core.state import Status
 from relayflow.testing import Harness
 
@@ -148,6 +149,9 @@ def test_compensation_runs_newest_first_across_parent_and_child() -> None:
     assert record.result is not None and record.result.code == "DECLINED"
     # ship (parent, newest), then the child's capture and reserve_funds, then reserve_stock
     assert undone == ["ship", "capture", "reserve_funds", "reserve_stock"]
+    # the harness records the child step's undo where it begins: after ship, before the child's
+    undos = [c.step for c in h.calls if c.kind is TaskKind.COMPENSATE]
+    assert undos == ["ship", "charge", "capture", "reserve_funds", "reserve_stock"]
     child = h.flow("o-6-charge-g0a0")
     assert child.status is Status.SUCCEEDED and not child.cleaning
     assert child.cleanup is not None and child.cleanup.state == "done"
@@ -218,3 +222,24 @@ def test_a_foreach_of_children_keeps_the_parent_small() -> None:
 def test_a_child_step_naming_an_unregistered_flow_stops_the_build() -> None:
     with pytest.raises(ConfigError, match="child step 'charge'"):
         Harness(Registry([order()]))
+
+
+def test_a_redelivered_start_whose_commit_landed_creates_the_child_it_noted() -> None:
+    # given a parent that noted its child, whose process died before the child was created
+    h = Harness([order(), payment()])
+    fid = h.start("order", {"total": 2}, flow_id="o-9")
+    child_key = "o-9-charge-g0a0"
+    while child_key not in h.store.docs:
+        h.deliver_next()
+    assert h.flow(fid).tracks["charge"].child == child_key
+    del h.store.docs[child_key]
+    # when Cloud Tasks delivers the start task again (it was never answered)
+    start = TaskPayload(
+        flow_id=fid, position=Position(step_index=1, step="charge", kind=TaskKind.CHILD)
+    )
+    assert h.deliver(start, redelivery=True) is Ran.STALE
+    # then the child exists, and its end wakes the parent
+    assert h.flow(child_key).child_of is not None
+    record = h.run(fid)
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert record.outputs["charge"] == {"done": "capture", "amount": 2}
