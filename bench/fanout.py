@@ -67,7 +67,7 @@ def run_one(items: int, base_port: int, *, children: bool = False) -> dict[str, 
             started = time.monotonic()
             Events(build_publisher(), project="relayflow-local").publish("flow-requests", body)
             db = firestore.Client(project="relayflow-local")
-            status = wait(db, flow_id, items)
+            status = wait(db, flow_id, items, timeout_s=max(1200.0, items * 0.6))
             wall_s = time.monotonic() - started
             delta = {k: v - before.get(k, 0) for k, v in service_counters(stack.ports).items()}
             parent_bytes = document_bytes(db, flow_id)
