@@ -243,3 +243,15 @@ def test_a_redelivered_start_whose_commit_landed_creates_the_child_it_noted() ->
     record = h.run(fid)
     assert record is not None and record.status is Status.SUCCEEDED
     assert record.outputs["charge"] == {"done": "capture", "amount": 2}
+
+
+def test_an_operator_retry_starts_a_fresh_child_where_the_child_was_undone() -> None:
+    h = Harness([order(after=True), payment()])
+    fid = h.start("order", {"total": 4}, flow_id="o-10")
+    h.run(fid)
+    h.deploy([order(), payment()])  # the notify step fixed: it no longer fails
+    h.retry(fid)
+    record = h.run(fid)
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert h.flow("o-10-charge-g1a0").status is Status.SUCCEEDED  # the new generation's child
+    assert record.outputs["charge"] == {"done": "capture", "amount": 4}
