@@ -255,3 +255,14 @@ def test_an_operator_retry_starts_a_fresh_child_where_the_child_was_undone() -> 
     assert record is not None and record.status is Status.SUCCEEDED
     assert h.flow("o-10-charge-g1a0").status is Status.SUCCEEDED  # the new generation's child
     assert record.outputs["charge"] == {"done": "capture", "amount": 4}
+
+
+def test_a_grandchild_is_undone_newest_first_through_its_parent() -> None:
+    grand = Flow(name="ledger", steps=(act("post_entry"),))
+    middle = Flow(name="payment", steps=(act("reserve_funds"), ChildFlow("book", flow="ledger")))
+    h = Harness([order(after=True), middle, grand])
+    fid = h.start("order", {"total": 1}, flow_id="o-11")
+    record = h.run(fid)
+    assert record is not None and record.status is Status.FAILED
+    assert h.flow("o-11-charge-g0a0-book-g0a0").status is Status.SUCCEEDED
+    assert undone == ["ship", "post_entry", "reserve_funds", "reserve_stock"]
