@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from relayflow.core.flows import (
         ActionStep,
         CallbackStep,
+        ChildFlow,
         Flow,
         ForEach,
         Handler,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "ActionStep": "relayflow.core.flows",
     "CallbackStep": "relayflow.core.flows",
+    "ChildFlow": "relayflow.core.flows",
     "ForEach": "relayflow.core.flows",
     "IfStep": "relayflow.core.flows",
     "Flow": "relayflow.core.flows",
@@ -96,6 +98,7 @@ __all__ = [
     "BreakerPolicy",
     "CallbackStep",
     "CatchUp",
+    "ChildFlow",
     "Client",
     "ConfigError",
     "Dependencies",

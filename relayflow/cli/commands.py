@@ -236,6 +236,7 @@ def _register_flows(sub: Any) -> None:
     ls.add_argument("--status", type=_status)
     ls.add_argument("--version", type=_version, help="only flows started on this version")
     ls.add_argument("--tenant", type=_tenant, help="only this tenant's flows")
+    ls.add_argument("--parent", metavar="ID", help="only the child flows of flow ID")
     ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
     ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
     ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")

@@ -64,6 +64,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "status": args.status,
         "version": args.version,
         "tenant": args.tenant,
+        "parent": getattr(args, "parent", None),
         "updated_from": args.updated_from,
         "updated_to": args.updated_to,
         "limit": args.limit,

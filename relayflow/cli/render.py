@@ -217,10 +217,27 @@ def flow(doc: Mapping[str, Any], *, history: int = 20) -> str:
         payload = raw_result.get("error") if payload is None else payload
         lines.append(f"            {as_json(payload, indent=None)}")
     lines += cleanup(doc.get("cleanup"))
+    lines += family(doc)
     entries = list(doc.get("history") or [])
     lines.append("history:")
     lines.extend(entry(e) for e in entries[-history:])
     return "\n".join(lines)
+
+
+def family(doc: Mapping[str, Any]) -> list[str]:
+    """A child flow's parent, the children a flow waits for, and how to list its children
+    (``GET /flows/{id}``'s ``family``: ``relayflow.web.family``)."""
+    found = doc.get("family") or {}
+    lines = []
+    parent = found.get("parent")
+    if parent:
+        item = "" if parent.get("item") is None else f" item {parent['item']}"
+        lines.append(f"  parent    {text(parent['flow_id'])} (step {text(parent['step'])}{item})")
+    waiting = (found.get("children") or {}).get("waiting_for") or []
+    lines += [f"  child     {text(child)} (waited for)" for child in waiting]
+    if waiting or any(e.get("child") for e in doc.get("effects") or []):
+        lines.append(f"  children  relayflow list --parent {text(doc.get('flow_id', ''))}")
+    return lines
 
 
 def cleanup(found: Mapping[str, Any] | None) -> list[str]:

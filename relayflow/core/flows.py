@@ -368,9 +368,52 @@ class WaitForSignal:
             )
 
 
+ChildInput = Callable[[StepContext], JSONDict]
+
+
+@dataclass(frozen=True)
+class ChildFlow:
+    """Start the registered flow ``flow`` (at ``version``; default: its newest) as a child,
+    with the input ``input`` computes from the context (default: the parent's input), and
+    wait — holding no task, woken by the child's end — for it to end. Its output is the
+    child's output (its result's data); a child that fails, times out or is cancelled fails
+    the step with the child's error, unless ``retry`` allows another try, which starts a
+    fresh child. Undoing the step undoes the child (its saga, newest first), and the
+    parent's undo goes on only once the child's is over. ``deadline_s``: the child's own
+    deadline (the parent's bounds the wait in any case). See ``relayflow.core.kinds.child``.
+    """
+
+    name: str
+    flow: str = field(kw_only=True)
+    version: int | None = field(default=None, kw_only=True)
+    input: ChildInput | None = field(default=None, kw_only=True)
+    retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=1), kw_only=True)
+    deadline_s: float | None = field(default=None, kw_only=True)
+    after: After = field(default=None, kw_only=True)
+    # Called (with the parent's context) as the engine begins to undo the child: set by the
+    # harness to record the step's undo among the others (``Kind.wrapped``); not for flows.
+    undo_note: Handler | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.flow, str) or not _FLOW_NAME.match(self.flow):
+            raise ConfigError(
+                f"child step {self.name!r}: flow must be a flow name ({_FLOW_NAME.pattern})"
+            )
+        version = self.version
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise ConfigError(f"child step {self.name!r}: version must be an integer or None")
+        if self.input is not None and not callable(self.input):
+            raise ConfigError(f"child step {self.name!r}: input must be a function of the context")
+        deadline = self.deadline_s
+        if deadline is not None and not (
+            isinstance(deadline, int | float) and math.isfinite(deadline) and deadline > 0
+        ):
+            raise ConfigError(f"child step {self.name!r}: deadline_s must be a number > 0")
+
+
 ItemsOf = Callable[[StepContext], Sequence[Any]]
 # What a ForEach's items may run.
-ItemStep = ActionStep | PollStep | CallbackStep | Sleep | WaitForSignal
+ItemStep = ActionStep | PollStep | CallbackStep | Sleep | WaitForSignal | ChildFlow
 
 
 @dataclass(frozen=True)
@@ -404,13 +447,13 @@ class ForEach:
         if not all(isinstance(s, ItemStep) for s in self.steps):
             raise ConfigError(
                 f"ForEach {self.name!r}: its steps are actions, polls, callbacks, sleeps, "
-                "signal waits"
+                "signal waits or child flows"
             )
         flow = Flow(name=self.name.replace("_", "-"), steps=self.steps)
         object.__setattr__(self, "item_flow", flow)
 
 
-Step = ActionStep | PollStep | IfStep | CallbackStep | Sleep | WaitForSignal | ForEach
+Step = ActionStep | PollStep | IfStep | CallbackStep | Sleep | WaitForSignal | ForEach | ChildFlow
 # Steps whose forward handler may have a side effect: claimed, retried, undone.
 EffectStep = ActionStep | CallbackStep
 

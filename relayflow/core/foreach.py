@@ -14,6 +14,7 @@ from typing import Any
 
 from relayflow.core.flows import Flow, ForEach, StepContext
 from relayflow.core.kinds import REGISTRY
+from relayflow.core.kinds.child import children_output
 from relayflow.core.kinds.foreach import cancel_lane, join_output, lane_reported, new_lane
 from relayflow.core.planner import Completed, Plan
 from relayflow.core.ports import FlowDocuments, Snapshot
@@ -130,14 +131,19 @@ def mark_reported(store: FlowDocuments, lane: FlowRecord) -> None:
     store.change(lane.flow_id, marked)
 
 
-def join(store: FlowDocuments, found: Snapshot) -> tuple[Completed, list[Effect]]:
-    """The ForEach's output from its lanes (each item's output, in order), and the effects of
-    failed items whose undo the lanes left to the flow."""
+def join(
+    store: FlowDocuments, found: Snapshot, *, keeps: bool = True
+) -> tuple[Completed, list[Effect]]:
+    """The ForEach's output from its lanes (each item's output, in order; ``keeps`` False, for
+    a ForEach of child flows: a summary), and the effects of failed items whose undo the lanes
+    left to the flow."""
     parent = found.record
     scope = parent.position.step
     fan = parent.tracks[scope].fanout
     assert fan is not None
     lanes = read_lanes(store, parent, scope)
+    if not keeps:  # a ForEach of child flows: a summary, the outputs stay in the children
+        return Completed(children_output(parent, scope, lanes, fan.total)), left_to_undo(lanes)
     return Completed(join_output(lanes, fan.total)), left_to_undo(lanes)
 
 

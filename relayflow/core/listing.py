@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from relayflow.core.errors import RelayflowError
 from relayflow.core.position import Position, is_document_id
-from relayflow.core.records import FlowRecord
+from relayflow.core.records import FlowRecord, parent_spread
 from relayflow.core.state import Status
 
 T = TypeVar("T")
@@ -133,6 +133,8 @@ class FlowFilter:
     tenant: str | None = None
     updated_from: datetime | None = None
     updated_to: datetime | None = None
+    # A parent flow's key: only its child flows (``ChildFlow`` steps', its ForEach items' too).
+    parent: str | None = None
 
     def equalities(self) -> list[tuple[str, str | int]]:
         """The ``field == value`` conditions, for a query."""
@@ -142,6 +144,7 @@ class FlowFilter:
             ("status", status),
             ("version", self.version),
             ("tenant", self.tenant),
+            ("parent_spread", None if self.parent is None else parent_spread(self.parent)),
         )
         return [(name, value) for name, value in fields if value is not None]
 

@@ -56,6 +56,9 @@ class TaskKind(StrEnum):
     ADMIT = "admit"  # a waiting flow tries for a slot again once one has rested
     SLEEP = "sleep"  # a Sleep step: its wake time fixed (hop 0), then each hop of its wait
     SIGNAL = "signal"  # a WaitForSignal: a signal kept looked for (0), then its timeout's hops
+    CHILD = "child"  # a ChildFlow step starting its child flow
+    CHILD_WAIT = "child_wait"  # a ChildFlow step awaiting its child's end (woken by it)
+    CHILD_UNDO = "child_undo"  # a ChildFlow step's undo awaiting its child's undo
 
 
 # One letter per kind in a task id (choice is "i", for If: "c" is a compensation).
@@ -71,6 +74,9 @@ _KIND_LETTER = {
     TaskKind.ADMIT: "m",
     TaskKind.SLEEP: "z",
     TaskKind.SIGNAL: "g",
+    TaskKind.CHILD: "k",
+    TaskKind.CHILD_WAIT: "n",
+    TaskKind.CHILD_UNDO: "o",
 }
 
 

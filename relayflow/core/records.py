@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from relayflow.core.position import TASK_FLOW_PATTERN, Position, TaskKind
+from relayflow.core.sharding import prefix_of
 from relayflow.core.state import Status
 from relayflow.core.tenants import DEFAULT_TENANT
 
@@ -115,6 +116,8 @@ class Effect(_Model):
     item: Any = None
     # A callback step's token when it ran: its undo is told it (``ctx.callback_token``).
     token: str | None = None
+    # A ChildFlow step's child (its key): undoing the step undoes that flow.
+    child: str | None = None
 
     @property
     def order(self) -> datetime:
@@ -160,6 +163,8 @@ class Track(_Model):
     # for (what status, the api and the console show) (``kinds.signal``).
     signal_until: datetime | None = None
     waiting_for: list[str] | None = None
+    # A ChildFlow step's child flow, while it waits for it (its key; ``kinds.child``).
+    child: str | None = None
 
 
 class PendingSignal(_Model):
@@ -176,11 +181,39 @@ class PendingSignal(_Model):
     item: int | None = None
 
 
+class ChildOf(_Model):
+    """On a child flow's document: whose child it is, and the tasks its ends wake.
+
+    ``key`` is the document to wake (the parent flow's, or its ForEach lane's);
+    ``flow_id`` the parent flow's id (what ``relayflow list --parent`` lists by), ``step``
+    its ChildFlow step (``scope``, ``item``: in a ForEach item), ``generation`` the parent's.
+    ``wake``: the task the child's end makes for the parent (its name derives from the
+    child's key, so a repeat is a no-op); ``undo``: set when the parent undoes the step, the
+    task the end of the child's undo makes.
+    """
+
+    key: str = Field(pattern=TASK_FLOW_PATTERN)
+    flow_id: str
+    step: str
+    scope: str | None = None
+    item: int | None = None
+    generation: int = 0
+    wake: NextTask
+    undo: NextTask | None = None
+
+
 def flow_key(tenant: str, flow_id: str) -> str:
     """The key of tenant ``tenant``'s flow ``flow_id``: what its document, its tasks and its
     callback tokens are named by. Flow ids are each tenant's own (tenant B's ``order-42`` is
     not tenant A's); the default tenant's flows are keyed by their id."""
     return flow_id if tenant == DEFAULT_TENANT else f"{tenant}~{flow_id}"
+
+
+def parent_spread(parent_key: str) -> str:
+    """What a child of the flow keyed ``parent_key`` stores as ``parent_spread`` (and a list of
+    its children asks): the key behind its hash prefix, so one parent's children sit together
+    in the index while parents numbered in order spread over it."""
+    return f"{prefix_of(parent_key)}:{parent_key}"
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -308,6 +341,11 @@ class FlowRecord(_Model):
     # bounded (``kinds.signal``).
     signals: list[PendingSignal] = Field(default_factory=list)
     signal_ids: list[str] = Field(default_factory=list)
+    # Set on a child flow's document (``kinds.child``): its parent, and what its end wakes.
+    child_of: ChildOf | None = None
+    # The parent flow's key behind its hash prefix (``kinds.child.parent_spread``): what a
+    # list of a parent's children asks, spread over its index as ``id_spread`` is.
+    parent_spread: str | None = None
     # The focused track, copied (see the class docstring); never stored.
     focus: str | None = Field(default=None, exclude=True)
     step_started_at: datetime | None = Field(default=None, exclude=True)

@@ -6,6 +6,7 @@
 | ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
 | ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
 | ``GET /flows/{id}?wait_s=`` | viewer | long-poll: answers once the flow ends (``longpoll``) |
+| | | and ``family``: a child's parent, the list of its children (``?parent=``) |
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
 | ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
 | ``POST /flows/{id}:undo`` | operator | ``{"reason"}``: undo again what an ended flow left live |
@@ -59,6 +60,7 @@ from relayflow.runtime import Runtime, api_verifier
 from relayflow.web import console, guard, longpoll, params
 from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
+from relayflow.web.family import family_json
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal
 from relayflow.web.schedules import add_schedule_routes
@@ -185,6 +187,7 @@ def _register_flows(app: Flask, ops: Operations) -> None:
             record = shown_flow(ops, flow_id)
         doc = flow_json(record, caller())
         doc["polls_in_flight"] = in_flight_json(ops.engine.polls_in_flight(record))
+        doc["family"] = family_json(record)  # its parent, and how to list its children
         return doc
 
     @app.post("/flows/<flow_id>:cancel")

@@ -31,9 +31,19 @@ from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.web import console_schedules, params, timeline
 from relayflow.web.access import Role
+from relayflow.web.family import family_json
 from relayflow.web.operations import Guard, Operations, guarded, refusal
 
-FILTER_FIELDS = ("flow", "status", "version", "tenant", "updated_from", "updated_to", "limit")
+FILTER_FIELDS = (
+    "flow",
+    "status",
+    "version",
+    "tenant",
+    "updated_from",
+    "updated_to",
+    "limit",
+    "parent",
+)
 NOTICES = {
     "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
     "retried": "Retry recorded: a new generation has started.",
@@ -158,6 +168,9 @@ def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
         "operator": g.caller.may(Role.OPERATOR),
         "signaller": g.caller.may(Role.SIGNALLER),
         "waiting_signals": waiting_signals(record),
+        # A child's parent and a parent's children (paged, on the flows list), both ways.
+        "family": family_json(record),
+        "has_children": any(e.child for e in record.effects),
     }
 
 

@@ -30,8 +30,9 @@ from relayflow.core.listing import (
 )
 from relayflow.core.messages import StartMessage, decode_json, describe
 from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
+from relayflow.core.records import flow_key
 from relayflow.core.state import Status
-from relayflow.core.tenants import TENANT_PATTERN
+from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
 
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 # ASCII digits only: str.isdigit() admits "²", which int() refuses, and int() refuses more
@@ -106,7 +107,17 @@ def flow_filter(args: Mapping[str, str]) -> FlowFilter:
         tenant=tenant(args.get("tenant")),
         updated_from=window[0],
         updated_to=window[1],
+        parent=parent(args.get("parent"), args.get("tenant")),
     )
+
+
+def parent(raw: str | None, tenant_raw: str | None) -> str | None:
+    """``parent``: a flow id, whose children the list shows (of ``tenant``'s flow, if given)."""
+    if not raw:
+        return None
+    if not re.fullmatch(FLOW_ID_PATTERN, raw) or not is_document_id(raw):
+        raise BadRequest(f"parent {raw[:80]!r} is not a flow id ({FLOW_ID_PATTERN})")
+    return flow_key(tenant(tenant_raw) or DEFAULT_TENANT, raw)
 
 
 def flow_name(raw: str | None) -> str | None:

@@ -1337,6 +1337,9 @@ FLOW_KEYS = {"flow_id", "parent", "message_id"}
 SIGNALS = {"signals", "signal_ids"}
 LARGE = {"input", "outputs", "history", "result", "pending_result", "effects", "tracks", "cleanup"}
 LARGE |= SIGNALS
+# A child flow's parent and the tasks its end makes (their run_at times rise with the flows).
+CHILDREN = {"child_of"}
+LARGE |= CHILDREN
 # A lane's own key and its flow's: they rise with the flows' ids and nothing finds lanes by them.
 LANE_KEYS = {"flow_id", "parent", "message_id"}
 # A ForEach lane's document: a flow document plus its items and their outputs.
@@ -1352,7 +1355,7 @@ LANE_LARGE = {
     "pending_result",
     "cleanup",  # a lane that undoes its item keeps its clean-up (with times) here too
 }
-LANE_LARGE |= SIGNALS
+LANE_LARGE |= SIGNALS | CHILDREN
 
 
 def test_the_large_flow_fields_are_exempt_from_indexing_and_the_queried_ones_are_not() -> None:

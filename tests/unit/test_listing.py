@@ -14,7 +14,7 @@ import pytest
 from relayflow.core.listing import Cursor, FlowFilter, FlowSummary, InvalidCursor
 from relayflow.core.ports import Store
 from relayflow.core.position import Position, TaskKind
-from relayflow.core.records import FlowRecord, Result
+from relayflow.core.records import FlowRecord, Result, parent_spread
 from relayflow.core.state import Status
 from relayflow.testing import MemoryStore
 
@@ -99,6 +99,20 @@ class ListingContract:
         second = store.flows(FlowFilter(), after=first.next, limit=6)
         assert len(second.items) == 6
         assert second.next is None
+
+    def test_a_parent_s_children_are_listed_by_its_key_a_page_at_a_time(self, store: Store) -> None:
+        # given two parents' children (their documents carry parent_spread) and other flows
+        seed(store)
+        for n, parent in enumerate(["p-1", "p-1", "p-2", "p-1"]):
+            child = record(f"{parent}-c{n}", minute=20 + n)
+            store.create(child.model_copy(update={"parent_spread": parent_spread(parent)}))
+        # then a list by parent shows that parent's, newest first, and pages like any list
+        first = store.flows(FlowFilter(parent="p-1"), limit=2)
+        rest = store.flows(FlowFilter(parent="p-1"), after=first.next, limit=2)
+        assert ids(first.items) + ids(rest.items) == ["p-1-c3", "p-1-c1", "p-1-c0"]
+        assert ids(store.flows(FlowFilter(parent="p-2")).items) == ["p-2-c2"]
+        assert store.flows(FlowFilter(parent="p-3")).items == []
+        assert store.count_by_status(FlowFilter(parent="p-1"))[Status.RUNNING] == 3
 
     def test_ties_in_time_are_broken_by_id(self, store: Store) -> None:
         for flow_id in ("t-a", "t-c", "t-b"):

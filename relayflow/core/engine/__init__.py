@@ -25,6 +25,7 @@ from relayflow.core.breakers import Breakers
 from relayflow.core.clock import Clock
 from relayflow.core.engine import chains
 from relayflow.core.engine.callbacks import Callbacks
+from relayflow.core.engine.children import Children
 from relayflow.core.engine.delivery import Delivery
 from relayflow.core.engine.endings import Endings
 from relayflow.core.engine.execution import MAX_OUTPUT_BYTES, Execution
@@ -95,7 +96,8 @@ class Engine:
         lanes = Lanes(kernel, delivery, execution, endings)
         self._kernel = kernel
         self._intake = Intake(kernel)
-        self._tasks = Tasks(kernel, delivery, lanes, protection, endings)
+        children = Children(kernel, execution)
+        self._tasks = Tasks(kernel, delivery, lanes, protection, endings, children)
         self._protection = protection
         self._callbacks = Callbacks(kernel)
         self._signals = Signals(kernel)

@@ -82,6 +82,8 @@ def runs_now(plan: Plan, record: FlowRecord) -> bool:
         and len(record.tracks) == 1
         and record.admission == "admitted"
         and plan.kinds.claims(record.position.kind)
+        # ... with a handler of the flow's (a child step's undo is the engine's own task)
+        and not plan.kinds.at(plan.flow, record.position).runs_itself(record.position.kind)
         and nxt is not None
         and nxt.position == record.position
         and nxt.run_at <= plan.now

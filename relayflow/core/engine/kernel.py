@@ -26,6 +26,7 @@ from relayflow.core.engine.results import Results
 from relayflow.core.errors import UnknownFlow, UnknownVersion
 from relayflow.core.flows import Flow, Registry
 from relayflow.core.kinds import REGISTRY
+from relayflow.core.kinds.child import wakes
 from relayflow.core.metrics import Metrics
 from relayflow.core.planner import Plan, QueueNames
 from relayflow.core.ports import (
@@ -245,6 +246,11 @@ class Kernel:
                 for track in record.tracks.values():
                     if track.next is not None:
                         self.queue.ensure(record.key, track.next)
+            # A child's end (and its undo's) wakes its parent, before its result event goes
+            # out: once that is marked sent, the wake exists (the sweeper republishes one
+            # that is not, and settles the child again).
+            for parent, wake in wakes(record):
+                self.queue.ensure(parent, wake)
             # A lane's end is news for its flow, not a result event.
             if record.status in TERMINAL and record.result and not record.is_lane:
                 if not record.result_published:

@@ -68,7 +68,8 @@ class Lanes:
         """A ForEach's own task at the focused position: fan out, join, or gather."""
         position = found.record.position
         if position.joins:
-            joined, left = foreach.join(self._k.store, found)
+            keeps = self._k.kinds.keep_outputs(self._k.kinds.inner(flow, position.step))
+            joined, left = foreach.join(self._k.store, found, keeps=keeps)
             return self._delivery.commit(found, position, flow, joined, adopt=left)
         if position.gathers:
             plan = self._k.plan(flow)

@@ -15,6 +15,7 @@ import logging
 from datetime import timedelta
 
 from relayflow.core import admission, planner, tracing
+from relayflow.core.engine.children import Children
 from relayflow.core.engine.delivery import Delivery
 from relayflow.core.engine.endings import Endings
 from relayflow.core.engine.focus import ended_by, mismatch, track_of
@@ -42,12 +43,14 @@ class Tasks:
         lanes: Lanes,
         protection: Protection,
         endings: Endings,
+        children: Children,
     ) -> None:
         self._k = kernel
         self._delivery = delivery
         self._lanes = lanes
         self._protection = protection
         self._endings = endings
+        self._children = children
 
     def run(self, payload: TaskPayload, *, redelivery: bool = False, answered: bool = False) -> Ran:
         """Run the task at ``payload.position`` if it is the flow's current position.
@@ -71,6 +74,9 @@ class Tasks:
 
     def _run_found(self, found: Snapshot, payload: TaskPayload, redelivery: bool) -> Ran:
         position = payload.position
+        child = self._children.run(found, payload)  # a ChildFlow step's: found by its try
+        if child is not None:
+            return child
         key = track_of(found.record, position)
         if key is None:
             if redelivery and ended_by(found.record, position):

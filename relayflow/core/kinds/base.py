@@ -43,6 +43,9 @@ class Kind:
     own: ClassVar[frozenset[TaskKind]] = frozenset()
     # Whether a step of this kind is handed a callback token when it starts.
     hands_token: ClassVar[bool] = False
+    # Whether a ForEach item's output keeps what a step of this kind output (a child flow's
+    # is kept in the child's own document: its ForEach's output is a summary).
+    keeps_output: ClassVar[bool] = True
 
     def handler(self, step: Step, task: TaskKind) -> Handler | None:
         """The handler a task of ``step`` runs (None: a task the engine does itself)."""
@@ -188,6 +191,11 @@ class Kinds:
         if scope is None or scope not in flow.graph.order:
             return flow
         return self.inner(flow, scope)
+
+    def keep_outputs(self, flow: Flow) -> bool:
+        """Whether the items of a ForEach whose item steps are ``flow`` keep their outputs
+        (none of its steps is of a kind that keeps its output elsewhere)."""
+        return all(self.of(step).keeps_output for step in flow.steps)
 
     def dependencies(self, flows: Iterable[Flow]) -> set[str]:
         """Every dependency a step of ``flows`` names (the steps inside them too)."""

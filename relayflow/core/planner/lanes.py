@@ -14,7 +14,9 @@ def item_done(plan: Plan, record: FlowRecord) -> FlowRecord:
     """A lane's item ran all its steps: keep its output, go on with the next item."""
     index = record.item_index
     assert index is not None
-    outputs = {**record.item_outputs, str(index): product(plan.flow, record)}
+    # Items of child flows keep their outputs in the children, so the lane stays small.
+    kept = product(plan.flow, record) if plan.kinds.keep_outputs(plan.flow) else {}
+    outputs = {**record.item_outputs, str(index): kept}
     return next_item(plan, record.model_copy(update={"item_outputs": outputs}))
 
 

@@ -198,6 +198,10 @@ class StepKind(Protocol):
         """The record once ``outcome`` of the focused task, run forward, is taken into account."""
         ...
 
+    def runs_itself(self, task: TaskKind) -> bool:
+        """Whether the engine does ``task`` itself (no handler of the flow's runs)."""
+        ...
+
 
 class StepKinds(Protocol):
     """What the planner asks of the registered kinds (``relayflow.core.kinds.Kinds``)."""
@@ -216,6 +220,10 @@ class StepKinds(Protocol):
 
     def claims(self, task: TaskKind) -> bool:
         """Whether ``task`` is claimed before it runs (it may have a side effect)."""
+        ...
+
+    def keep_outputs(self, flow: Flow) -> bool:
+        """Whether a ForEach whose item steps are ``flow`` keeps its items' outputs."""
         ...
 
 

@@ -18,6 +18,7 @@ from relayflow.core import planner
 from relayflow.core.flows import (
     ActionStep,
     CallbackStep,
+    ChildFlow,
     Flow,
     ForEach,
     IfStep,
@@ -34,7 +35,17 @@ from relayflow.core.records import FlowRecord
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 # The tasks the engine does itself (a ForEach's): no handler of the step's runs them.
-ENGINE_TASKS = frozenset({TaskKind.FANOUT, TaskKind.JOIN, TaskKind.GATHER})
+ENGINE_TASKS = frozenset(
+    {
+        TaskKind.FANOUT,
+        TaskKind.JOIN,
+        TaskKind.GATHER,
+        # a ChildFlow step's: start the child, await its end, await its undo
+        TaskKind.CHILD,
+        TaskKind.CHILD_WAIT,
+        TaskKind.CHILD_UNDO,
+    }
+)
 # Every task a step may have (a waiting flow's admission task belongs to no step).
 STEP_TASKS = frozenset(TaskKind) - {TaskKind.ADMIT}
 
@@ -90,6 +101,10 @@ SAMPLES: dict[str, tuple[Flow, dict[str, Any]]] = {
             steps=(ForEach("each", items=lambda ctx: [1], steps=(then("item"),)), then("next")),
         ),
         {"items": [], "failed": []},
+    ),
+    "child": (
+        Flow(name="k", steps=(ChildFlow("spawn", flow="a"), then("next"))),
+        {"child": "f-1-spawn-g0a0"},
     ),
 }
 KINDS = list(REGISTRY)
@@ -255,7 +270,8 @@ def test_a_step_of_no_registered_kind_is_a_type_error() -> None:
 def test_claims_and_waits_are_answered_for_a_task_whichever_kind_has_it() -> None:
     claimed = {task for task in STEP_TASKS if REGISTRY.claims(task)}
     waiting = {task for task in STEP_TASKS if REGISTRY.waits(task)}
-    assert claimed == {TaskKind.ACTION, TaskKind.COMPENSATE}
+    # (a ChildFlow's start: starting the child is the step's effect)
+    assert claimed == {TaskKind.ACTION, TaskKind.COMPENSATE, TaskKind.CHILD}
     assert waiting == {TaskKind.POLL, TaskKind.WAIT}
 
 

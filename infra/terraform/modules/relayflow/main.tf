@@ -170,8 +170,8 @@ locals {
   # below, behind `shard`. So are values that rise with the flows (Pub/Sub message ids, the
   # keys lanes and slots name). expire_at is the TTL field's (google_firestore_field.ttl).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids"]
-    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of"]
+    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids", "child_of"]
     (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason", "rejected_at", "message_id", "task"]
     (local.topology.firestore.tenant_slots_collection)    = ["taken_at", "free_at", "holder"]
     (local.topology.firestore.breakers_collection)        = ["transitions"]
@@ -334,6 +334,17 @@ module "firestore" {
         { field_path = "shard", order = "ASCENDING" },
         { field_path = "tenant", order = "ASCENDING" },
         { field_path = "status", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # A parent's children (``relayflow list --parent``, issue 21): ``parent_spread`` is the
+    # parent's key behind its hash prefix, so its entries spread as ``id_spread``'s do.
+    list_parent = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "shard", order = "ASCENDING" },
+        { field_path = "parent_spread", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
         { field_path = "flow_id", order = "DESCENDING" },
       ]
