@@ -1,5 +1,6 @@
 """The published JSON Schemas of relayflow's messages, for publishers and subscribers in any
-language: the start message (``flow-requests``), the result event (``flow-results``).
+language: the start message (``flow-requests``), the result event (``flow-results``), the
+signal message (``flow-signals``).
 
 Each schema is generated from the pydantic model relayflow itself validates or builds with, and
 committed beside this module as ``NAME.vN.json`` (package data, served by the api at
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 
 from relayflow.core.messages import StartMessage
 from relayflow.core.result_events import ResultEvent
+from relayflow.core.signal_messages import SignalMessage
 
 HERE = Path(__file__).parent
 # Names, not addresses: nothing fetches them (a reader has the file, or the api serves it).
@@ -77,6 +79,13 @@ SCHEMAS: dict[str, Published] = {
             "relayflow result event",
             "the data of a message relayflow publishes on flow-results when a flow ends",
             ResultEvent,
+        ),
+        Published(
+            "signal-message",
+            1,
+            "relayflow signal message",
+            "the data of a message on flow-signals that signals a flow by its id",
+            SignalMessage,
         ),
     )
 }

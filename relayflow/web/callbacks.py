@@ -21,10 +21,11 @@ from flask import Flask, Response, g, jsonify, request
 from relayflow.core.engine import CallbackAnswer, Completion, Engine
 from relayflow.core.errors import InvalidMessage
 from relayflow.core.messages import decode_json, unwrap_pubsub
+from relayflow.core.signal_messages import is_signal
 from relayflow.web import guard, params
 from relayflow.web.access import Caller
 from relayflow.web.guard import CALLBACK_TOKEN_HEADER
-from relayflow.web.signals import is_signal, signal_message
+from relayflow.web.signals import signal_message
 
 log = logging.getLogger("relayflow.web.callbacks")
 MAX_BODY_BYTES = 256 * 1024

@@ -31,6 +31,7 @@ from relayflow.core.listing import (
 from relayflow.core.messages import StartMessage, decode_json, describe
 from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
 from relayflow.core.records import flow_key
+from relayflow.core.signal_messages import shape_problem
 from relayflow.core.state import Status
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
 
@@ -230,13 +231,15 @@ def replay_data(raw: Any) -> bytes | None:
 
 def vet_replay(letter: DeadLetter, data: bytes) -> None:
     """Refuse now, before it is published, an edit the consumer would refuse later: a start
-    message must have the start message's fields; a signal must be a JSON object with its
-    string ``token`` (what the signals route needs before it looks further)."""
+    message must have the start message's fields; a message on the signals topic must be a
+    signal (``core.signal_messages.SignalMessage``) or a callback completion with its string
+    ``token``."""
     try:
         body = decode_json(data)
         if letter.signal:
-            if not isinstance(body.get("token"), str):
-                raise InvalidMessage("a signal needs a string 'token'")
+            problem = shape_problem(body)
+            if problem:
+                raise InvalidMessage(problem)
             return
         StartMessage.model_validate(body)
     except InvalidMessage as exc:

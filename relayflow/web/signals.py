@@ -90,12 +90,6 @@ def answer_json(answer: SignalAnswer) -> dict[str, Any]:
     }
 
 
-def is_signal(body: dict[str, Any]) -> bool:
-    """Whether a ``flow-signals`` message is a signal (it names one) rather than a callback
-    completion (it has a token)."""
-    return "signal" in body and "token" not in body
-
-
 def signal_message(
     engine: Engine, message: PubsubEnvelope, body: dict[str, Any], caller: Caller
 ) -> dict[str, Any]:
@@ -137,4 +131,4 @@ def _error(status: int, code: str, message: str) -> tuple[Response, int]:
     return jsonify({"error": {"code": status, "status": code, "message": message}}), status
 
 
-__all__ = ["add_signal_routes", "answer_response", "is_signal", "signal_message"]
+__all__ = ["add_signal_routes", "answer_response", "signal_message"]

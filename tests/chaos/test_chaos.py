@@ -26,7 +26,7 @@ BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 600
 @pytest.mark.timeout(900)
 def test_every_scenario_meets_its_target() -> None:
     argv = [
-        sys.executable, str(REPO / "bench" / "chaos.py"), "--flows", "16", "--pause-s", "8",
+        sys.executable, str(REPO / "bench" / "chaos.py"), "--flows", "12", "--pause-s", "8",
         "--outage-s", "16", "--base-port", str(BASE_PORT), "--timeout-s", "300",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.endswith("_EMULATOR_HOST")}

@@ -27,6 +27,12 @@ pytestmark = pytest.mark.e2e
 BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 500
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+# A service of the team's starting a flow and awaiting its result with the wheel's client.
+CLIENT = """
+from relayflow import Client
+with Client() as client:
+    print(client.start("hello", {"name": "client"}, flow_id="hello-2").result(timeout=120))
+"""
 
 
 def readme_file(name: str) -> str:
@@ -110,6 +116,20 @@ def test_a_team_project_runs_its_flow_through_the_local_stack(project: Path) -> 
     assert "warm_up" in watched and "poll 2" in watched
     status = relayflow(project, "status", "hello-1", "--json", env=env)
     assert '"message": "hello team!"' in status
+
+    # and the service that starts flows: relayflow.Client from the same wheel, its result
+    # awaited on flow-results
+    started = subprocess.run(
+        [str(installed_python(project)), "-c", CLIENT],
+        cwd=project,
+        env={**outside_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == "{'message': 'hello client!'}"
 
 
 def test_the_readme_tests_of_a_team_project_pass_on_the_harness_alone(files: Path) -> None:

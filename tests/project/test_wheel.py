@@ -42,6 +42,7 @@ def test_the_entry_points_and_emulators_import_from_the_wheel_alone(installed: P
     assert Path(found.pop("relayflow")).is_relative_to(installed.parents[1]), "not the wheel's"
     assert found.pop("schemas") == [  # package data: what the api serves
         "urn:relayflow:schema:result-event:v1",
+        "urn:relayflow:schema:signal-message:v1",
         "urn:relayflow:schema:start-message:v1",
     ]
     assert found == {

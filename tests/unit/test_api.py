@@ -510,14 +510,16 @@ def test_the_message_schemas_are_listed_and_served_to_viewers(api: Api) -> None:
     assert names == [
         ("start-message", 1, "urn:relayflow:schema:start-message:v1"),
         ("result-event", 1, "urn:relayflow:schema:result-event:v1"),
+        ("signal-message", 1, "urn:relayflow:schema:signal-message:v1"),
     ]
     served = api.client.get("/schemas/start-message", headers=token(VIEWER))
     assert served.mimetype == "application/schema+json"
     assert served.get_json()["required"] == ["flow", "input"]
     missing = api.client.get("/schemas/nope", headers=token(VIEWER))
     assert missing.status_code == 404
-    assert "no schema is named 'nope'; the schemas are result-event, start-message" in message(
-        missing
+    assert (
+        "no schema is named 'nope'; the schemas are result-event, signal-message, start-message"
+        in message(missing)
     )
     assert api.client.get("/schemas").status_code == 401
 
@@ -534,3 +536,20 @@ def test_definitions_show_each_flows_steps_and_schemas(local_api: Api) -> None:
     missing = local_api.client.get("/definitions?flow=nope")
     assert missing.status_code == 404
     assert "no flow is named 'nope'; the flows are demo, wait" in message(missing)
+
+
+def test_an_edited_dead_signal_message_is_checked_against_the_signal_schema(
+    local_api: Api,
+) -> None:
+    signal = DeadLetter("dl-m", b'{"flow_id": "o-1", "signal": "approve"}', {}, None, "s", True)
+    local_api.dead_letters.letters.append(signal)
+    bad = {"flow_id": "o-1", "signal": "Approve!"}
+    good = {"flow_id": "o-1", "signal": "approve", "data": {"po": "PO-1"}}
+
+    refused = local_api.client.post("/dead-letters/dl-m:replay", json={"reason": "r", "data": bad})
+    taken = local_api.client.post("/dead-letters/dl-m:replay", json={"reason": "r", "data": good})
+
+    assert refused.status_code == 400
+    assert "a signal message: signal: String should match pattern" in message(refused)
+    assert taken.status_code == 200
+    assert [json.loads(r["data"]) for r in local_api.dead_letters.replays] == [good]

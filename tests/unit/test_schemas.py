@@ -28,7 +28,10 @@ def test_the_check_names_a_stale_file(
     assert main([]) == 0
     monkeypatch.setattr("relayflow.schemas.HERE", tmp_path)
     assert main([]) == 1
-    assert "out of date: start-message.v1.json, result-event.v1.json" in capsys.readouterr().out
+    assert (
+        "out of date: start-message.v1.json, result-event.v1.json, signal-message.v1.json"
+        in capsys.readouterr().out
+    )
 
 
 def test_the_start_message_schema_requires_flow_and_input_and_refuses_unknown_fields() -> None:
