@@ -5,11 +5,9 @@ its lane. Through relayflow.testing's harness. (The step: ``tests/unit/kinds/tes
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from relayflow import ActionStep, Flow, StepContext, WaitForSignal
+from relayflow import ActionStep, Flow, WaitForSignal
 from relayflow.core.engine import Signalled
 from relayflow.core.engine.signals import SignalTooLarge
 from relayflow.core.errors import InvalidMessage
@@ -17,35 +15,12 @@ from relayflow.core.flows import ForEach
 from relayflow.core.kinds.signal import MAX_PENDING, MAX_SIGNAL_BYTES, MAX_SIGNAL_IDS
 from relayflow.core.state import Status
 from relayflow.testing import START, Harness
+from tests.unit.kinds.test_signal import _forget as _forget_shipments
+from tests.unit.kinds.test_signal import approval, noop, shipped
 
-shipped: list[dict[str, Any]] = []
-
-
-def noop(ctx: StepContext) -> dict[str, Any]:
-    return {}
-
-
-def ship(ctx: StepContext) -> dict[str, Any]:
-    shipped.append(ctx.outputs["approval"])
-    return {"shipped": ctx.outputs["approval"]["signal"] == "approve"}
-
-
-@pytest.fixture(autouse=True)
-def _forget() -> None:
-    shipped.clear()
-
-
-def approval(timeout_s: float | None = 3600, on_timeout: str = "fail") -> Flow:
-    return Flow(
-        name="approval",
-        steps=(
-            ActionStep("order", noop),
-            WaitForSignal(
-                "approval", signal=("approve", "reject"), timeout_s=timeout_s, on_timeout=on_timeout
-            ),
-            ActionStep("ship", ship),
-        ),
-    )
+# The approval flow and its recorded shipments are the step's tests' (one definition);
+# their fixture empties the record before each test here too.
+_forget = _forget_shipments
 
 
 def test_the_same_signal_id_twice_is_a_duplicate_that_changes_nothing() -> None:
