@@ -3,7 +3,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit down install bench sizing
+WHEELHOUSE := $(VENV)/wheelhouse/.stamp
+
+.PHONY: demo test lint unit down install bench sizing wheelhouse
 
 install: $(STAMP)
 
@@ -12,6 +14,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+## The lock file's wheels, downloaded at install time: the index a test's plain
+## `pip install relayflow-*.whl` resolves from (tests/project/test_wheel.py; tests never download).
+wheelhouse: $(WHEELHOUSE)
+
+$(WHEELHOUSE): requirements.lock $(STAMP)
+	$(PY) -m pip download --quiet --disable-pip-version-check -d $(VENV)/wheelhouse -r requirements.lock
+	touch $@
 
 ## Start the local stack (emulators + services) and run a demo batch of flows.
 demo: $(STAMP)
@@ -25,7 +35,7 @@ down: $(STAMP)
 
 ## Lint, type-check, check the layers (import-linter's contracts in pyproject.toml) and run every
 ## test (the tests start and stop the emulators they need).
-test: $(STAMP) lint
+test: $(STAMP) $(WHEELHOUSE) lint
 	$(VENV)/bin/pytest
 
 lint: $(STAMP)

@@ -168,8 +168,9 @@ class FlowHandle:
         reason: str = "",
         signal_id: str | None = None,
     ) -> dict[str, Any]:
-        """Send the flow the signal ``name`` (issue 21's ``POST /flows/{id}/signals/{name}``):
-        the seam for signals, live once the api serves that route."""
+        """Send the flow the signal ``name`` through ``POST /flows/{id}/signals/{name}``; the
+        api's answer (``outcome``: delivered, kept or duplicate). A flow that has ended, or a
+        signal nothing will wait for, raises ``ApiError`` (409; 404 for no such flow)."""
         body: dict[str, Any] = {"data": dict(data or {}), "reason": reason}
         if signal_id is not None:
             body["signal_id"] = signal_id

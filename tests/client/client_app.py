@@ -6,7 +6,9 @@
 - ``waits`` waits for a callback for 10 minutes: cancelled, completed or timed out by tests;
 - ``doubled`` succeeds with ``{"twice": 2x}``, a ``Doubled`` (its output model);
 - ``mistyped`` says it outputs a ``Doubled`` but returns something else: it fails
-  (``OUTPUT_INVALID``).
+  (``OUTPUT_INVALID``);
+- ``decides`` waits up to 10 minutes for an ``approve`` or ``reject`` signal and succeeds with
+  what the signal said.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from relayflow import ActionStep, CallbackStep, Flow, PermanentError, Registry, StepContext
+from relayflow import (
+    ActionStep,
+    CallbackStep,
+    Flow,
+    PermanentError,
+    Registry,
+    StepContext,
+    WaitForSignal,
+)
 
 
 class Echo(BaseModel):
@@ -44,6 +54,11 @@ def refuse(ctx: StepContext) -> dict[str, Any]:
     raise PermanentError("this flow always fails", code="NOPE")
 
 
+def decided(ctx: StepContext) -> dict[str, Any]:
+    decision = ctx.outputs["decision"]
+    return {"signal": decision["signal"], "data": decision["data"], "by": decision["by"]}
+
+
 def hand_out(ctx: StepContext) -> dict[str, Any]:
     return {"sent": True}
 
@@ -56,5 +71,12 @@ registry = Registry(
         Flow(name="waits", steps=(CallbackStep("approval", hand_out, timeout_s=600),)),
         Flow("doubled", (ActionStep("double", double),), input_model=Echo, output_model=Doubled),
         Flow("mistyped", (ActionStep("mistype", mistype),), output_model=Doubled),
+        Flow(
+            "decides",
+            (
+                WaitForSignal("decision", signal=("approve", "reject"), timeout_s=600),
+                ActionStep("record", decided),
+            ),
+        ),
     ]
 )

@@ -22,6 +22,7 @@ import pytest
 from google.cloud import firestore, pubsub_v1
 
 from relayflow.client import (
+    ApiError,
     AsyncClient,
     Client,
     FlowFailed,
@@ -286,6 +287,49 @@ def test_a_timeout_says_where_the_flow_is(client: Client) -> None:
     assert "RUNNING at step 'approval'" in message and "generation 0" in message
     assert timed_out.value.position is not None
     handle.cancel("done with it")
+
+
+def test_a_signal_sent_through_the_handle_ends_the_wait(client: Client) -> None:
+    client.listen()
+    handle = client.start("decides", {})
+    assert poll_until(lambda: _exists(handle), timeout_s=30), f"{handle.flow_id} never created"
+
+    sent = handle.signal("approve", {"po": "PO-7"}, reason="budget ok", signal_id="sig-1")
+    # delivered if the wait had begun, kept (and consumed when it does) if not
+    assert sent["outcome"] in ("delivered", "kept") and sent["flow_id"] == handle.flow_id
+    again = handle.signal("approve", {"po": "PO-8"}, reason="resent", signal_id="sig-1")
+    assert again["outcome"] == "duplicate"
+
+    output = handle.result(timeout=30)
+    assert output["signal"] == "approve" and output["data"] == {"po": "PO-7"}
+    assert output["by"]  # the api recorded who sent it
+    with pytest.raises(ApiError) as ended:
+        handle.signal("reject", reason="too late")
+    assert ended.value.status == 409 and "FAILED_PRECONDITION" in str(ended.value)
+    with pytest.raises(ApiError) as unknown:
+        client.get("no-such-flow-" + uuid.uuid4().hex[:6]).signal("approve")
+    assert unknown.value.status == 404
+
+
+def test_the_async_handle_signals_too(env: dict[str, str]) -> None:
+    async def run() -> Any:
+        async with AsyncClient(environ=env) as client:
+            await client.listen()
+            handle = await client.start("decides", {})
+            assert await asyncio.to_thread(poll_until, lambda: _exists(handle.sync), timeout_s=30)
+            answer = await handle.signal("reject", {"why": "no"}, reason="no budget")
+            assert answer["outcome"] in ("delivered", "kept")
+            return await handle.result(timeout=30)
+
+    assert asyncio.run(run())["signal"] == "reject"
+
+
+def _exists(handle: Any) -> bool:
+    try:
+        handle.status()
+    except ApiError:
+        return False
+    return True
 
 
 def _ended(handle: Any) -> bool:

@@ -3,8 +3,10 @@
 The venv is made without pip and the wheel installed into it by this venv's pip (``--python``);
 its third-party dependencies come from this venv through a ``.pth`` line, which adds that
 site-packages to the path without running its own ``.pth`` files — so the editable install of
-the source tree stays out, and ``relayflow`` resolves to the wheel alone. (A team's
-``pip install relayflow-*.whl`` fetches the same dependencies from the index; the tests may not.)
+the source tree stays out, and ``relayflow`` resolves to the wheel alone. A team's
+``pip install relayflow-*.whl``, which resolves the dependencies from an index, is
+``test_wheel``'s: against a wheelhouse that ``make`` downloads at install time (tests may not
+download).
 """
 
 from __future__ import annotations
@@ -19,19 +21,26 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 
 
 @pytest.fixture(scope="session")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The python of a fresh venv with the wheel built from this tree installed."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from this tree."""
     root = tmp_path_factory.mktemp("wheel")
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(root), str(REPO)]
+    build = [*PIP, "wheel", "--no-deps", "--no-build-isolation", "-w", str(root), str(REPO)]
     subprocess.run(build, check=True, timeout=240, env=outside_env())
-    (wheel,) = root.glob("relayflow-*.whl")
+    (built,) = root.glob("relayflow-*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a fresh venv with the wheel built from this tree installed."""
+    root = tmp_path_factory.mktemp("installed")
     venv.create(root / "venv", with_pip=False)
     python = root / "venv" / "bin" / "python"
-    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
+    install = [*PIP, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
     # Not this tree's PYTHONPATH: pip would find the source tree's relayflow already there.
     subprocess.run(install, check=True, timeout=240, env=outside_env())
     site = run(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
