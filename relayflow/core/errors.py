@@ -108,3 +108,22 @@ class DeadLetterNotFound(RelayflowError):
 
 class UnknownSchedule(RelayflowError):
     """Raised when no schedule of the deployed app has the name an operator gives."""
+
+
+class AlreadyActed(InvalidTransition):
+    """Raised when a bulk action's operation finds the flow already has its entry: the bulk
+    action acted on it before (a batch run again after a crash), and does not act twice."""
+
+
+class ChangedSince(InvalidTransition):
+    """Raised when a bulk action's operation finds the flow changed since its dry run (another
+    generation, another status): it acts on exactly what was previewed, so it skips it."""
+
+
+class BulkNotFound(RelayflowError):
+    """Raised when no bulk action has the id an operator gives (or the caller may not see it)."""
+
+
+class BulkRefused(RelayflowError):
+    """Raised when a bulk action cannot be made or changed as asked: too many flows match, it
+    is not in a state that allows it (run twice, cancel a finished one), a bad filter."""

@@ -15,13 +15,13 @@ messages), ``sweeper``, ``chains`` (poll chains as their queue holds them), ``op
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry.trace import Tracer
 
 from relayflow.core.admission import Admission
-from relayflow.core.breakers import Breakers
+from relayflow.core.breakers import Breakers, Verdict
 from relayflow.core.clock import Clock
 from relayflow.core.engine import chains
 from relayflow.core.engine.callbacks import Callbacks
@@ -51,7 +51,7 @@ from relayflow.core.engine.tenancy import Tenancy
 from relayflow.core.errors import FlowNotFound, InvalidMessage
 from relayflow.core.flows import Registry
 from relayflow.core.metrics import Metrics
-from relayflow.core.planner import QueueNames
+from relayflow.core.planner import BulkMark, Preview, QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, PendingSignal
@@ -241,22 +241,36 @@ class Engine:
         return self._operations.lanes(flow_id)
 
     def cancel(
-        self, flow_id: str, reason: str = "cancelled by an operator", *, by: str = ""
+        self,
+        flow_id: str,
+        reason: str = "cancelled by an operator",
+        *,
+        by: str = "",
+        bulk: BulkMark | None = None,
     ) -> FlowRecord:
         """Cancel an active flow; InvalidTransition if it has already ended. A flow whose type
         is not deployed is cancelled without undoing anything (there are no handlers to undo
         with); its result names the effects left behind. ``by`` (the operator) and ``reason``
-        are recorded on the flow's history."""
-        return self._operations.cancel(flow_id, reason, by=by)
+        are recorded on the flow's history, and ``bulk``'s id when a bulk action does it (once:
+        AlreadyActed if it did already, ChangedSince if the flow moved on since its dry run)."""
+        return self._operations.cancel(flow_id, reason, by=by, bulk=bulk)
 
-    def retry(self, flow_id: str, *, reason: str = "", by: str = "") -> FlowRecord:
+    def retry(
+        self, flow_id: str, *, reason: str = "", by: str = "", bulk: BulkMark | None = None
+    ) -> FlowRecord:
         """Run a failed, timed-out or cancelled flow again as a new generation; ``by`` and
-        ``reason`` are recorded on the flow's history.
+        ``reason`` are recorded on the flow's history (and ``bulk``'s id, as for ``cancel``).
 
         The ended generation's result event goes out first if it has not yet, so a retry
         never swallows it.
         """
-        return self._operations.retry(flow_id, reason=reason, by=by)
+        return self._operations.retry(flow_id, reason=reason, by=by, bulk=bulk)
+
+    def preview(self, record: FlowRecord, action: str) -> Preview:
+        """What ``action`` (``retry`` or ``cancel``) would do to ``record`` now, said before
+        it is done: the steps that would run again, the effects undone and kept (a dry run's
+        row, built from the same planner functions as the operation)."""
+        return self._operations.preview(record, action)
 
     def undo(self, flow_id: str, *, reason: str = "", by: str = "") -> FlowRecord:
         """Undo again what a failed, timed-out or cancelled flow left live (its clean-up was
@@ -275,6 +289,12 @@ class Engine:
     def breaker_views(self) -> list[dict[str, Any]]:
         """Every dependency's breaker: state, window counts, budget, p95, transitions."""
         return self._protection.views()
+
+    def ready(self, dependencies: Iterable[str]) -> Verdict | None:
+        """The first of ``dependencies`` whose breaker would put a call off now (open,
+        half-open, or its retry budget spent), asking only; None if each would take one. What
+        a bulk action asks before a batch of flows that call them."""
+        return self._protection.ready(dependencies)
 
     def tenant_views(self) -> list[dict[str, Any]]:
         """Every tenant with a policy or a state: its limits, paused or not, flows waiting."""

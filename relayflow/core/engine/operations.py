@@ -3,13 +3,15 @@ get and find it, list its lanes, cancel it, run it again, undo what it left live
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
 
 from relayflow.core import planner
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.errors import AmbiguousFlow, FlowNotFound, InvalidTransition, UnknownFlow
 from relayflow.core.flows import Flow
-from relayflow.core.planner import Plan
+from relayflow.core.planner import BulkMark, Plan, Preview
+from relayflow.core.position import split_effect_name
 from relayflow.core.records import FlowRecord, flow_key, split_key
 from relayflow.core.state import TERMINAL
 
@@ -56,19 +58,71 @@ class Operations:
         found = [self._k.store.get(lane_id) for lane_id in record.lanes]
         return [lane for lane in found if lane is not None]
 
-    def cancel(self, flow_id: str, reason: str, *, by: str) -> FlowRecord:
+    def cancel(
+        self, flow_id: str, reason: str, *, by: str, bulk: BulkMark | None = None
+    ) -> FlowRecord:
         """Cancel an active flow (see ``Engine.cancel``)."""
-        return self._operate(flow_id, lambda plan, r: planner.cancel(plan, r, reason, by=by))
+        tag = bulk.bulk if bulk is not None else ""
+        return self._operate(
+            flow_id,
+            lambda plan, r: planner.cancel(plan, planner.checked(r, bulk), reason, by=by, bulk=tag),
+        )
 
-    def retry(self, flow_id: str, *, reason: str, by: str) -> FlowRecord:
+    def retry(
+        self, flow_id: str, *, reason: str, by: str, bulk: BulkMark | None = None
+    ) -> FlowRecord:
         """Run an ended flow again as a new generation, its ended generation's result event
         sent first if it has not been, so a retry never swallows it."""
         ended = self.get(flow_id)
         if ended.status in TERMINAL and not ended.result_published:
             self._k.settle(ended)
+        tag = bulk.bulk if bulk is not None else ""
         return self._operate(
-            flow_id, lambda plan, r: planner.restart(plan, r, reason=reason, by=by)
+            flow_id,
+            lambda plan, r: planner.restart(
+                plan, planner.checked(r, bulk), reason=reason, by=by, bulk=tag
+            ),
         )
+
+    def preview(self, record: FlowRecord, action: str) -> Preview:
+        """What ``action`` (retry, cancel) would do to ``record`` now: a dry run's row, from
+        the same planner functions the operation runs."""
+        previews = {"retry": planner.preview_retry, "cancel": planner.preview_cancel}
+        if action not in previews:
+            raise ValueError(f"no preview of {action!r}: retry or cancel")
+        definition = self._definition(record)
+        preview = previews[action](self._k.plan(definition), record)
+        if definition is None or not preview.allowed:
+            return preview
+        called = self._dependencies(definition, (*preview.rerun, *preview.undone))
+        detail = {**preview.detail, "dependencies": sorted(called)}
+        return dataclasses.replace(preview, detail=detail)
+
+    def _dependencies(self, flow: Flow, steps: Iterable[str]) -> set[str]:
+        """What ``steps`` of ``flow`` call (a ForEach's item steps too; an item's effect is
+        named ``each[7].charge``)."""
+        kinds = self._k.kinds
+        called: set[str] = set()
+        for name in steps:
+            scope, _, step_name = split_effect_name(name)
+            container = kinds.container(flow, scope)
+            index = container.index_of(step_name)
+            if index is None:
+                continue
+            step = container.step(index)
+            inner = kinds.of(step).inner(step)
+            if inner is not None:
+                called |= kinds.dependencies([inner])
+            elif (dependency := kinds.of(step).dependency(step)) is not None:
+                called.add(dependency)
+        return called
+
+    def _definition(self, record: FlowRecord) -> Flow | None:
+        """The definition to plan an operation on ``record`` with (None: its type is gone)."""
+        try:
+            return self._k.definition(record)[0]
+        except UnknownFlow:
+            return None
 
     def undo(self, flow_id: str, *, reason: str, by: str) -> FlowRecord:
         """Start a new clean-up of what an ended flow left live (see ``Engine.undo``)."""
@@ -76,11 +130,7 @@ class Operations:
 
     def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
         record = self.get(flow_id)
-        try:
-            definition: Flow | None = self._k.definition(record)[0]
-        except UnknownFlow:
-            definition = None
-        plan = self._k.plan(definition)
+        plan = self._k.plan(self._definition(record))
         errors: list[InvalidTransition] = []
 
         def change(current: FlowRecord) -> FlowRecord | None:

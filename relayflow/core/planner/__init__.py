@@ -13,9 +13,10 @@ run in parallel.
 One module per topic, each building only on those before it: ``plan`` (the inputs and
 outcomes), ``history``, ``states``, ``effects``, ``claims``, ``starts``, ``cleanup`` (undoing
 after a flow ended), ``lanes``, ``saga`` (undoing before it ends), ``forward`` (the
-dispatcher), ``endings``, ``recovery``, ``operations``, ``admission``, ``deferral``. What a
-kind of step does with an outcome is its kind's (``relayflow.core.kinds``, reached through
-``Plan.kinds``: the kinds build on the planner, never the other way round).
+dispatcher), ``endings``, ``recovery``, ``operations``, ``previews`` (what an operation would
+do, said before it is done), ``admission``, ``deferral``. What a kind of step does with an
+outcome is its kind's (``relayflow.core.kinds``, reached through ``Plan.kinds``: the kinds build
+on the planner, never the other way round).
 """
 
 from __future__ import annotations
@@ -42,7 +43,14 @@ from relayflow.core.planner.endings import (
     unpublished,
 )
 from relayflow.core.planner.forward import after
-from relayflow.core.planner.operations import cancel, restart, undo_again, undoable
+from relayflow.core.planner.operations import (
+    BulkMark,
+    cancel,
+    checked,
+    restart,
+    undo_again,
+    undoable,
+)
 from relayflow.core.planner.plan import (
     MAX_RETRY_AFTER_S,
     MAX_SCHEDULE_AHEAD_S,
@@ -58,6 +66,7 @@ from relayflow.core.planner.plan import (
     schedule,
     step_of,
 )
+from relayflow.core.planner.previews import Preview, preview_cancel, preview_retry
 from relayflow.core.planner.recovery import crashed, lost, rescue, set_aside
 from relayflow.core.planner.starts import new_record
 from relayflow.core.queue_shards import MAX_QUEUE_SHARDS, shard_name
@@ -66,10 +75,12 @@ __all__ = [
     "MAX_QUEUE_SHARDS",
     "MAX_RETRY_AFTER_S",
     "MAX_SCHEDULE_AHEAD_S",
+    "BulkMark",
     "Completed",
     "Failed",
     "Outcome",
     "Plan",
+    "Preview",
     "QueueNames",
     "Retry",
     "StepKind",
@@ -84,6 +95,7 @@ __all__ = [
     "await_admission",
     "begin_effect",
     "cancel",
+    "checked",
     "claim",
     "crashed",
     "defer",
@@ -96,6 +108,8 @@ __all__ = [
     "is_claimed",
     "lost",
     "new_record",
+    "preview_cancel",
+    "preview_retry",
     "published",
     "release",
     "rescue",

@@ -3,6 +3,7 @@ call, marked done, refused or undone, and which one is undone next (newest first
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from relayflow.core.errors import UnknownFlow
@@ -75,12 +76,24 @@ def next_compensation(
     """The effect undone next: done or unknown (its responses may have been lost), or left
     pending, newest first, with a compensation in the plan's flow (of the item ``item`` only, if
     given; of ``states`` only)."""
+    return next(iter(undo_order(plan, record, item=item, states=states)), None)
+
+
+def undo_order(
+    plan: Plan,
+    record: FlowRecord,
+    *,
+    item: int | None = None,
+    states: tuple[EffectState, ...] = TO_UNDO,
+) -> Iterator[Effect]:
+    """Every effect an undo of ``record`` reaches (see ``next_compensation``), in the order
+    the undos run: newest first; effects of one instant in the reverse of the order they were
+    recorded. What a dry run lists as undone. Lazy: the saga takes only the first."""
     pending = [
         (effect.order, i, effect)
         for i, effect in enumerate(record.effects)
         if effect.state in states
     ]
-    # Newest first; effects of one instant in the reverse of the order they were recorded.
     for _, _, effect in sorted(pending, key=lambda t: (t[0], t[1]), reverse=True):
         scope, at, name = split_effect_name(effect.step)
         if item is not None and at != item:
@@ -90,8 +103,7 @@ def next_compensation(
         except KeyError:
             step = None
         if step is not None and plan.kinds.of(step).compensation(step) is not None:
-            return effect
-    return None
+            yield effect
 
 
 def index_in(plan: Plan, scope: str | None, step: str) -> int:

@@ -1,4 +1,5 @@
-"""In-memory implementations of the engine's ports (Store, Queue, Events, Breakers).
+"""In-memory implementations of the engine's ports (Store, Queue, Events, Breakers) and of
+the bulk actions' (BulkStore, BulkQueue).
 
 They behave like the real services in the ways the engine relies on: a flow document is
 written whole and goes through its Firestore form on every write; a conditional write against
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from relayflow.testing.memory.base import EPOCH
 from relayflow.testing.memory.breakers import MemoryBreakers
+from relayflow.testing.memory.bulk import MemoryBulkQueue, MemoryBulkStore, QueuedBatch
 from relayflow.testing.memory.events import MemoryEvents
 from relayflow.testing.memory.flow_documents import MemoryFlowDocuments
 from relayflow.testing.memory.listing import MemoryListing
@@ -40,6 +42,8 @@ class MemoryStore(
 __all__ = [
     "EPOCH",
     "MemoryBreakers",
+    "MemoryBulkQueue",
+    "MemoryBulkStore",
     "MemoryEvents",
     "MemoryFlowDocuments",
     "MemoryListing",
@@ -50,5 +54,6 @@ __all__ = [
     "MemoryStore",
     "MemoryTenantSlots",
     "MemoryTenantStates",
+    "QueuedBatch",
     "QueuedTask",
 ]
