@@ -41,6 +41,7 @@ from relayflow.core.bulk import (
     LOST_AFTER_S,
     MAX_FLOWS,
     MAX_PUT_OFF_S,
+    MIN_RATE_PER_S,
     BulkKind,
     BulkTask,
     batch_size,
@@ -79,6 +80,10 @@ PAGE = 500
 # Compare-and-set attempts on a bulk document or a chunk before giving up (the task is
 # delivered again, and finds what landed).
 WRITE_ATTEMPTS = 8
+# How long a bulk action is kept after it ended (Firestore's TTL deletes it then), as flows are
+# by default (RELAYFLOW_RETENTION_DAYS).
+RETENTION_S = 30 * 24 * 3600.0
+_LONGEST_RUN = timedelta(seconds=MAX_FLOWS / MIN_RATE_PER_S)
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,7 @@ class BulkRunner:
         *,
         max_flows: int = MAX_FLOWS,
         lost_after_s: float = LOST_AFTER_S,
+        retention_s: float = RETENTION_S,
     ) -> None:
         self._engine = engine
         self._store = store
@@ -120,6 +126,7 @@ class BulkRunner:
         self._clock = clock
         self._max_flows = max_flows
         self._lost_after_s = lost_after_s
+        self._retention = timedelta(seconds=retention_s)
 
     # -- what operators do ---------------------------------------------------------------
 
@@ -162,8 +169,11 @@ class BulkRunner:
             allowed=sum(1 for row in rows if row.allowed),
             chunks=len(chunks),
             refused=refused,
+            expire_at=now + self._retention,
         ).logged(now, "previewed", by=by, reason=reason)
-        self._store.create(made, chunks)
+        # The rows outlive their bulk document however long it runs (at most MAX_FLOWS flows
+        # at MIN_RATE_PER_S: 12 days) and however long it is kept after.
+        self._store.create(made, chunks, rows_expire_at=now + 2 * self._retention + _LONGEST_RUN)
         log.info("bulk action previewed", extra={"bulk": made.id, "matched": made.matched})
         return self.get(made.id)
 
@@ -194,7 +204,7 @@ class BulkRunner:
             state = BulkState.RUNNING if action.matched else BulkState.DONE
             update = {"state": state, "run_by": by, "started_at": now, "next_at": now}
             if state is BulkState.DONE:
-                update["finished_at"] = now
+                update |= {"finished_at": now, "expire_at": now + self._retention}
             return action.model_copy(update=update).logged(now, "run", by=by, reason=reason)
 
         return self._ensured(self._change(bulk_id, started))
@@ -235,6 +245,7 @@ class BulkRunner:
             _require(action, (BulkState.PREVIEWED, BulkState.RUNNING, BulkState.PAUSED), "cancel")
             now = self._clock.now()
             update = {"state": BulkState.CANCELLED, "finished_at": now, "next_at": None}
+            update["expire_at"] = now + self._retention
             return action.model_copy(update=update).logged(now, "cancelled", by=by, reason=reason)
 
         return self._change(bulk_id, cancelled)
@@ -368,7 +379,7 @@ class BulkRunner:
                     "deferrals": 0,
                     "waiting": "",
                     "next_at": None if last else max(now, began + pace),
-                    **_finished(current, last, now),
+                    **_finished(current, last, now, self._retention),
                 }
             )
 
@@ -403,6 +414,7 @@ class BulkRunner:
                 return None
             now = self._clock.now()
             update = {"state": BulkState.FAILED, "finished_at": now, "next_at": None}
+            update["expire_at"] = now + self._retention
             return current.model_copy(update=update).logged(now, "failed", reason=why)
 
         self._change_if(action.id, failed)
@@ -488,10 +500,17 @@ def _counted(action: BulkAction, rows: Sequence[BulkRow], now: datetime) -> Bulk
     )
 
 
-def _finished(action: BulkAction, last: bool, now: datetime) -> dict[str, Any]:
+def _finished(
+    action: BulkAction, last: bool, now: datetime, retention: timedelta
+) -> dict[str, Any]:
     """The update that ends a bulk action whose last batch this was (one an operator
     cancelled meanwhile stays cancelled)."""
     if not last or action.state.over:
         return {}
     done = action.logged(now, "done")
-    return {"state": BulkState.DONE, "finished_at": now, "log": done.log}
+    return {
+        "state": BulkState.DONE,
+        "finished_at": now,
+        "log": done.log,
+        "expire_at": now + retention,
+    }

@@ -159,6 +159,9 @@ class BulkAction(_Model):
     next_at: datetime | None = None  # when the next batch is due
     waiting: str = ""  # why the next batch is put off (a breaker open, a budget spent)
     log: list[BulkEvent] = Field(default_factory=list)
+    # When Firestore's TTL may delete it: the retention after it ended (after it was made,
+    # while it has not), as flows' documents go.
+    expire_at: datetime | None = None
     version: Any = Field(default=None, exclude=True)
 
     @property
@@ -206,8 +209,11 @@ def _names(names: Sequence[str]) -> list[str]:
 class BulkStore(Protocol):
     """Bulk actions' documents and their rows (Firestore ``bulk_actions``; dicts in tests)."""
 
-    def create(self, action: BulkAction, chunks: Sequence[Sequence[BulkRow]]) -> None:
-        """Store a new bulk action: its rows' chunks first, then its document."""
+    def create(
+        self, action: BulkAction, chunks: Sequence[Sequence[BulkRow]], *, rows_expire_at: datetime
+    ) -> None:
+        """Store a new bulk action: its rows' chunks first (TTL may delete them after
+        ``rows_expire_at``), then its document."""
         ...
 
     def read(self, bulk_id: str) -> BulkAction | None:

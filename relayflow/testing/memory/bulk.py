@@ -24,9 +24,13 @@ class MemoryBulkStore:
         self.writes = 0
         self.row_writes = 0
         self.conflicts = 0
+        self.rows_expire_at: datetime | None = None
         self._versions = 0
 
-    def create(self, action: BulkAction, chunks: Sequence[Sequence[BulkRow]]) -> None:
+    def create(
+        self, action: BulkAction, chunks: Sequence[Sequence[BulkRow]], *, rows_expire_at: datetime
+    ) -> None:
+        self.rows_expire_at = rows_expire_at
         for n, rows in enumerate(chunks):
             self.chunks[(action.id, n)] = (_copied(rows), self._next())
         self.actions[action.id] = action.model_copy(update={"version": self._next()})
