@@ -6,6 +6,7 @@
     relayflow cancel FLOW_ID --reason "duplicate order"    relayflow retry FLOW_ID --reason …
     relayflow tenants list | pause TENANT --reason … | resume TENANT --reason …
     relayflow schedules list | pause NAME --reason … | resume NAME --reason … | trigger NAME …
+    relayflow bulk retry --status FAILED --since T --reason … --dry-run | run ID | status ID
     relayflow breakers
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
     relayflow demo                    relayflow local up | down | status
@@ -43,6 +44,7 @@ SCHEDULE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
+BULK_ID = re.compile(r"bulk-[0-9a-f]{12}")
 STATUSES = ("PENDING", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
 # How often ``watch`` reads a poll chain's task for the polls its flow's document has not
 # recorded yet (a GetTask per candidate the chain may have made: only while someone watches).
@@ -173,6 +175,70 @@ def _schedules_parser(sub: Any) -> None:
             )
 
 
+def _bulk_parser(sub: Any) -> None:
+    bulk = sub.add_parser(
+        "bulk",
+        help="retry or cancel every flow a filter matches, server-side, after a dry run",
+    )
+    bulk_sub = bulk.add_subparsers(dest="bulk_action", required=True)
+    for name, does in (
+        ("retry", "run again every ended flow the filter matches"),
+        ("cancel", "cancel every active flow the filter matches (undoing what each did)"),
+    ):
+        act = bulk_sub.add_parser(name, help=f"{does} (operator role)")
+        act.add_argument("--flow", type=_flow_name, help="only flows of this name")
+        act.add_argument("--status", type=_status)
+        act.add_argument("--version", type=_version)
+        act.add_argument("--tenant", type=_tenant)
+        act.add_argument("--parent", type=_flow_id, help="only the child flows of flow ID")
+        act.add_argument("--since", type=_time, help="updated at or after (ISO 8601, UTC)")
+        act.add_argument("--until", type=_time, help="updated before (ISO 8601, UTC)")
+        act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+        act.add_argument(
+            "--rate", type=_rate, default=5.0, help="flows a second (0.01..50, default 5)"
+        )
+        act.add_argument("--dry-run", action="store_true", help="only say what would happen")
+        act.add_argument("--yes", action="store_true", help="run it without asking")
+        act.add_argument("--follow", action="store_true", help="show its progress until done")
+    bulk_sub.add_parser("list", help="bulk actions, the newest first").add_argument(
+        "--limit", type=_page_size, default=20
+    )
+    for name, does in (
+        ("status", "its progress (--follow: a live line until it is over)"),
+        ("previews", "every flow's row: what the dry run said, what was done"),
+        ("run", "act on exactly the flows its dry run listed (operator role)"),
+        ("pause", "stop after the batch under way (operator role)"),
+        ("resume", "go on from the next batch (operator role)"),
+        ("stop", "cancel the bulk action itself; what it did stays done (operator role)"),
+    ):
+        act = bulk_sub.add_parser(name, help=does)
+        act.add_argument("bulk_id", type=_bulk_id)
+        if name in ("status", "run"):
+            act.add_argument("--follow", action="store_true", help="a live progress line")
+        if name == "previews":
+            act.add_argument("--page", type=int, default=0, help="0, 1, … (100 flows a page)")
+        if name in ("run", "pause", "resume", "stop"):
+            act.add_argument(
+                "--reason", type=_reason, required=name == "stop", help="why (recorded)"
+            )
+
+
+def _bulk_id(text: str) -> str:
+    if not BULK_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bulk action id (bulk-<12 hex>)")
+    return text
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.01 <= value <= 50:
+        raise argparse.ArgumentTypeError("must be 0.01..50 flows a second")
+    return value
+
+
 def _reason(text: str) -> str:
     reason = " ".join(text.split())
     if not reason:
@@ -275,6 +341,7 @@ def _register_operations(sub: Any) -> None:
         act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
 
     _schedules_parser(sub)
+    _bulk_parser(sub)
 
     sub.add_parser(
         "breakers", help="each dependency's breaker: state, failures, retry budget, transitions"
@@ -585,6 +652,12 @@ def _operation(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _bulk_command(args: argparse.Namespace) -> int:
+    from relayflow.cli.bulk import cmd_bulk
+
+    return cmd_bulk(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "publish": cmd_publish,
     "watch": cmd_watch,
@@ -603,6 +676,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "breakers": _operation("cmd_breakers"),
     "rejected": _operation("cmd_rejected"),
     "dead-letters": _operation("cmd_dead_letters"),
+    "bulk": _bulk_command,
 }
 
 

@@ -189,9 +189,9 @@ class Breakers:
 
     def ready(self, dependency: str) -> Verdict:
         """Whether more calls to ``dependency`` are welcome now, asking only (no call counted,
-        no probe taken): not while its breaker is open or half-open, nor while its retry budget
-        is spent (it is failing calls already). What a bulk action asks before each batch of
-        flows that call it; each flow's own calls still ask ``check``."""
+        no probe taken): not while its breaker is open (until it may probe) or half-open, nor
+        while its retry budget is spent (it is failing calls already). What a bulk action asks
+        before each batch of flows that call it; each flow's own calls still ask ``check``."""
         policy = self._policies.policy(dependency)
         now = self._clock.now()
         with self._lock:
@@ -200,7 +200,11 @@ class Breakers:
             if not policy.enabled:
                 return Verdict(dependency)
             soon = now + timedelta(seconds=max(1.0, policy.bucket_s))
-            if state.state is Breaker.OPEN:
+            # Open past its time, it waits for a call to probe it: the flows let in now are
+            # those calls (the first probes, the others are put off by their own check), or
+            # nothing would ever probe a dependency that every flow gave up on.
+            due = state.reopen_at is not None and now >= state.reopen_at
+            if state.state is Breaker.OPEN and not due:
                 until = max(state.reopen_at or soon, soon)
                 detail = f"{dependency}'s breaker is open"
                 return Verdict(dependency, False, until, "open", detail)

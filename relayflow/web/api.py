@@ -19,6 +19,9 @@
 | ``GET /schedules`` | viewer, unscoped | each schedule: next ticks (its zone, UTC), last runs |
 | ``POST /schedules/{s}:pause``, ``:resume`` | operator, unscoped | ``{"reason"}`` |
 | ``POST /schedules/{s}:trigger`` | operator, unscoped | ``{"reason", "flow_id"?}``: run it now |
+| ``POST /bulk`` | operator | ``{action, filter, reason, dry_run, rate_per_s}`` (``bulk``) |
+| ``GET /bulk``, ``/bulk/{id}``, ``/bulk/{id}/previews`` | viewer | progress, per-flow rows |
+| ``POST /bulk/{id}:run``, ``:pause``, ``:resume``, ``:cancel`` | operator | ``{"reason"}`` |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /schemas``, ``/schemas/{name}`` | viewer | the messages' published JSON Schemas |
 | ``GET /definitions`` | viewer | each flow's steps and input/output JSON Schemas (``flow``) |
@@ -59,6 +62,7 @@ from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.runtime import Runtime, api_verifier
 from relayflow.web import console, guard, longpoll, params
 from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
+from relayflow.web.bulk import add_bulk_routes
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.family import family_json
 from relayflow.web.guard import guard_from_settings
@@ -90,6 +94,7 @@ def api_app(runtime: Runtime) -> Flask:
             guard=guard_from_settings(runtime.settings),
             watch=document_watch(runtime),
             scheduler=runtime.scheduler(),
+            bulk=runtime.bulk_runner(),
         )
     )
 
@@ -104,6 +109,7 @@ def build_api(ops: Operations) -> Flask:
     _register_messages(app, ops)
     _register_tenants(app, ops)
     add_schedule_routes(app, ops)
+    add_bulk_routes(app, ops)
     add_callback_routes(
         app, ops.engine, guarded(ops.access, Role.COMPLETER, "complete callback tokens")
     )

@@ -12,10 +12,13 @@ from typing import Any
 
 from flask import g, request
 
+from relayflow.core.bulk_runner import BulkRunner
 from relayflow.core.dead_letters import DeadLetters
 from relayflow.core.engine import Engine
 from relayflow.core.errors import (
     AmbiguousFlow,
+    BulkNotFound,
+    BulkRefused,
     DeadLetterNotFound,
     FlowNotFound,
     InvalidTransition,
@@ -49,6 +52,8 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     InvalidTransition: (409, "FAILED_PRECONDITION"),
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
     UnknownSchedule: (404, "NOT_FOUND"),
+    BulkNotFound: (404, "NOT_FOUND"),
+    BulkRefused: (409, "FAILED_PRECONDITION"),
 }
 
 
@@ -70,6 +75,8 @@ class Operations:
     watch: Watch | None = None
     # The deployed app's schedules (None: the api shows none).
     scheduler: Scheduler | None = None
+    # Bulk actions over the flows (None: the api makes none).
+    bulk: BulkRunner | None = None
 
 
 def guarded(access: Access, role: Role, action: str, *, unscoped: bool = False) -> Guard:
