@@ -49,8 +49,8 @@ def test_a_bulk_retry_survives_its_worker_killed_midway_and_runs_no_flow_twice(
     harness.client_api("DELETE", "/admin/faults")
 
     # when an operator dry-runs a bulk retry of them
-    dry = _run(harness, "bulk", "retry", "--flow", "registration", "--status", "FAILED",
-               "--since", since, "--reason", "client API fixed", "--rate", "5", "--dry-run")  # fmt: skip
+    wanted = ("--flow", "registration", "--status", "FAILED", "--since", since)
+    dry = _run(harness, "bulk", "retry", *wanted, "--reason", "fixed", "--rate", "5", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert f"matched  {FLOWS}: {FLOWS} to retry, 0 refused" in dry.stdout
     assert "run register, await_registration" in dry.stdout
