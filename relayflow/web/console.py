@@ -29,7 +29,7 @@ from relayflow.core.flows import Flow
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT
-from relayflow.web import console_schedules, params, timeline
+from relayflow.web import console_bulk, console_schedules, params, timeline
 from relayflow.web.access import Role
 from relayflow.web.family import family_json
 from relayflow.web.operations import Guard, Operations, guarded, refusal
@@ -69,6 +69,7 @@ def blueprint(ops: Operations) -> Blueprint:
     _register_actions(bp, ops, operator)
     _register_message_pages(bp, ops, viewer, operator)
     console_schedules.register(bp, ops)
+    console_bulk.register(bp, ops)
     _register_signals(bp, ops, guarded(ops.access, Role.SIGNALLER, "send signals"))
     return bp
 
