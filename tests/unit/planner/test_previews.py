@@ -1,7 +1,8 @@
-"""relayflow.core.planner.previews: a dry run's row says what a retry or a cancel would do to
-one flow (steps run again, effects undone and kept), from the planner functions the operation
-runs, and why it would be refused. The flow is ``tests.unit.planner.sample``'s; a bulk action's
-mark (``planner.checked``) lets an operation act once, on what the dry run saw."""
+"""relayflow.core.planner.previews: the dry run's row (``Preview``), as the api, the CLI and
+the console show it; what a retry or a cancel would do to one flow (steps run again, effects
+undone and kept), from the planner functions the operation runs, and why it would be refused.
+The flow is ``tests.unit.planner.sample``'s; a bulk action's mark (``planner.checked``) lets
+an operation act once, on what the dry run saw."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from relayflow.core import planner
 from relayflow.core.errors import AlreadyActed, ChangedSince, PermanentError
 from relayflow.core.planner import BulkMark, Completed, Failed, Plan
+from relayflow.core.planner.previews import Preview
 from relayflow.core.records import EffectState
 from relayflow.core.state import Status
 from tests.unit.planner.sample import FLOW_ID, QUEUES, at_finish, at_poll, make_flow, plan
@@ -122,3 +124,35 @@ def test_an_undo_failed_effect_is_kept_by_a_retry() -> None:
         }
     )
     assert planner.preview_retry(plan(), stuck).kept == ("reserve",)
+
+
+def test_a_preview_shows_its_steps_and_effects_in_order() -> None:
+    preview = Preview(
+        key="acme~f-1",
+        action="reset",
+        allowed=True,
+        rerun=("register", "await", "create"),
+        undone=("create", "register"),
+        kept=("reserve",),
+    )
+    assert preview.as_json() == {
+        "key": "acme~f-1",
+        "action": "reset",
+        "allowed": True,
+        "reason": "",
+        "rerun": ["register", "await", "create"],
+        "undone": ["create", "register"],
+        "kept": ["reserve"],
+    }
+
+
+def test_a_refused_preview_says_why_and_carries_the_action_s_own_facts() -> None:
+    preview = Preview(
+        key="f-2", action="retry", allowed=False, reason="it is RUNNING", detail={"at": "x"}
+    )
+    shown = preview.as_json()
+    assert (shown["allowed"], shown["reason"], shown["detail"]) == (
+        False,
+        "it is RUNNING",
+        {"at": "x"},
+    )
