@@ -10,14 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from relayflow.core.position import TASK_FLOW_PATTERN, Position, TaskKind
 from relayflow.core.sharding import prefix_of
@@ -43,16 +36,9 @@ class HistoryEntry(_Model):
     delay_s: float | None = None
     by: str = ""  # who did it, for an operator action (cancel, retry): the caller's identity
     # The bulk action an operator's action was part of (its id): a bulk action acts on a flow
-    # at most once, and a batch run again after a crash finds what it did here.
-    bulk: str = ""
-
-    @model_serializer(mode="wrap")
-    def _without_bulk(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Left out when empty (all but a bulk action's entries), so documents read as before.
-        dumped: dict[str, Any] = handler(self)
-        if not self.bulk:
-            dumped.pop("bulk", None)
-        return dumped
+    # at most once, and a batch run again after a crash finds what it did here. Left out when
+    # empty (all but a bulk action's entries), so documents read and weigh as before.
+    bulk: str = Field(default="", exclude_if=lambda bulk: not bulk)
 
 
 class NextTask(_Model):
