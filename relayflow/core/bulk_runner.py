@@ -1,7 +1,7 @@
 """Bulk actions run server-side: the dry run, then batches of flows as Cloud Tasks.
 
-``create`` is the dry run: it pages once through the flows the filter matches (whole
-documents, a page at a time; refused past ``MAX_FLOWS``), asks the engine what the action would
+``create`` is the dry run: it reads once every flow the filter matches (whole documents,
+``Listing.matching``; refused past ``MAX_FLOWS``), asks the engine what the action would
 do to each (``Engine.preview``: the planner functions the operation itself runs), and stores
 the bulk action (``bulk_actions/{id}``) with one row per flow. ``run`` acts on exactly that
 set: a flow whose status or generation changed since is skipped with the reason, never acted
@@ -13,7 +13,9 @@ document and acts only if the task is its next one (a duplicate or a stale task 
 next batch's task and stops); asks the breakers of what its flows' steps call and puts itself
 off while one refuses (``Engine.ready``); acts on its flows one by one through the engine's
 own operation (``Engine.retry``, ``Engine.cancel``) marked with the bulk action, so each
-flow's history gets one entry naming it, who ran it and why; writes its rows' outcomes, then
+flow's history gets one entry naming it, who ran it and why (a retried flow's first steps
+are due one by one at the bulk action's rate over the batch's time, so its flows start at
+that rate, not all at once); writes its rows' outcomes, then
 its counts and the cursor by compare-and-set; and only then enqueues the next batch, due one
 pacing period after this one began.
 
@@ -70,13 +72,12 @@ from relayflow.core.errors import (
     InvalidTransition,
     RelayflowError,
 )
-from relayflow.core.listing import Cursor, FlowFilter
+from relayflow.core.listing import FlowFilter
 from relayflow.core.planner import BulkMark
 from relayflow.core.ports import Listing
+from relayflow.core.records import FlowRecord
 
 log = logging.getLogger("relayflow.core.bulk")
-# Flows read a page while the dry run resolves the filter (the api's largest page).
-PAGE = 500
 # Compare-and-set attempts on a bulk document or a chunk before giving up (the task is
 # delivered again, and finds what landed).
 WRITE_ATTEMPTS = 8
@@ -147,7 +148,8 @@ class BulkRunner:
             rate = checked_rate(float(rate_per_s))
         except ValueError as exc:
             raise BulkRefused(str(exc)) from None
-        rows = [BulkRow.of(r, self._engine.preview(r, kind.value)) for r in self._matching(wanted)]
+        found = self._matching(wanted)
+        rows = [BulkRow.of(r, self._engine.preview(r, kind.value)) for r in found]
         now = self._clock.now()
         refused: dict[str, int] = {}
         for row in rows:
@@ -271,7 +273,10 @@ class BulkRunner:
         if waiting is not None:
             assert waiting.until is not None
             return self._put_off(action, waiting.detail, waiting.until)
-        acted = [self._act(action, row) for row in rows[start:end]]
+        spacing = timedelta(seconds=1.0 / action.rate_per_s)
+        acted = [
+            self._act(action, row, at=began + i * spacing) for i, row in enumerate(rows[start:end])
+        ]
         self._write_rows(action.id, chunk, start, acted, rows, version)
         return self._advance(action, task, acted, began)
 
@@ -294,29 +299,20 @@ class BulkRunner:
 
     # -- the parts -----------------------------------------------------------------------
 
-    def _matching(self, wanted: FlowFilter) -> Iterable[Any]:
-        """Every flow ``wanted`` matches, each once; BulkRefused past ``max_flows``."""
-        seen: set[str] = set()
-        after: Cursor | None = None
-        while True:
-            page = self._listing.flows(wanted, after=after, limit=PAGE)
-            for record in page.items:
-                if record.key in seen or record.is_lane:
-                    continue
-                seen.add(record.key)
-                if len(seen) > self._max_flows:
-                    raise BulkRefused(
-                        f"more than {self._max_flows} flows match: a bulk action takes at "
-                        "most that many; narrow the filter (a time range, a status, a flow)"
-                    )
-                yield record
-            if page.next is None:
-                return
-            after = page.next
+    def _matching(self, wanted: FlowFilter) -> list[FlowRecord]:
+        """Every flow ``wanted`` matches (read once, whole); BulkRefused past ``max_flows``."""
+        found = [r for r in self._listing.matching(wanted, limit=self._max_flows) if not r.is_lane]
+        if len(found) > self._max_flows:
+            raise BulkRefused(
+                f"more than {self._max_flows} flows match: a bulk action takes at most that "
+                "many; narrow the filter (a time range, a status, a flow)"
+            )
+        return sorted(found, key=lambda r: (r.updated_at, r.key), reverse=True)
 
-    def _act(self, action: BulkAction, row: BulkRow) -> BulkRow:
+    def _act(self, action: BulkAction, row: BulkRow, *, at: datetime) -> BulkRow:
         """Act on one flow through the engine's own operation, once (see the module
-        docstring); the row with what became of it."""
+        docstring); the row with what became of it. A retried flow's first steps are due
+        ``at``: a batch's flows start one by one at the bulk action's rate, not all at once."""
         now = self._clock.now()
         if row.outcome is not None:
             return row  # a delivery before this one recorded it
@@ -326,7 +322,10 @@ class BulkRunner:
         why = f"bulk {action.action} {action.id}: {action.reason}"
         try:
             if action.action is BulkKind.RETRY:
-                self._engine.retry(row.key, reason=why, by=action.run_by, bulk=mark)
+                start_in_s = max(0.0, (at - now).total_seconds())
+                self._engine.retry(
+                    row.key, reason=why, by=action.run_by, bulk=mark, start_in_s=start_in_s
+                )
             else:
                 self._engine.cancel(row.key, why, by=action.run_by, bulk=mark)
         except AlreadyActed:

@@ -226,6 +226,12 @@ class Listing(Protocol):
         """How many flows ``filter`` admits in each status (its own status aside)."""
         ...
 
+    def matching(self, filter: FlowFilter, *, limit: int) -> list[FlowRecord]:
+        """Whole documents of every flow ``filter`` admits, in no order, but at most ``limit``
+        and one more (which says there are more): a bulk action's dry run, which needs them
+        all once, not a page in order."""
+        ...
+
     def rejected_messages(
         self, *, after: Cursor | None = None, limit: int = 50
     ) -> Page[RejectedMessage]:

@@ -6,6 +6,7 @@ again by the sweep."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from relayflow.core.breaker_policy import Dependencies
 from relayflow.core.breaker_state import Breaker
-from relayflow.core.bulk import BulkTask, period_s
+from relayflow.core.bulk import BulkTask
 from relayflow.core.bulk_runner import BulkRunner
 from relayflow.core.bulk_state import BulkState, Outcome
 from relayflow.core.errors import BulkRefused, NotReady, PermanentError
@@ -115,23 +116,21 @@ def test_a_bulk_retry_succeeds_every_flow_once_each_with_one_audit_entry() -> No
     assert {row.outcome for row in h.bulk_rows(done.id)} == {Outcome.DONE}
 
 
-def test_batches_are_paced_and_the_bulk_document_written_once_a_batch() -> None:
+def test_flows_start_at_the_rate_and_the_bulk_document_is_written_once_a_batch() -> None:
     h, _, _ = failed_flows(25)
-    rate = 5.0  # a batch of 10 flows every 2 s
+    rate = 5.0  # a batch of 10 flows every 2 s, each flow's first step 0.2 s after the last
 
     done = h.bulk("retry", status=Status.FAILED, rate_per_s=rate)
+    h.run()
 
-    starts = sorted(
-        e.at for f in h.store.docs for e in h.flow(f).history if e.outcome == "restarted"
+    firsts = sorted(  # when each flow's first step ran again (its history says)
+        next(e.at for e in h.flow(f).history if e.step == "prepare" and e.generation == 1)
+        for f in h.store.docs
     )
-    span_s = (starts[-1] - starts[0]).total_seconds()
-    assert done.batch_size == 10 and done.batches == 3
-    assert span_s >= 2 * period_s(rate, 10)  # three batches: two periods apart at least
-    per_second: dict[int, int] = {}
-    for at in starts:
-        second = int((at - starts[0]).total_seconds())
-        per_second[second] = per_second.get(second, 0) + 1
-    assert max(per_second.values()) <= done.batch_size
+    assert len(firsts) == 25 and done.batch_size == 10 and done.batches == 3
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(firsts)]
+    assert min(gaps) >= 1 / rate - 1e-6  # never two flows sooner than the rate allows
+    assert (firsts[-1] - firsts[0]).total_seconds() < 25 / rate + 1.0  # nor much later
     # the run's write, one per batch (the last also ends it): never one per flow
     assert h.bulk_store.writes == 1 + done.batches
 

@@ -256,15 +256,24 @@ class Engine:
         return self._operations.cancel(flow_id, reason, by=by, bulk=bulk)
 
     def retry(
-        self, flow_id: str, *, reason: str = "", by: str = "", bulk: BulkMark | None = None
+        self,
+        flow_id: str,
+        *,
+        reason: str = "",
+        by: str = "",
+        bulk: BulkMark | None = None,
+        start_in_s: float = 0.0,
     ) -> FlowRecord:
         """Run a failed, timed-out or cancelled flow again as a new generation; ``by`` and
-        ``reason`` are recorded on the flow's history (and ``bulk``'s id, as for ``cancel``).
+        ``reason`` are recorded on the flow's history (and ``bulk``'s id, as for ``cancel``);
+        its first steps are due ``start_in_s`` from now (a bulk action's pacing).
 
         The ended generation's result event goes out first if it has not yet, so a retry
         never swallows it.
         """
-        return self._operations.retry(flow_id, reason=reason, by=by, bulk=bulk)
+        return self._operations.retry(
+            flow_id, reason=reason, by=by, bulk=bulk, start_in_s=start_in_s
+        )
 
     def preview(self, record: FlowRecord, action: str) -> Preview:
         """What ``action`` (``retry`` or ``cancel``) would do to ``record`` now, said before

@@ -69,7 +69,13 @@ class Operations:
         )
 
     def retry(
-        self, flow_id: str, *, reason: str, by: str, bulk: BulkMark | None = None
+        self,
+        flow_id: str,
+        *,
+        reason: str,
+        by: str,
+        bulk: BulkMark | None = None,
+        start_in_s: float = 0.0,
     ) -> FlowRecord:
         """Run an ended flow again as a new generation, its ended generation's result event
         sent first if it has not been, so a retry never swallows it."""
@@ -80,7 +86,7 @@ class Operations:
         return self._operate(
             flow_id,
             lambda plan, r: planner.restart(
-                plan, planner.checked(r, bulk), reason=reason, by=by, bulk=tag
+                plan, planner.checked(r, bulk), reason=reason, by=by, bulk=tag, delay_s=start_in_s
             ),
         )
 

@@ -79,11 +79,18 @@ def cancel(
 
 
 def restart(
-    plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "", bulk: str = ""
+    plan: Plan,
+    record: FlowRecord,
+    *,
+    reason: str = "",
+    by: str = "",
+    bulk: str = "",
+    delay_s: float = 0.0,
 ) -> FlowRecord:
     """Run a failed, timed-out or cancelled flow again, as a new generation; ``reason``,
     ``by`` (the operator) and ``bulk`` (the bulk action it is part of) are recorded on its
-    history entry.
+    history entry. Its first steps are due ``delay_s`` from now (a bulk action spreads the
+    flows of a batch over the batch's time).
 
     It keeps the outputs of steps that are still in effect (done and not undone) and of the
     steps before them, and starts every step that is then ready: a step whose undo failed is
@@ -114,7 +121,7 @@ def restart(
             "deadline_at": None,
         }
     )
-    return start_ready(plan, moved, generation=generation)
+    return start_ready(plan, moved, generation=generation, delay_s=delay_s)
 
 
 def outputs_kept(plan: Plan, record: FlowRecord) -> dict[str, Any]:
