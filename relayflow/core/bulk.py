@@ -130,10 +130,20 @@ def filter_doc(wanted: FlowFilter) -> dict[str, Any]:
     """The filter's fields that narrow it, as stored (every field of ``FlowFilter``, so a
     field added to the listing's filter is kept without a change here)."""
     return {
-        f.name: (value.value if isinstance(value, Status) else value)
+        f.name: _stored(value)
         for f in fields(FlowFilter)
-        if (value := getattr(wanted, f.name)) is not None
+        if (value := getattr(wanted, f.name)) not in (None, (), "")
     }
+
+
+def _stored(value: Any) -> Any:
+    """A filter's value as Firestore keeps it: a status by name, pairs (labels) as maps (an
+    array may not hold arrays)."""
+    if isinstance(value, Status):
+        return value.value
+    if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
+        return [{"pair": list(v)} for v in value]
+    return value
 
 
 def filter_of(doc: dict[str, Any]) -> FlowFilter:
@@ -145,16 +155,20 @@ def filter_of(doc: dict[str, Any]) -> FlowFilter:
 
 
 def filter_json(wanted: FlowFilter) -> dict[str, Any]:
-    """The filter as the api, the CLI and the console show it."""
-    return {
-        name: value.isoformat() if isinstance(value, datetime) else value
-        for name, value in filter_doc(wanted).items()
-    }
+    """The filter as the api, the CLI and the console show it (pairs as ``key=value``)."""
+    shown = {}
+    for name, value in filter_doc(wanted).items():
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, list):
+            value = [("=".join(v["pair"]) if isinstance(v, dict) else v) for v in value]
+        shown[name] = value
+    return shown
 
 
 def _loaded(name: str, value: Any) -> Any:
     if name == "status":
         return Status(value)
-    if isinstance(value, list):  # Firestore gives a tuple back as a list
-        return tuple(value)
+    if isinstance(value, list):  # Firestore gives a tuple back as a list; pairs as maps
+        return tuple(tuple(v["pair"]) if isinstance(v, dict) else v for v in value)
     return value

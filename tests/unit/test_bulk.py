@@ -88,3 +88,14 @@ def test_a_filter_is_stored_with_every_field_that_narrows_it_and_read_back() -> 
     assert filter_of(doc) == wanted
     assert filter_of({**doc, "colour": "red"}) == wanted  # a newer release's field: left out
     assert filter_json(wanted)["updated_from"] == "2026-03-01T12:00:00+00:00"
+
+
+def test_pairs_are_stored_as_maps_and_read_back_as_pairs() -> None:
+    # A filter field of pairs (a flow's labels): Firestore arrays may not hold arrays.
+    from relayflow.core.bulk import _loaded, _stored
+
+    pairs = (("team", "payments"), ("region", "eu"))
+    stored = _stored(pairs)
+    assert stored == [{"pair": ["team", "payments"]}, {"pair": ["region", "eu"]}]
+    assert _loaded("labels", stored) == pairs
+    assert _loaded("anything", ["a", "b"]) == ("a", "b")

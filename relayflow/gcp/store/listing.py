@@ -104,7 +104,8 @@ class FirestoreListing(StoreBase):
         with ThreadPoolExecutor(max_workers=min(self._shards, 16)) as pool:
             list(pool.map(scan, range(self._shards)))
         self._counters.add("firestore_reads", max(1, len(found)))
-        return list(self._parse(found[: limit + 1]))
+        # What the query cannot ask (a filter's further conditions) is checked on each.
+        return [r for r in self._parse(found[: limit + 1]) if filter.matches(r)]
 
     def count_by_status(self, filter: FlowFilter) -> dict[Status, int]:
         """How many flows ``filter`` admits in each status: one count aggregation per status
