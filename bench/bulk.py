@@ -108,6 +108,21 @@ class Requests:
                 continue
             self.samples.append((time.monotonic(), count))
 
+    def per_second(self) -> list[int]:
+        """Requests in each whole second from the first sample (by the samples' ends)."""
+        if not self.samples:
+            return []
+        t0, n0 = self.samples[0]
+        counts: list[int] = []
+        last = n0
+        for t, n in self.samples:
+            second = int(t - t0)
+            while len(counts) <= second:
+                counts.append(0)
+            counts[second] += n - last
+            last = n
+        return counts
+
     def peak_per_s(self) -> tuple[int, float]:
         """The most requests in any window of one second, and when it began (s from the
         first sample)."""
@@ -167,6 +182,26 @@ def acted_twice(db: Any, flow_ids: list[str], bulk_id: str) -> tuple[int, int]:
             twice += len(entries) > 1
             generations += int(doc.get("position", {}).get("generation", 0)) > 1
     return twice, generations
+
+
+def starts_per_second(db: Any, flow_ids: list[str]) -> list[int]:
+    """How many retried flows ran their first step again in each second of the run (their
+    histories' first entry of generation 1): the pace the bulk action kept."""
+    firsts: list[datetime] = []
+    for start in range(0, len(flow_ids), 300):
+        refs = [db.collection("flows").document(document_id(f)) for f in flow_ids[start:][:300]]
+        for snap in db.get_all(refs):
+            entries = (snap.to_dict() or {}).get("history", [])
+            ran = [e["at"] for e in entries if e.get("generation") == 1 and not e.get("by")]
+            if ran:
+                firsts.append(min(ran))
+    if not firsts:
+        return []
+    t0 = min(firsts)
+    counts = [0] * (int((max(firsts) - t0).total_seconds()) + 1)
+    for at in firsts:
+        counts[int((at - t0).total_seconds())] += 1
+    return counts
 
 
 def duplicates(stack: Stack, resources: set[str]) -> tuple[int, int]:
@@ -314,6 +349,7 @@ def report(
     rows = rows_of(stack, made["id"], int(done["chunks"]))
     caught = sum(1 for r in rows if r.get("note", "").startswith("acted on by an earlier"))
     peak, peak_at = sampled.peak_per_s()
+    starts = starts_per_second(db, ids)
     per_flow = requests_made / max(1, succeeded)
     batch = int(made["batch_size"])
     pace = args.rate * per_flow
@@ -327,14 +363,18 @@ def report(
                       f"skipped {done['skipped']}, failed {done['failed']})"),
         ("duplicate effects at the API", f"{regs} registrations, {ents} entities"),
         ("client API requests in the run", f"{requests_made} ({per_flow:.2f} a flow)"),
-        ("peak requests in one second", f"{peak} at {peak_at:.0f} s (pace {pace:.0f}/s on "
-                                        f"average; a batch: {batch} flows at once)"),
+        ("peak requests in one second", f"{peak} at {peak_at:.0f} s (the pace: {pace:.0f}/s on "
+                                        "average)"),
+        ("flows started again a second", f"at most {max(starts, default=0)} (the rate: "
+                                         f"{args.rate:g})"),
         ("flows acted on twice", f"{twice} (audit entries), {generations} (generations)"),
         ("batch redelivered, found done", f"{caught} flows (the guard's; counted once)"),
     ]  # fmt: skip
     print()
     for line in lines:
         print(line if isinstance(line, str) else f"  {line[0]:<32} {line[1]}", flush=True)
+    print(f"  requests each second: {' '.join(map(str, sampled.per_second()))}")
+    print(f"  flows started each second: {' '.join(map(str, starts))}", flush=True)
 
 
 def main() -> int:
