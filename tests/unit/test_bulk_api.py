@@ -32,8 +32,7 @@ from tests.unit.test_api import (
 SCOPED = "acme-ops@example.com"
 
 
-@pytest.fixture
-def h() -> Harness:
+def failed_demo_flows() -> Harness:
     """Three demo flows failed (refused at their first try, as ``bad`` inputs are), one
     running, and one of tenant acme failed."""
     h = Harness(FLOW)
@@ -44,6 +43,25 @@ def h() -> Harness:
     for _ in range(12):
         h.deliver_next()
     return h
+
+
+@pytest.fixture
+def h() -> Harness:
+    return failed_demo_flows()
+
+
+def api_of(h: Harness, access: Access) -> Any:
+    """The api (and its console) over ``h``'s engine, store and bulk actions."""
+    ops = Operations(
+        engine=h.engine,
+        store=h.store,
+        access=access,
+        dead_letters=FakeDeadLetters(),
+        counters=Counters(),
+        metrics=Metrics(),
+        bulk=h.bulk_runner,
+    )
+    return build_api(ops).test_client()
 
 
 def client(h: Harness) -> Any:
@@ -59,16 +77,7 @@ def client(h: Harness) -> Any:
         operators=frozenset({OPERATOR, SCOPED}),
         scopes={SCOPED: frozenset({"acme"})},
     )
-    ops = Operations(
-        engine=h.engine,
-        store=h.store,
-        access=access,
-        dead_letters=FakeDeadLetters(),
-        counters=Counters(),
-        metrics=Metrics(),
-        bulk=h.bulk_runner,
-    )
-    return build_api(ops).test_client()
+    return api_of(h, access)
 
 
 def dry_run(api: Any, who: str = OPERATOR, **body: Any) -> Any:

@@ -11,42 +11,25 @@ import pytest
 from flask.testing import FlaskClient
 
 from relayflow.core.state import Status
-from relayflow.metrics import Metrics
-from relayflow.telemetry import Counters
 from relayflow.testing import Harness
 from relayflow.web.access import Access
-from relayflow.web.api import build_api
-from relayflow.web.operations import Operations
 
-from .test_api import FLOW, FakeDeadLetters
+from .test_bulk_api import api_of, failed_demo_flows
 from .test_console import SAME_SITE, text
 
 DRY_RUN = {
     "action": "retry",
     "flow": "demo",
     "status": "FAILED",
+    "tenant": "default",
     "reason": "fixed",
     "rate_per_s": "5",
 }
 
 
 def console(access: Access) -> tuple[Harness, FlaskClient]:
-    h = Harness(FLOW)
-    for i in range(3):
-        h.start("demo", {"bad": True}, flow_id=f"bad-{i}")
-    h.start("demo", {}, flow_id="fine")
-    for _ in range(10):
-        h.deliver_next()
-    ops = Operations(
-        engine=h.engine,
-        store=h.store,
-        access=access,
-        dead_letters=FakeDeadLetters(),
-        counters=Counters(),
-        metrics=Metrics(),
-        bulk=h.bulk_runner,
-    )
-    return h, build_api(ops).test_client()
+    h = failed_demo_flows()
+    return h, api_of(h, access)
 
 
 @pytest.fixture
