@@ -21,7 +21,7 @@ from relayflow.core.breaker_state import BreakerState
 from relayflow.core.breakers import Breakers
 from relayflow.core.bulk import DEFAULT_RATE_PER_S, BulkTask
 from relayflow.core.bulk_runner import BatchReport, BulkRunner
-from relayflow.core.bulk_state import BulkAction, BulkRow
+from relayflow.core.bulk_state import BulkAction, BulkRow, BulkState
 from relayflow.core.clock import FakeClock
 from relayflow.core.engine import (
     CallbackAnswer,
@@ -419,7 +419,7 @@ class Harness:
         cancelled); it as it ended. Its flows go on running after (``run()`` ends them)."""
         runner = self.bulk_runner
         for _ in range(max_tasks):
-            if runner.get(bulk_id).state.value != "running":
+            if runner.get(bulk_id).state is not BulkState.RUNNING:
                 return runner.get(bulk_id)
             batch = self.bulk_queue.due_first()
             task = self.queue.due_first()
