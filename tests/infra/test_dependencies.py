@@ -34,6 +34,7 @@ API_BY_PREFIX = {
     "google_firestore_": "firestore.googleapis.com",
     "google_monitoring_": "monitoring.googleapis.com",
     "google_storage_": "storage.googleapis.com",
+    "google_kms_": "cloudkms.googleapis.com",
     "google_artifact_registry_": "artifactregistry.googleapis.com",
     "google_cloudbuild_": "cloudbuild.googleapis.com",
 }

@@ -42,8 +42,10 @@ MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
 EXPECTED_MODULES = {
     "bootstrap",
     "firestore",
+    "kms",
     "messaging",
     "monitoring",
+    "offload",
     "queues",
     "relayflow",
     "service",
@@ -778,6 +780,8 @@ PENDING_IN_CORE = {
     "RELAYFLOW_METRICS_EXPORTER",
     "RELAYFLOW_DEPENDENCIES",
     "RELAYFLOW_API_SCOPES",
+    # The payload offload bucket, read by issue 24's offload (relayflow's Python side).
+    "RELAYFLOW_OFFLOAD_BUCKET",
 }
 
 
@@ -951,6 +955,9 @@ IDENTITY_PATTERNS = {
     r"google_service_account\.pubsub_push\b": "pubsub-push",
     r"google_service_account\.scheduler\b": "scheduler",
     r"google_project_service_identity\.pubsub\b": "pubsub-service-agent",
+    r"google_project_service_identity\.firestore\b": "firestore-service-agent",
+    r"google_project_service_identity\.cloudtasks\b": "tasks-service-agent",
+    r"data\.google_storage_project_service_account\.main\b": "storage-service-agent",
     r"var\.pubsub_service_agent\b": "pubsub-service-agent",
     r"var\.api_(?:viewers|operators)\b": "api-people",
     r"var\.api_completers\b": "api-completers",
@@ -996,6 +1003,10 @@ def _targets(resource: Block, config: Config) -> set[str]:
         return {"project"}
     if kind == "cloud_tasks_queue":
         return {"queue:each"}
+    if kind == "storage_bucket":
+        return {f"storage_bucket:{m}" for m in re.findall(r"module\.(\w+)\.name", body["bucket"])}
+    if kind == "kms_crypto_key":
+        return {f"kms_crypto_key:{k}" for k in re.findall(r'\.ids\["(\w+)"\]', body["crypto_key_id"])}
     key = body.get("topic") or body.get("service_account_id") or body.get("subscription")
     if key.startswith("${each."):
         key = _expand(body["for_each"], config)
@@ -1057,6 +1068,7 @@ def _bootstrap_identity_grants() -> set[tuple[str, str, str]]:
 
 
 RUNTIME = sorted(COMPONENTS.values())
+ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 EXPECTED_IAM = {
     # Project-wide only because Firestore has nothing finer.
     *{(c, "roles/datastore.user", "project") for c in RUNTIME},
@@ -1096,6 +1108,15 @@ EXPECTED_IAM = {
     # replayed there.
     ("signal-producers", "roles/pubsub.publisher", "pubsub_topic:signals"),
     ("replayers", "roles/pubsub.publisher", "pubsub_topic:signals"),
+    # Offloaded payloads: every component writes some (inputs, outputs, results, callback
+    # outputs, signals) and reads them back; none may replace or delete one.
+    *{(c, "roles/storage.objectCreator", "storage_bucket:offload") for c in RUNTIME},
+    *{(c, "roles/storage.objectViewer", "storage_bucket:offload") for c in RUNTIME},
+    # With CMEK on, each store's service agent may use its own store's key and no other.
+    ("firestore-service-agent", ENCRYPTER, "kms_crypto_key:firestore"),
+    ("pubsub-service-agent", ENCRYPTER, "kms_crypto_key:pubsub"),
+    ("tasks-service-agent", ENCRYPTER, "kms_crypto_key:tasks"),
+    ("storage-service-agent", ENCRYPTER, "kms_crypto_key:storage"),
     # Who may call which service.
     ("pubsub-push", "roles/run.invoker", "cloud_run:start-flow"),
     # Signals are pushed to the api's /signals as the same account.
