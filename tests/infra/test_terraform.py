@@ -1003,10 +1003,10 @@ def _targets(resource: Block, config: Config) -> set[str]:
         return {"project"}
     if kind == "cloud_tasks_queue":
         return {"queue:each"}
-    if kind == "storage_bucket":
-        return {f"storage_bucket:{m}" for m in re.findall(r"module\.(\w+)\.name", body["bucket"])}
-    if kind == "kms_crypto_key":
-        return {f"kms_crypto_key:{k}" for k in re.findall(r'\.ids\["(\w+)"\]', body["crypto_key_id"])}
+    if kind == "storage_bucket":  # the bucket a module makes: module.offload.name
+        return {f"{kind}:{m}" for m in re.findall(r"module\.(\w+)\.name", body["bucket"])}
+    if kind == "kms_crypto_key":  # a key by its store: module.kms.ids["pubsub"]
+        return {f"{kind}:{k}" for k in re.findall(r'\.ids\["(\w+)"\]', body["crypto_key_id"])}
     key = body.get("topic") or body.get("service_account_id") or body.get("subscription")
     if key.startswith("${each."):
         key = _expand(body["for_each"], config)
