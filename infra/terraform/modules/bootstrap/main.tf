@@ -217,7 +217,7 @@ resource "google_storage_bucket_object" "environment" {
 }
 
 resource "google_artifact_registry_repository" "images" {
-  # checkov:skip=CKV_GCP_84:Google-managed encryption; images hold relayflow's code and its public dependencies only, and no CMEK key ring is part of this deployment.
+  # checkov:skip=CKV_GCP_84:Google-managed encryption; images hold relayflow's code and its public dependencies, never flow data, which is what the environments' cmek option keys.
   project       = var.project_id
   location      = var.region
   repository_id = var.repository_id
