@@ -261,6 +261,6 @@ variable "cmek" {
     rotation_period = optional(string)
     grant_wait_s    = optional(number)
   })
-  default  = { enabled = false }
+  default  = { enabled = false, rotation_period = "7776000s" }
   nullable = false
 }
