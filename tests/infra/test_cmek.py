@@ -18,7 +18,7 @@ import pytest
 from provider_schema import load_schema
 from tfconfig import MODULES, TERRAFORM, env_dirs, load, only_block
 from tfgraph import Graph
-from tfprobe import block, hcl, local, needs_terraform, outputs, run
+from tfprobe import block, local, needs_terraform, outputs, run, write_calls
 
 RELAYFLOW = MODULES / "relayflow"
 ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
@@ -129,26 +129,29 @@ def test_a_block_that_carries_a_key_is_left_out_when_there_is_none() -> None:
 
 def test_each_key_is_granted_to_its_stores_agent_alone_and_handed_out_after_the_grants() -> None:
     relayflow = load(RELAYFLOW)
-    wait = relayflow.resource("terraform_data", "key_grants_visible").body
-    grants = {r.name: r.body for r in relayflow.resources_of("google_kms_crypto_key_iam_member")}
-    assert set(grants) == {f"{s}_agent" for s in STORES}
+    (grant,) = relayflow.resources_of("google_kms_crypto_key_iam_member")
+    assert grant.body["for_each"] == "${local.key_users}"
+    assert grant.body["crypto_key_id"] == "${module.kms.ids[each.key]}"
+    assert (grant.body["role"], grant.body["member"]) == (ENCRYPTER, "${each.value}")
+    # Store => its own agent, and nobody with CMEK off.
+    users = relayflow.locals["key_users"]
+    assert users.startswith("${local.cmek ? {") and users.endswith("} : {}}"), users
+    members = dict(re.findall(r"(\w+) = ([\w.\[\]]+)", users))
+    assert set(members) == set(STORES)
     for store in STORES:
-        grant = grants[f"{store}_agent"]
-        assert grant["crypto_key_id"] == f'${{module.kms.ids["{store}"]}}'
-        assert grant["role"] == ENCRYPTER
         index = "" if store == "pubsub" else "[0]"  # Pub/Sub's agent exists with CMEK off too
-        assert grant["member"] == f"${{{AGENTS[store]}{index}.member}}"
-        assert wait["input"][store] == (
-            f"${{google_kms_crypto_key_iam_member.{store}_agent[0].crypto_key_id}}"
-        )
-        assert f"google_kms_crypto_key_iam_member.{store}_agent[0].id" in str(
-            wait["triggers_replace"]
-        )
+        assert members[store] == f"{AGENTS[store]}{index}.member", store
     identities = {r.name: r.body for r in relayflow.resources_of("google_project_service_identity")}
     for store, service in AGENT_SERVICES.items():
-        name = AGENTS[store].rsplit(".", 1)[1]
-        assert identities[name]["service"] == service
-    # The wait hands the ids on: a store that names one waits for it.
+        assert identities[AGENTS[store].rsplit(".", 1)[1]]["service"] == service
+    # The wait takes each store's key id from its grant and hands it on (local.kms_key): a
+    # store that names its key waits for the grants and the wait.
+    wait = relayflow.resource("terraform_data", "key_grants_visible").body
+    assert wait["input"] == (
+        "${{for store, grant in google_kms_crypto_key_iam_member.agent : "
+        "store => grant.crypto_key_id}}"
+    )
+    assert "grant.id" in wait["triggers_replace"]
     assert relayflow.locals["kms_key"] == (
         '${{for store in ["firestore", "pubsub", "tasks", "storage"] : store => local.cmek ? '
         "terraform_data.key_grants_visible[0].output[store] : null}}"
@@ -194,16 +197,20 @@ def test_cloud_tasks_gets_its_key_by_the_command_the_environment_outputs() -> No
 def test_everything_cmek_adds_exists_only_with_cmek_on() -> None:
     relayflow = load(RELAYFLOW)
     only_with_cmek = [
-        *relayflow.resources_of("google_kms_crypto_key_iam_member"),
         relayflow.resource("google_project_service_identity", "firestore"),
         relayflow.resource("google_project_service_identity", "cloudtasks"),
         relayflow.resource("terraform_data", "key_grants_visible"),
         *[d for d in relayflow.data if d.type == "google_storage_project_service_account"],
     ]
-    assert len(only_with_cmek) == 8
+    assert len(only_with_cmek) == 4
     for block_ in only_with_cmek:
         assert block_.body["count"] == "${local.cmek ? 1 : 0}", block_.address
     assert relayflow.locals["cmek"] == "${var.cmek.enabled}"
+    # The keys and their grants: one per entry of a map that is empty with CMEK off.
+    assert relayflow.modules["kms"].body["keys"] == "${local.cmek_keys}"
+    assert relayflow.locals["cmek_keys"].endswith(" : {}}")
+    (grant,) = relayflow.resources_of("google_kms_crypto_key_iam_member")
+    assert grant.body["for_each"] == "${local.key_users}"
 
 
 def test_cmek_is_off_unless_an_environment_turns_it_on() -> None:
@@ -257,13 +264,7 @@ def _probe(root: Path) -> None:
 
 def _apply(root: Path, cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
     _probe(root / "probe")
-    calls = "\n".join(
-        f'module "{name}" {{\n  source = "./probe"\n'
-        + "".join(f"  {k} = {hcl(v)}\n" for k, v in inputs.items())
-        + f'}}\noutput "{name}" {{ value = module.{name} }}\n'
-        for name, inputs in cases.items()
-    )
-    (root / "main.tf").write_text(calls, encoding="utf-8")
+    write_calls(root, cases)
     done = run(root, "apply", "-auto-approve")
     assert done.returncode == 0, done.stdout + done.stderr
     return outputs(root)
@@ -319,13 +320,7 @@ def test_a_rotation_period_or_a_wait_out_of_range_is_refused(tmp_path: Path) -> 
         "long_wait": {**BASE, "cmek": {"enabled": True, "grant_wait_s": 1000}},
     }
     _probe(tmp_path / "probe")
-    calls = "\n".join(
-        f'module "{name}" {{\n  source = "./probe"\n'
-        + "".join(f"  {k} = {hcl(v)}\n" for k, v in inputs.items())
-        + "}\n"
-        for name, inputs in cases.items()
-    )
-    (tmp_path / "main.tf").write_text(calls, encoding="utf-8")
+    write_calls(tmp_path, cases)
     done = run(tmp_path, "plan")
     output = done.stdout + done.stderr
     refused = set(re.findall(r'module\.(\w+)\.var\.\w+|in module "(\w+)"', output))

@@ -17,7 +17,7 @@ from typing import Any
 import hcl2
 import pytest
 from tfconfig import MODULES, env_dirs, load
-from tfprobe import block, hcl, needs_terraform, outputs, run
+from tfprobe import block, needs_terraform, outputs, run, write_calls
 
 from relayflow.core.errors import ConfigError
 from relayflow.core.tenants import TENANT_PATTERN, TenantPolicy, Tenants
@@ -128,14 +128,7 @@ def _probe_module(directory: Path) -> None:
 
 def _run(root: Path, cases: dict[str, dict[str, Any]], command: list[str]) -> str:
     _probe_module(root / "probe")
-    calls = "\n".join(
-        f'module "{name}" {{\n  source = "./probe"\n'
-        + "".join(f"  {k} = {hcl(v)}\n" for k, v in inputs.items())
-        + "}\n"
-        + f'output "{name}" {{ value = module.{name} }}\n'
-        for name, inputs in cases.items()
-    )
-    (root / "main.tf").write_text(calls, encoding="utf-8")
+    write_calls(root, cases)
     done = run(root, *command)
     return done.stdout + done.stderr
 

@@ -1005,8 +1005,6 @@ def _targets(resource: Block, config: Config) -> set[str]:
         return {"queue:each"}
     if kind == "storage_bucket":  # the bucket a module makes: module.offload.name
         return {f"{kind}:{m}" for m in re.findall(r"module\.(\w+)\.name", body["bucket"])}
-    if kind == "kms_crypto_key":  # a key by its store: module.kms.ids["pubsub"]
-        return {f"{kind}:{k}" for k in re.findall(r'\.ids\["(\w+)"\]', body["crypto_key_id"])}
     key = body.get("topic") or body.get("service_account_id") or body.get("subscription")
     if key.startswith("${each."):
         key = _expand(body["for_each"], config)
@@ -1032,13 +1030,28 @@ def _run_grants(relayflow: Config) -> set[tuple[str, str, str]]:
     return grants
 
 
+def _keyed_grants(resource: Block, config: Config) -> set[tuple[str, str]]:
+    """(who, target) of a grant whose for_each maps each key to its own member, on the key's
+    own resource (a Cloud KMS key by store: crypto_key_id = module.kms.ids[each.key])."""
+    kind = resource.type.removeprefix("google_").removesuffix("_iam_member")
+    source = str(config.locals[references(resource.body["for_each"], "local").pop()])
+    literal = re.search(r"\{([^{}]+)\}", source)  # the map literal: {KEY = MEMBER, ...}
+    assert literal, source
+    pairs = re.findall(r"(\w+)\s*=\s*([^\s,]+)", literal.group(1))
+    return {(who, f"{kind}:{key}") for key, member in pairs for who in _identities(member, config)}
+
+
 def _iam_matrix() -> set[tuple[str, str, str]]:
     relayflow = load(RELAYFLOW)
     messaging = load(MODULES / "messaging")
     grants = _run_grants(relayflow) | _bootstrap_identity_grants()
     for config in (relayflow, messaging):
         for resource in config.resources:
-            if resource.type.endswith("_iam_member"):
+            if resource.type.endswith("_iam_member") and "[each.key]" in str(resource.body):
+                grants |= {
+                    (w, resource.body["role"], t) for w, t in _keyed_grants(resource, config)
+                }
+            elif resource.type.endswith("_iam_member"):
                 for who in _members(resource, config):
                     for target in _targets(resource, config):
                         grants.add((who, resource.body["role"], target))

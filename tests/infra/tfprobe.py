@@ -59,6 +59,21 @@ def hcl(value: Any) -> str:
     return json.dumps(value)
 
 
+def write_calls(root: Path, cases: dict[str, dict[str, Any]], read: str = "") -> None:
+    """``root/main.tf``: a call of the module in ``root/probe`` per case, with the case's
+    inputs, and an output of the same name with what the call made (``read``: one of its
+    outputs, e.g. ".tenant_topics"; the whole module by default)."""
+    (root / "main.tf").write_text(
+        "\n".join(
+            f'module "{name}" {{\n  source = "./probe"\n'
+            + "".join(f"  {k} = {hcl(v)}\n" for k, v in inputs.items())
+            + f'}}\noutput "{name}" {{ value = module.{name}{read} }}\n'
+            for name, inputs in cases.items()
+        ),
+        encoding="utf-8",
+    )
+
+
 def run(root: Path, *command: str) -> subprocess.CompletedProcess[str]:
     """``terraform init`` (once) and ``terraform COMMAND`` in ``root``; the caller checks."""
     assert TERRAFORM_BIN

@@ -172,6 +172,15 @@ locals {
     tasks     = { location = var.region }
     storage   = { location = var.region }
   } : {}
+  # The service agent of each store, the one principal its key is granted to: Firestore's and
+  # Cloud Tasks' identities, Pub/Sub's, and Cloud Storage's (google_project_service_identity
+  # and the data source below make them exist).
+  key_users = local.cmek ? {
+    firestore = google_project_service_identity.firestore[0].member
+    pubsub    = google_project_service_identity.pubsub.member
+    tasks     = google_project_service_identity.cloudtasks[0].member
+    storage   = data.google_storage_project_service_account.main[0].member
+  } : {}
   # Each store's key as its grant names it, handed out once the grants have had time to reach
   # Cloud KMS (terraform_data.key_grants_visible): whatever names a key is created after its
   # service agent may use it, as creating a store with a key it may not use fails. null with
@@ -333,37 +342,13 @@ module "kms" {
   depends_on = [google_project_service.main]
 }
 
-# Each service agent may encrypt and decrypt with its own store's key, nothing else.
-resource "google_kms_crypto_key_iam_member" "firestore_agent" {
-  count = local.cmek ? 1 : 0
+# Each store's service agent may encrypt and decrypt with its own store's key, nothing else.
+resource "google_kms_crypto_key_iam_member" "agent" {
+  for_each = local.key_users
 
-  crypto_key_id = module.kms.ids["firestore"]
+  crypto_key_id = module.kms.ids[each.key]
   role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
-  member        = google_project_service_identity.firestore[0].member
-}
-
-resource "google_kms_crypto_key_iam_member" "pubsub_agent" {
-  count = local.cmek ? 1 : 0
-
-  crypto_key_id = module.kms.ids["pubsub"]
-  role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
-  member        = google_project_service_identity.pubsub.member
-}
-
-resource "google_kms_crypto_key_iam_member" "tasks_agent" {
-  count = local.cmek ? 1 : 0
-
-  crypto_key_id = module.kms.ids["tasks"]
-  role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
-  member        = google_project_service_identity.cloudtasks[0].member
-}
-
-resource "google_kms_crypto_key_iam_member" "storage_agent" {
-  count = local.cmek ? 1 : 0
-
-  crypto_key_id = module.kms.ids["storage"]
-  role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
-  member        = data.google_storage_project_service_account.main[0].member
+  member        = each.value
 }
 
 # A grant takes effect everywhere within about two minutes, sometimes more
@@ -373,18 +358,8 @@ resource "google_kms_crypto_key_iam_member" "storage_agent" {
 resource "terraform_data" "key_grants_visible" {
   count = local.cmek ? 1 : 0
 
-  input = {
-    firestore = google_kms_crypto_key_iam_member.firestore_agent[0].crypto_key_id
-    pubsub    = google_kms_crypto_key_iam_member.pubsub_agent[0].crypto_key_id
-    tasks     = google_kms_crypto_key_iam_member.tasks_agent[0].crypto_key_id
-    storage   = google_kms_crypto_key_iam_member.storage_agent[0].crypto_key_id
-  }
-  triggers_replace = [
-    google_kms_crypto_key_iam_member.firestore_agent[0].id,
-    google_kms_crypto_key_iam_member.pubsub_agent[0].id,
-    google_kms_crypto_key_iam_member.tasks_agent[0].id,
-    google_kms_crypto_key_iam_member.storage_agent[0].id,
-  ]
+  input            = { for store, grant in google_kms_crypto_key_iam_member.agent : store => grant.crypto_key_id }
+  triggers_replace = [for grant in google_kms_crypto_key_iam_member.agent : grant.id]
 
   provisioner "local-exec" {
     command = "sleep ${var.cmek.grant_wait_s}"
