@@ -2,11 +2,12 @@
 
 Flows (filters, counts per status, cursor paging, newest first); one flow (its timeline,
 input, outputs, result, next due task, refreshed every second while it runs); cancel and
-retry behind a confirmation page that asks why; reset to a step behind its dry run; rejected messages; dead letters and their
-replay. Jinja templates, one stylesheet and a few lines of JavaScript for the live view: no
-build step, and nothing inline (the Content-Security-Policy admits the api's own files only).
-Every action goes through the same engine and store calls as the JSON api; its forms pass the
-api's guard (``relayflow.web.guard``: only from the api's own origins).
+retry behind a confirmation page that asks why; reset to a step behind its dry run; rejected
+messages; dead letters and their replay. Jinja templates, one stylesheet and a few lines of
+JavaScript for the live view: no build step, and nothing inline (the Content-Security-Policy
+admits the api's own files only). Every action goes through the same engine and store calls
+as the JSON api; its forms pass the api's guard (``relayflow.web.guard``: only from the api's
+own origins).
 
 A flow is named by its id and, when it is not the default tenant's, ``?tenant=``: flow ids
 are each tenant's own.
