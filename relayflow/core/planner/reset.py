@@ -71,6 +71,7 @@ def scope_of(plan: Plan, record: FlowRecord, step: str, *, undo: bool) -> Scope:
         )
     rerun = tuple(s for s in flow.graph.order if s not in kept and s not in skipped)
     refuse_rerun(flow, record, rerun, undo=undo)
+    refuse_gathered(flow, record, kept)
     chosen = undo_order(plan, record, states=LIVE) if undo else iter(())
     undone = tuple(e for e in chosen if owner(e) in later)
     names = {e.step for e in undone}
@@ -127,6 +128,20 @@ def refuse_rerun(flow: Flow, record: FlowRecord, rerun: tuple[str, ...], *, undo
             raise InvalidTransition(
                 f"child flow step {name!r} would start a fresh child while its child "
                 f"{live.child} stands: reset with its effects undone"
+            )
+
+
+def refuse_gathered(flow: Flow, record: FlowRecord, kept: dict[str, Any]) -> None:
+    """InvalidTransition if a ForEach would keep its output while the flow's end undid its
+    items (their effects were gathered from its lanes and undone): its output would describe
+    what is gone, and a reset cannot run its items again."""
+    if not record.gathered:
+        return
+    for name in kept:
+        if isinstance(flow.named(name), ForEach):
+            raise InvalidTransition(
+                f"the items of ForEach {name!r} were undone when the flow ended: a reset cannot "
+                "run them again (start the flow anew)"
             )
 
 

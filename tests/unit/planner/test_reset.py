@@ -199,6 +199,26 @@ def test_a_step_inside_a_foreach_and_a_foreach_that_would_run_again_are_refused(
     assert "ForEach 'each' would run again" in refused(done, "a", flow)
 
 
+def test_a_foreach_whose_items_the_flows_end_undid_is_refused() -> None:
+    api = Api()
+    each = ForEach("each", items=lambda ctx: [1, 2], steps=(made_by(api, "charge"),))
+
+    def decline(ctx: StepContext) -> dict[str, Any]:
+        raise PermanentError("declined", code="DECLINED")
+
+    flow = Flow(name="items", steps=(each, ActionStep("last", decline)))
+    h = Harness(flow)
+    flow_id = h.start("items", {})
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.FAILED and record.gathered
+    assert api.live == set()  # the items' charges were undone with the rest
+    preview = h.preview_reset(flow_id, "last")
+    assert preview.reason == (
+        "the items of ForEach 'each' were undone when the flow ended: a reset cannot run them "
+        "again (start the flow anew)"
+    )
+
+
 def test_a_step_in_the_branch_not_taken_is_refused() -> None:
     flow = Flow(
         name="choice",
