@@ -1374,6 +1374,7 @@ LARGE |= SIGNALS
 # A child flow's parent and the tasks its end makes (their run_at times rise with the flows).
 CHILDREN = {"child_of"}
 LARGE |= CHILDREN
+LARGE |= {"reset"}  # an operator's reset to a step: its steps run again, its undos left
 # A lane's own key and its flow's: they rise with the flows' ids and nothing finds lanes by them.
 LANE_KEYS = {"flow_id", "parent", "message_id"}
 # A ForEach lane's document: a flow document plus its items and their outputs.
