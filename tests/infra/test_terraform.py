@@ -40,6 +40,7 @@ from relayflow.settings import Settings
 
 MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
 EXPECTED_MODULES = {
+    "analytics",
     "bootstrap",
     "firestore",
     "messaging",
@@ -221,6 +222,9 @@ def _topology_names() -> set[str]:
     names = set(topo["topics"].values())
     names |= {s["name"] for s in topo["subscriptions"].values()}
     names |= {q["name"] for q in topo["queues"].values()}
+    analytics = topo["analytics"]
+    names |= {analytics["dataset"], analytics["table"], analytics["dead_letter"]["topic"]}
+    names |= {analytics[k]["name"] for k in ("subscription", "dead_letter")}
     return names
 
 

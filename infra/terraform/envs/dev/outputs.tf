@@ -88,3 +88,8 @@ output "tenant_topics" {
   description = "Each named tenant's own start topic, keyed by tenant (its tenant_publishers publish there)."
   value       = module.relayflow.tenant_topics
 }
+
+output "analytics_table" {
+  description = "The BigQuery table of result events (project.dataset.table), or null when analytics is off: docs/analytics.md queries it."
+  value       = module.relayflow.analytics_table
+}

@@ -55,4 +55,5 @@ module "relayflow" {
   dependencies                     = var.dependencies
   api_scopes                       = var.api_scopes
   queue_shards                     = var.queue_shards
+  analytics                        = var.analytics
 }

@@ -240,3 +240,13 @@ variable "api_scopes" {
   default     = {}
   nullable    = false
 }
+
+variable "analytics" {
+  description = "Result events in BigQuery (docs/analytics.md): enabled (default true), location (the dataset's BigQuery location, default US), retention_days (how long a day's partition is kept)."
+  type = object({
+    enabled        = optional(bool, true)
+    location       = optional(string, "US")
+    retention_days = optional(number, 30)
+  })
+  default = {}
+}

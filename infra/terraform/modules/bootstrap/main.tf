@@ -67,6 +67,9 @@ locals {
     "roles/cloudscheduler.admin" = null
     # The Firestore database, composite indexes, TTL and index-exemption field settings.
     "roles/datastore.owner" = null
+    # The analytics dataset, its table of result events and the Pub/Sub agent's grants on that
+    # table (datasets.create, tables.create and tables.setIamPolicy are all in this role).
+    "roles/bigquery.dataOwner" = null
     # Alert policies, the dashboard, and the metric descriptors the alerts need.
     "roles/monitoring.alertPolicyEditor" = null
     "roles/monitoring.dashboardEditor"   = null

@@ -139,6 +139,7 @@ locals {
   # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
   # reading the project number the second.
   services = [
+    "bigquery.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
     "cloudtrace.googleapis.com",
@@ -474,6 +475,28 @@ module "messaging" {
   dead_letter_replayers = var.dead_letter_replayers
   # The console's and the CLI's dead-letter pages and replays run as the api.
   api_member = module.api.service_account_member
+
+  depends_on = [google_project_service.main]
+}
+
+# Every result event in BigQuery (docs/analytics.md), unless the environment turns it off.
+module "analytics" {
+  source = "../analytics"
+  count  = var.analytics.enabled ? 1 : 0
+
+  project_id           = var.project_id
+  location             = var.analytics.location
+  retention_days       = var.analytics.retention_days
+  dataset_id           = local.topology.analytics.dataset
+  table_id             = local.topology.analytics.table
+  results_topic_id     = module.messaging.topic_ids["results"]
+  subscription         = local.topology.analytics.subscription
+  dead_letter          = local.topology.analytics.dead_letter
+  pubsub_service_agent = google_project_service_identity.pubsub.member
+  # The hook for a customer-managed key: null keeps Google-managed encryption.
+  kms_key_name        = null
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
 
   depends_on = [google_project_service.main]
 }

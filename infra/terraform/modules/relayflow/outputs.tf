@@ -111,3 +111,8 @@ output "alert_policy_ids" {
   description = "Alert policy ids keyed by alert."
   value       = module.monitoring.alert_policy_ids
 }
+
+output "analytics_table" {
+  description = "The BigQuery table of result events (project.dataset.table), or null when analytics is off: docs/analytics.md queries it."
+  value       = one(module.analytics[*].table)
+}

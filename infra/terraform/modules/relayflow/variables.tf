@@ -454,3 +454,18 @@ variable "queue_shards" {
     error_message = "queue_shards is a whole number in 1..250 (four kinds of queue, 1,000 queues per project and region by default), or null for topology.json's."
   }
 }
+
+variable "analytics" {
+  description = "Result events in BigQuery (docs/analytics.md): a dataset and a day-partitioned table of every result event, written by a BigQuery subscription on the results topic. enabled: create them (on by default); location: the dataset's BigQuery location (US, EU or a region; cannot change after creation); retention_days: how long a day's partition is kept."
+  type = object({
+    enabled        = optional(bool, true)
+    location       = optional(string, "US")
+    retention_days = optional(number, 90)
+  })
+  default = {}
+
+  validation {
+    condition     = var.analytics.retention_days >= 1 && floor(var.analytics.retention_days) == var.analytics.retention_days
+    error_message = "analytics.retention_days must be a whole number of days, at least 1."
+  }
+}
