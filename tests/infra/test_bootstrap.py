@@ -174,7 +174,14 @@ def test_the_build_acts_as_exactly_the_accounts_the_apply_runs_or_signs_as() -> 
     identities = boot.locals["identities"]
     by_key = {k: v["account_id"] for k, v in identities.items()}
     env = _env_account_ids()
-    assert set(by_key.values()) == env["acted"] | env["read"]
+    # The build account reads itself: the api admits it to check each deploy's versions.
+    assert set(by_key.values()) == env["acted"] | env["read"] - {"relayflow-build"}
+    itself = boot.resource("google_service_account_iam_member", "build_reads_itself").body
+    assert (itself["service_account_id"], itself["role"], itself["member"]) == (
+        "${google_service_account.build.name}",
+        "roles/iam.serviceAccountViewer",
+        "${local.build_member}",
+    )
     acts = boot.resource("google_service_account_iam_member", "build_acts_as").body
     assert acts["for_each"] == "${toset(local.acted_as)}"
     assert acts["service_account_id"] == "${google_service_account.relayflow[each.key].name}"
@@ -188,7 +195,8 @@ def test_the_build_acts_as_exactly_the_accounts_the_apply_runs_or_signs_as() -> 
     reads = boot.resource("google_service_account_iam_member", "build_reads").body
     assert reads["role"] == "roles/iam.serviceAccountViewer"
     assert reads["for_each"] == "${local.read_only}"
-    assert {by_key[k] for k in set(identities) - acted} == env["read"] == {"relayflow-tasks"}
+    assert {by_key[k] for k in set(identities) - acted} == env["read"] - {"relayflow-build"}
+    assert env["read"] == {"relayflow-tasks", "relayflow-build"}
 
 
 def test_the_bootstrap_grants_relayflows_accounts_what_the_env_no_longer_can() -> None:

@@ -117,6 +117,7 @@ locals {
   tasks_invoker_member = "serviceAccount:${data.google_service_account.tasks_invoker.email}"
   scheduler_member     = "serviceAccount:${data.google_service_account.scheduler.email}"
   pubsub_push_member   = "serviceAccount:${data.google_service_account.pubsub_push.email}"
+  build_member         = "serviceAccount:${data.google_service_account.build.email}"
 
   # The api's callers by role, as IAM members (user:EMAIL or serviceAccount:EMAIL). IAM lets
   # them reach the service at all; the api gives each the role its email is listed under
@@ -249,6 +250,17 @@ data "google_service_account" "pubsub_push" {
 data "google_service_account" "scheduler" {
   project    = var.project_id
   account_id = "relayflow-scheduler"
+
+  depends_on = [google_project_service.main]
+}
+
+# Runs every deploy (the bootstrap creates it); before each, cloudbuild.yaml asks the api whether
+# the app it deploys drops a version flows still run on (`relayflow versions check`, GET
+# /versions), so it reaches the api as a viewer. Reading flows adds nothing to what it already
+# may do: it deploys the api's code and acts as the api's account.
+data "google_service_account" "build" {
+  project    = var.project_id
+  account_id = "relayflow-build"
 
   depends_on = [google_project_service.main]
 }
@@ -589,7 +601,8 @@ module "api" {
     # Tokens for the api's URL, and for the audiences named here (none by default:
     # infra/terraform/README.md, "People and the api").
     RELAYFLOW_API_AUDIENCES = jsonencode(var.api_token_audiences)
-    RELAYFLOW_API_VIEWERS   = jsonencode([for m in var.api_viewers : split(":", m)[1]])
+    # The build account checks each deploy against GET /versions (relayflow versions check).
+    RELAYFLOW_API_VIEWERS   = jsonencode(concat([for m in var.api_viewers : split(":", m)[1]], [data.google_service_account.build.email]))
     RELAYFLOW_API_OPERATORS = jsonencode([for m in var.api_operators : split(":", m)[1]])
     # The push account delivers flow-signals to /signals: it may complete tokens, nothing else.
     RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", m)[1]], [data.google_service_account.pubsub_push.email]))
@@ -601,7 +614,7 @@ module "api" {
   # External systems that complete callback tokens over HTTP are invokers in the same way.
   # Pub/Sub pushes signals to /signals as the push account (invoker only).
   ingress             = var.api_ingress
-  invoker_members     = merge(local.api_people_members, local.api_completer_members, { pubsub_push = local.pubsub_push_member })
+  invoker_members     = merge(local.api_people_members, local.api_completer_members, { pubsub_push = local.pubsub_push_member, versions_check = local.build_member })
   viewer_members      = local.api_people_members
   custom_audiences    = [local.url["api"]]
   max_instances       = var.max_instances["api"]
