@@ -43,9 +43,8 @@ def reject_every_waiting_approval(harness: Harness) -> int:
 def test_a_deploy_that_drops_a_version_flows_wait_on_fails_the_check_until_they_drain(
     harness: Harness, new_id: Callable[[str], str]
 ) -> None:
-    # given two approval flows waiting for a decision, on approval v1
-    for flow_id in (new_id("drain"), new_id("drain")):
-        waiting(harness, flow_id)
+    # given an approval flow waiting for a decision, on approval v1
+    waiting(harness, new_id("drain"))
 
     # then an app that drops approval fails the check, naming the version and its flows
     refused = _run(harness, "versions", "check", "--app", NEW_APP)
@@ -66,7 +65,7 @@ def test_a_deploy_that_drops_a_version_flows_wait_on_fails_the_check_until_they_
         assert note.startswith("note: v1 is the newest approval version"), note
         first = drain.stdout.readline()  # it has counted once: the flows still wait
         assert first.startswith("approval v1: ") and " not ended (RUNNING " in first, first
-        assert reject_every_waiting_approval(harness) >= 2
+        assert reject_every_waiting_approval(harness) >= 1
         rest, errors = drain.communicate(timeout=60)
     finally:
         drain.kill()
