@@ -40,11 +40,19 @@ ROLE_FOR_TYPE = {
     "google_bigquery_dataset": "roles/bigquery.dataOwner",
     "google_bigquery_table": "roles/bigquery.dataOwner",
     "google_bigquery_table_iam_member": "roles/bigquery.dataOwner",
+    "google_storage_bucket": "roles/storage.admin",
+    "google_storage_bucket_iam_member": "roles/storage.admin",
+    "google_kms_key_ring": "roles/cloudkms.admin",
+    "google_kms_crypto_key": "roles/cloudkms.admin",
+    "google_kms_crypto_key_iam_member": "roles/cloudkms.admin",
     "google_monitoring_alert_policy": "roles/monitoring.alertPolicyEditor",
     "google_monitoring_dashboard": "roles/monitoring.dashboardEditor",
     "google_monitoring_metric_descriptor": "roles/monitoring.metricWriter",
     "terraform_data": None,
 }
+# What the apply reads that needs a role of its own: BigQuery's encryption account (CMEK on) is
+# read with projects.getServiceAccount, which asks bigquery.jobs.create of the caller.
+ROLE_FOR_DATA = {"google_bigquery_default_service_account": "roles/bigquery.jobUser"}
 # Not tied to a resource type: a build running as a user-specified account writes its own logs,
 # and the dev deploy reads how the test build of its commit ended (deploy/await-tests.sh).
 FOR_THE_BUILD_ITSELF = {"roles/logging.logWriter", "roles/cloudbuild.builds.viewer"}
@@ -129,6 +137,13 @@ def test_the_build_roles_are_exactly_what_an_environment_apply_needs() -> None:
     types = _environment_types()
     assert types <= set(ROLE_FOR_TYPE), f"say which role creates {types - set(ROLE_FOR_TYPE)}"
     needed = {ROLE_FOR_TYPE[t] for t in types} - {None}
+    read = {
+        d.type
+        for path in all_dirs()
+        if path.name != "bootstrap" and path.parent.name != "bootstrap"
+        for d in load(path).data
+    }
+    needed |= {role for t, role in ROLE_FOR_DATA.items() if t in read}
     assert set(_build_roles()) == needed | FOR_THE_BUILD_ITSELF
 
 

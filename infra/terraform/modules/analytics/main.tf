@@ -14,7 +14,6 @@ locals {
 }
 
 resource "google_bigquery_dataset" "main" {
-  # checkov:skip=CKV_GCP_81:Google-managed encryption unless kms_key_name names a key (the dynamic block below), which checkov cannot evaluate; the rows are result events, no inputs.
   project                    = var.project_id
   dataset_id                 = var.dataset_id
   location                   = var.location
@@ -22,7 +21,7 @@ resource "google_bigquery_dataset" "main" {
   labels                     = var.labels
   delete_contents_on_destroy = false
 
-  # The hook for a customer-managed key: every table created in the dataset uses it.
+  # With CMEK on (the relayflow module's cmek), every table of the dataset under this key.
   dynamic "default_encryption_configuration" {
     for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
     content {
@@ -32,7 +31,6 @@ resource "google_bigquery_dataset" "main" {
 }
 
 resource "google_bigquery_table" "main" {
-  # checkov:skip=CKV_GCP_80:Google-managed encryption unless kms_key_name names a key (the dynamic block below), which checkov cannot evaluate; the rows are result events, no inputs.
   # checkov:skip=CKV_GCP_121:Protection follows the environment's deletion_protection, on in staging and prod and off in dev so that dev can be torn down.
   project     = var.project_id
   dataset_id  = google_bigquery_dataset.main.dataset_id
@@ -75,10 +73,10 @@ resource "google_bigquery_table_iam_member" "writer" {
 
 # Events the subscription gave up on (a row BigQuery refuses) are kept here for inspection.
 resource "google_pubsub_topic" "dead_letter" {
-  # checkov:skip=CKV_GCP_83:Google-managed encryption, as for relayflow's other topics; result events hold flow ids, codes and outputs, and no CMEK key ring is part of this deployment yet.
-  project = var.project_id
-  name    = var.dead_letter.topic
-  labels  = var.labels
+  project      = var.project_id
+  name         = var.dead_letter.topic
+  labels       = var.labels
+  kms_key_name = var.topic_kms_key_name
 }
 
 resource "google_pubsub_subscription" "dead_letter_hold" {

@@ -82,7 +82,13 @@ variable "pubsub_service_agent" {
 }
 
 variable "kms_key_name" {
-  description = "A Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K) to encrypt the dataset's tables with; null: Google-managed encryption. The Pub/Sub agent and BigQuery's service account need encrypter/decrypter on it."
+  description = "The Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K, in the dataset's location) the dataset and its table are encrypted with; null: Google-managed encryption. BigQuery's service account must hold encrypter/decrypter on it before the dataset names it."
+  type        = string
+  default     = null
+}
+
+variable "topic_kms_key_name" {
+  description = "The Cloud KMS key the dead-letter topic is encrypted with (the relayflow module's Pub/Sub key); null: Google-managed encryption."
   type        = string
   default     = null
 }
