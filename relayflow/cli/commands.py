@@ -9,6 +9,8 @@
     relayflow schedules list | pause NAME --reason … | resume NAME --reason … | trigger NAME …
     relayflow breakers
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
+    relayflow versions list | check [--app module:attr]
+    relayflow drain --flow F --version V    (wait until no flow runs on the version)
     relayflow demo                    relayflow local up | down | status
     relayflow migrate-shards          (once, after upgrading to sharded indexes)
 
@@ -275,6 +277,7 @@ def _register_operations(sub: Any) -> None:
 
     _register_reset(sub)
     _register_signal(sub)
+    _register_versions(sub)
     tenants = sub.add_parser("tenants", help="tenants' limits and state; pause and resume them")
     tenants_sub = tenants.add_subparsers(dest="tenants_action", required=True)
     tenants_sub.add_parser("list", help="limits, paused or not, flows running and waiting")
@@ -348,6 +351,34 @@ def _register_signal(sub: Any) -> None:
         "--item", type=int, help="the ForEach item it is for, if an item's step waits for it"
     )
     _whose(signal)
+
+
+def _register_versions(sub: Any) -> None:
+    versions = sub.add_parser(
+        "versions", help="flows not ended on each deployed version; check a deploy drops none"
+    )
+    versions_sub = versions.add_subparsers(dest="versions_action", required=True)
+    listed = versions_sub.add_parser("list", help="flows not ended on each deployed version")
+    listed.add_argument("--flow", type=_flow_name, help="only this flow's versions")
+    check = versions_sub.add_parser(
+        "check",
+        help="exit 1, naming them, if the app to deploy drops a version flows still run on",
+    )
+    check.add_argument(
+        "--app",
+        help="the app about to be deployed, as package.module:attribute (default $RELAYFLOW_APP)",
+    )
+    drain = sub.add_parser(
+        "drain", help="show how many flows are left on a version and wait until none is"
+    )
+    drain.add_argument("--flow", type=_flow_name, required=True, help="flow name")
+    drain.add_argument("--version", type=_version, required=True, help="the version to drain")
+    drain.add_argument(
+        "--timeout-s", type=_positive, default=1800.0, help="give up (exit 1) after this long"
+    )
+    drain.add_argument(
+        "--interval-s", type=_positive, default=5.0, help="how often to count (default 5)"
+    )
 
 
 def _register_tools(sub: Any) -> None:
@@ -604,6 +635,25 @@ def _app_settings(args: argparse.Namespace) -> Settings:
         raise UsageError(f"bad configuration: {describe(exc)}") from None
 
 
+def cmd_versions(args: argparse.Namespace) -> int:
+    """``versions list``, or ``versions check`` against the app ``--app`` names (loaded here,
+    as ``graph`` loads it: no emulator, no cloud)."""
+    from relayflow.cli import versions
+
+    if args.versions_action == "list":
+        return versions.cmd_list(args)
+    from relayflow.app import load_registry
+
+    settings = _app_settings(args)
+    return versions.cmd_check(load_registry(settings.app, settings), settings.app)
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    from relayflow.cli import versions
+
+    return versions.cmd_drain(args)
+
+
 def _operation(name: str) -> Callable[[argparse.Namespace], int]:
     """A command of relayflow.cli.operate, imported when it runs."""
 
@@ -635,6 +685,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "breakers": _operation("cmd_breakers"),
     "rejected": _operation("cmd_rejected"),
     "dead-letters": _operation("cmd_dead_letters"),
+    "versions": cmd_versions,
+    "drain": cmd_drain,
 }
 
 
@@ -659,10 +711,12 @@ def _failed(command: str, exc: Exception) -> int:
     needs fixing, 1: the call failed). Anything else is a bug, raised with its traceback."""
     from relayflow.cli import render
     from relayflow.cli.api import ApiError, ApiUnreachable
+    from relayflow.cli.versions import VersionsUnavailable
     from relayflow.core.errors import ConfigError, UnknownFlow
 
     # An error's message may quote data (an api's refusal, a Google error's detail).
-    if isinstance(exc, UsageError | ConfigError | ApiUnreachable | UnknownFlow):
+    usage = UsageError | ConfigError | ApiUnreachable | UnknownFlow | VersionsUnavailable
+    if isinstance(exc, usage):
         print(f"relayflow: {render.text(exc)}", file=sys.stderr)
         return 2
     if isinstance(exc, ApiError | TimeoutError) or _is_google_error(exc):

@@ -7,6 +7,7 @@ generation and ``event``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,6 +37,17 @@ class ResultEvent(BaseModel):
         description="result when it ends; cleanup once the clean-up it ended with is over."
     )
     cleanup: Cleanup | None = None
+    # What analytics measure (docs/analytics.md): run time and the tries a flow's cost follows.
+    created_at: datetime | None = Field(
+        default=None, description="When the flow was created; a retry keeps it."
+    )
+    finished_at: datetime | None = Field(
+        default=None, description="When it ended (the generation's end, for a cleanup event too)."
+    )
+    polls: int = Field(default=0, description="Polls it ran, over every generation.")
+    attempts: int = Field(
+        default=0, description="Tries of its actions and compensations, over every generation."
+    )
 
 
 def event_kind(record: FlowRecord) -> str:
@@ -58,6 +70,10 @@ def result_event(record: FlowRecord) -> dict[str, Any]:
         **record.result.model_dump(),
         event="cleanup" if event_kind(record) == "cleanup" else "result",
         cleanup=record.cleanup,
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        polls=record.polls,
+        attempts=record.attempts,
     )
     return event.model_dump(mode="json")
 

@@ -41,6 +41,7 @@ from relayflow.core.scheduler import Scheduler, TickReport
 from relayflow.core.schedules import FLOW_ID_PREFIX, next_ticks
 from relayflow.core.state import TERMINAL
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
+from relayflow.core.versions import VersionUse, dropped, keeps, pairs, version_uses
 from relayflow.metrics import Metrics
 from relayflow.testing.memory import (
     MemoryBreakers,
@@ -435,6 +436,15 @@ class Harness:
     def breaker(self, dependency: str) -> BreakerState:
         """A dependency's breaker, as stored."""
         return self.breakers.breaker(dependency)[0]
+
+    def versions(self) -> list[VersionUse]:
+        """Each registered version and the flows not ended on it, as ``GET /versions``."""
+        return version_uses(self.store, self._registry, pairs(self._registry))
+
+    def dropped_by(self, registry: Registry | Flow | Iterable[Flow]) -> list[VersionUse]:
+        """What ``relayflow versions check`` would refuse before deploying ``registry``: the
+        versions it drops that flows not ended still run on."""
+        return dropped(self.versions(), keeps(_as_registry(registry)))
 
     def results(self, flow_id: str | None = None) -> list[dict[str, Any]]:
         """The result events published (for ``flow_id``), in order."""

@@ -24,6 +24,7 @@
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /schemas``, ``/schemas/{name}`` | viewer | the messages' published JSON Schemas |
 | ``GET /definitions`` | viewer | each flow's steps and input/output JSON Schemas (``flow``) |
+| ``GET /versions`` | viewer, unscoped | flows not ended on each version (``flow``, ``version``) |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
 | ``POST /flows/{id}/signals/{name}`` | signaller | ``{"data", "signal_id", "reason", "item"}`` |
@@ -69,6 +70,7 @@ from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
 from relayflow.web.signals import add_signal_routes
+from relayflow.web.versions import add_version_routes
 
 log = logging.getLogger("relayflow.web.api")
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
@@ -117,6 +119,7 @@ def build_api(ops: Operations) -> Flask:
         app, ops.registry, guarded(ops.access, Role.VIEWER, "read the flows' definitions")
     )
     add_signal_routes(app, ops.engine, guarded(ops.access, Role.SIGNALLER, "send signals"))
+    add_version_routes(app, ops)
     app.register_blueprint(console.blueprint(ops))
 
     @app.get("/")

@@ -30,6 +30,7 @@ from relayflow.core.flows import Flow
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT
+from relayflow.core.versions import VersionUse, pairs, version_uses
 from relayflow.web import console_schedules, params, timeline
 from relayflow.web.access import Role
 from relayflow.web.family import family_json
@@ -127,7 +128,10 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
     def definitions_page() -> str:
         shown = definitions(ops.registry) if ops.registry is not None else []
         return render_template(
-            "console/definitions.html", definitions=shown, unavailable=ops.registry is None
+            "console/definitions.html",
+            definitions=shown,
+            unavailable=ops.registry is None,
+            running=_running(ops),
         )
 
     @bp.get("/flows/<flow_id>/live")
@@ -135,6 +139,15 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
     def flow_live(flow_id: str) -> str:
         """The part of a flow's page that changes while it runs (the page polls it)."""
         return render_template("console/_flow_live.html", **_flow_context(ops, flow_id))
+
+
+def _running(ops: Operations) -> dict[tuple[str, int], VersionUse] | None:
+    """Flows not ended on each registered version (the Definitions page's versions panel);
+    None for a caller scoped to tenants: the counts span them all."""
+    if ops.registry is None or g.caller.scoped:
+        return None
+    uses = version_uses(ops.store, ops.registry, pairs(ops.registry))
+    return {(u.flow, u.version): u for u in uses}
 
 
 def flow_url(endpoint: str, flow: Any, **values: Any) -> str:

@@ -22,7 +22,7 @@ from tfprobe import block, local, needs_terraform, outputs, run, write_calls
 
 RELAYFLOW = MODULES / "relayflow"
 ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
-STORES = ("firestore", "pubsub", "tasks", "storage")
+STORES = ("firestore", "pubsub", "tasks", "storage", "bigquery")
 # Each store's service agent: the service identity of its API, or (Cloud Storage's) the data
 # source that makes it exist.
 AGENTS = {
@@ -30,6 +30,7 @@ AGENTS = {
     "pubsub": "google_project_service_identity.pubsub",
     "tasks": "google_project_service_identity.cloudtasks",
     "storage": "data.google_storage_project_service_account.main",
+    "bigquery": "data.google_bigquery_default_service_account.main",
 }
 AGENT_SERVICES = {
     "firestore": "firestore.googleapis.com",
@@ -44,6 +45,9 @@ FLOW_DATA_STORES = {
     "google_pubsub_topic": "pubsub",
     "google_storage_bucket": "storage",
     "google_cloud_tasks_queue": "tasks",
+    # Result events (flow outputs among them) in BigQuery (modules/analytics).
+    "google_bigquery_dataset": "bigquery",
+    "google_bigquery_table": "bigquery",
 }
 NO_FLOW_DATA = {
     # Configuration, identities and grants.
@@ -55,6 +59,7 @@ NO_FLOW_DATA = {
     "google_pubsub_subscription_iam_member",
     "google_cloud_tasks_queue_iam_member",
     "google_storage_bucket_iam_member",
+    "google_bigquery_table_iam_member",
     "google_kms_key_ring",
     "google_kms_crypto_key",
     "google_kms_crypto_key_iam_member",
@@ -90,34 +95,58 @@ def test_every_type_an_environment_creates_is_sorted_by_whether_it_holds_flow_da
     assert set(FLOW_DATA_STORES) <= created
 
 
-def _argument(body: dict[str, Any], store: str) -> str:
+# The block a store's resource carries its key in, when not a kms_key_name argument.
+KEY_BLOCKS = {
+    "google_firestore_database": "cmek_config",
+    "google_storage_bucket": "encryption",
+    "google_bigquery_dataset": "default_encryption_configuration",
+    "google_bigquery_table": "encryption_configuration",
+}
+
+
+def _argument(body: dict[str, Any], type_: str) -> str:
     """The expression a store's resource names its key with (a dynamic block's for_each)."""
     if "kms_key_name" in body:
         return str(body["kms_key_name"])
     dynamic = {name: inner for d in body.get("dynamic", []) for name, inner in d.items()}
-    wanted = {"firestore": "cmek_config", "storage": "encryption"}[store]
-    return str(dynamic[wanted]["for_each"])
+    return str(dynamic[KEY_BLOCKS[type_]]["for_each"])
 
 
-@pytest.mark.parametrize("store", ["firestore", "pubsub", "storage"])
+@pytest.mark.parametrize("store", ["firestore", "pubsub", "storage", "bigquery"])
 def test_each_store_names_the_key_of_its_own_store(store: str) -> None:
     relayflow = load(RELAYFLOW)
-    module = {"firestore": "firestore", "pubsub": "messaging", "storage": "offload"}[store]
+    module = {
+        "firestore": "firestore",
+        "pubsub": "messaging",
+        "storage": "offload",
+        "bigquery": "analytics",
+    }[store]
     config = load(MODULES / module)
     types = [t for t, s in FLOW_DATA_STORES.items() if s == store]
     resources = [r for r in config.resources if r.type in types]
     assert resources, module
     for resource in resources:
         # Through the module's kms_key_name input, null by default (Google-managed encryption).
-        assert "var.kms_key_name" in _argument(resource.body, store), resource.address
+        assert "var.kms_key_name" in _argument(resource.body, resource.type), resource.address
     assert config.variables["kms_key_name"].body["default"] is None
     assert relayflow.modules[module].body["kms_key_name"] == f'${{local.kms_key["{store}"]}}'
+    if store == "bigquery":  # the analytics dead-letter topic: a topic, under Pub/Sub's key
+        topic = config.resource("google_pubsub_topic", "dead_letter").body
+        assert topic["kms_key_name"] == "${var.topic_kms_key_name}"
+        assert relayflow.modules[module].body["topic_kms_key_name"] == (
+            '${local.kms_key["pubsub"]}'
+        )
 
 
 def test_a_block_that_carries_a_key_is_left_out_when_there_is_none() -> None:
     # cmek_config and encryption with an empty key would be refused; left out, the store keeps
     # Google-managed encryption. A topic's kms_key_name = null is the same as unset.
-    for module, name in (("firestore", "cmek_config"), ("offload", "encryption")):
+    for module, name in (
+        ("firestore", "cmek_config"),
+        ("offload", "encryption"),
+        ("analytics", "default_encryption_configuration"),
+        ("analytics", "encryption_configuration"),
+    ):
         config = load(MODULES / module)
         dynamic = {
             n: i for r in config.resources for d in r.body.get("dynamic", []) for n, i in d.items()
@@ -153,7 +182,8 @@ def test_each_key_is_granted_to_its_stores_agent_alone_and_handed_out_after_the_
     )
     assert "grant.id" in wait["triggers_replace"]
     assert relayflow.locals["kms_key"] == (
-        '${{for store in ["firestore", "pubsub", "tasks", "storage"] : store => local.cmek ? '
+        '${{for store in ["firestore", "pubsub", "tasks", "storage", "bigquery"] : store => '
+        "local.cmek ? "
         "terraform_data.key_grants_visible[0].output[store] : null}}"
     )
     assert "sleep ${var.cmek.grant_wait_s}" in str(wait["provisioner"])
@@ -201,8 +231,9 @@ def test_everything_cmek_adds_exists_only_with_cmek_on() -> None:
         relayflow.resource("google_project_service_identity", "cloudtasks"),
         relayflow.resource("terraform_data", "key_grants_visible"),
         *[d for d in relayflow.data if d.type == "google_storage_project_service_account"],
+        *[d for d in relayflow.data if d.type == "google_bigquery_default_service_account"],
     ]
-    assert len(only_with_cmek) == 4
+    assert len(only_with_cmek) == 5
     for block_ in only_with_cmek:
         assert block_.body["count"] == "${local.cmek ? 1 : 0}", block_.address
     assert relayflow.locals["cmek"] == "${var.cmek.enabled}"
@@ -243,9 +274,17 @@ def _probe(root: Path) -> None:
     variables = (RELAYFLOW / "variables.tf").read_text(encoding="utf-8")
     main = (RELAYFLOW / "main.tf").read_text(encoding="utf-8")
     kms = (MODULES / "kms" / "variables.tf").read_text(encoding="utf-8")
-    names = ("cmek", "firestore_kms_location", "cmek_keys", "kms_key", "services")
+    names = (
+        "cmek",
+        "firestore_kms_location",
+        "bigquery_kms_location",
+        "cmek_keys",
+        "kms_key",
+        "services",
+    )
     parts = [
         block(variables, 'variable "cmek" {'),
+        block(variables, 'variable "analytics" {'),
         block(variables, 'variable "firestore_location" {'),
         block(variables, 'variable "region" {'),
         # The kms module's own check of the rotation period, as a variable of the probe.
@@ -256,7 +295,7 @@ def _probe(root: Path) -> None:
         'resource "terraform_data" "key_grants_visible" {\n'
         "  count = local.cmek ? 1 : 0\n"
         '  input = { for s, k in local.cmek_keys : s => "${k.location}/${s}" }\n}',
-        *[f'output "{n}" {{ value = local.{n} }}' for n in names[2:]],
+        *[f'output "{n}" {{ value = local.{n} }}' for n in names[3:]],
     ]
     root.mkdir()
     (root / "main.tf").write_text("\n\n".join(parts) + "\n", encoding="utf-8")
@@ -279,7 +318,9 @@ CASES = {
         "region": "europe-west1",
         "firestore_location": "europe-west1",
         "cmek": {"enabled": True, "rotation_period": "86400s"},
+        "analytics": {"location": "europe-west1"},
     },
+    "eu": {**BASE, "cmek": {"enabled": True}, "analytics": {"location": "EU"}},
 }
 
 
@@ -296,7 +337,12 @@ def test_the_option_gives_each_store_a_key_where_its_data_is_and_nothing_when_of
     expected = {
         "nam5": {"firestore": "us", "pubsub": "us-central1"},
         "eur3": {"firestore": "europe", "pubsub": "europe-west1"},
-        "regional": {"firestore": "europe-west1", "pubsub": "europe-west1"},
+        "regional": {
+            "firestore": "europe-west1",
+            "pubsub": "europe-west1",
+            "bigquery": "europe-west1",
+        },
+        "eu": {"firestore": "us", "pubsub": "us-central1", "bigquery": "europe"},
     }
     for case, where in expected.items():
         keys = built[case]["cmek_keys"]
@@ -304,6 +350,8 @@ def test_the_option_gives_each_store_a_key_where_its_data_is_and_nothing_when_of
         assert keys["firestore"]["location"] == where["firestore"], case
         for store in ("pubsub", "tasks", "storage"):
             assert keys[store]["location"] == where["pubsub"], (case, store)
+        # The analytics dataset's, in BigQuery's default US multi-region: Cloud KMS's us.
+        assert keys["bigquery"]["location"] == where.get("bigquery", "us"), case
         # Every store gets the id its grant hands on, none another store's.
         assert built[case]["kms_key"] == {s: f"{keys[s]['location']}/{s}" for s in STORES}, case
         assert "cloudkms.googleapis.com" in built[case]["services"], case

@@ -12,7 +12,10 @@ Derived from the HCL (tfgraph.py), not from a list of relayflow's resources:
   can accept it: the receiving service, its invoker grants, every grant its identity holds, the
   grants on the identity the deliverer signs as, the Firestore database and the queues. The
   receiver is the service the deliverer's endpoint refers to; an endpoint that refers to none
-  (a URL computed before the service exists) stands for every service its identity may invoke.
+  (a URL computed before the service exists) stands for every service its identity may invoke;
+- a subscription that writes to BigQuery is created after its table and every grant on that
+  table or its dataset: Pub/Sub refuses to create one whose writer may not write the table, and
+  writes as soon as it exists.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ API_BY_PREFIX = {
     "google_firestore_": "firestore.googleapis.com",
     "google_monitoring_": "monitoring.googleapis.com",
     "google_storage_": "storage.googleapis.com",
+    "google_bigquery_": "bigquery.googleapis.com",
     "google_kms_": "cloudkms.googleapis.com",
     "google_artifact_registry_": "artifactregistry.googleapis.com",
     "google_cloudbuild_": "cloudbuild.googleapis.com",
@@ -257,6 +261,31 @@ def _receiver_needs(graph: Graph, identity: str, endpoint: set[str]) -> set[str]
     return needed
 
 
+BIGQUERY_GRANTS = ("google_bigquery_table_iam_member", "google_bigquery_dataset_iam_member")
+
+
+def export_problems(graph: Graph) -> list[str]:
+    """Subscriptions that write to BigQuery and may be created before their table, or before
+    a grant on that table (or its dataset) that lets the writer in."""
+    problems = []
+    for node in graph.nodes_of("google_pubsub_subscription"):
+        config = node.block.body.get("bigquery_config")
+        if not config:
+            continue
+        named = graph.refs(config, node.instance)
+        tables = {a for a in named if graph.nodes[a].type == "google_bigquery_table"}
+        if not tables:
+            problems.append(f"{node.address} writes to a table this configuration does not create")
+        # The table's dataset too: a grant on the dataset reaches its tables.
+        places = tables | {d for t in tables for d in graph.after(t)}
+        grants = {
+            g.address for g in graph.nodes_of(*BIGQUERY_GRANTS) if graph.after(g.address) & places
+        }
+        missing = (tables | grants) - graph.after(node.address)
+        problems += [f"{node.address} may be created before {m} exists" for m in sorted(missing)]
+    return problems
+
+
 def _invoked(graph: Graph, grant: str) -> set[str]:
     """The resources an invoker grant names as its service (its ``name``)."""
     node = graph.nodes[grant]
@@ -310,7 +339,33 @@ def test_the_environments_encrypt_their_stores_with_keys_they_grant_first() -> N
             "module.relayflow.module.messaging.google_pubsub_topic.main",
             "module.relayflow.module.messaging.google_pubsub_topic.tenant",
             "module.relayflow.module.offload.google_storage_bucket.main",
+            # Result events in BigQuery: the dataset, its table, its dead-letter topic.
+            "module.relayflow.module.analytics.google_bigquery_dataset.main",
+            "module.relayflow.module.analytics.google_bigquery_table.main",
+            "module.relayflow.module.analytics.google_pubsub_topic.dead_letter",
         }
+
+
+def test_subscriptions_that_write_to_bigquery_wait_for_their_table_and_its_grants(
+    graph: Graph,
+) -> None:
+    assert export_problems(graph) == []
+
+
+def test_the_environments_have_their_bigquery_subscription_to_check() -> None:
+    for root in ROOTS:
+        if root.parent.name != "envs":
+            continue
+        graph = Graph(root)
+        exports = [
+            n.address
+            for n in graph.nodes_of("google_pubsub_subscription")
+            if n.block.body.get("bigquery_config")
+        ]
+        assert exports == ["module.relayflow.module.analytics.google_pubsub_subscription.main"]
+        grants = [n.address for n in graph.nodes_of(*BIGQUERY_GRANTS)]
+        assert grants, "the Pub/Sub agent is granted the table"
+        assert set(grants) <= graph.after(exports[0])
 
 
 def test_the_environments_have_their_push_subscriptions_and_a_schedule_to_check() -> None:
@@ -563,4 +618,53 @@ def test_the_readiness_check_holds_a_push_to_the_service_its_endpoint_names(
     assert readiness_problems(Graph(tmp_path)) == [
         "google_pubsub_subscription.to_a may deliver before "
         "module.a.google_cloud_run_v2_service_iam_member.invoker exists"
+    ]
+
+
+EXPORT = {
+    "main.tf": """
+        resource "google_bigquery_dataset" "main" {
+          dataset_id = "results"
+        }
+        resource "google_bigquery_table" "main" {
+          dataset_id = google_bigquery_dataset.main.dataset_id
+          table_id   = "events"
+        }
+        resource "google_bigquery_table_iam_member" "writer" {
+          dataset_id = google_bigquery_table.main.dataset_id
+          table_id   = google_bigquery_table.main.table_id
+          role       = "roles/bigquery.dataEditor"
+          member     = "serviceAccount:agent"
+        }
+        resource "google_bigquery_dataset_iam_member" "viewer" {
+          dataset_id = google_bigquery_dataset.main.dataset_id
+          role       = "roles/bigquery.metadataViewer"
+          member     = "serviceAccount:agent"
+        }
+        resource "google_pubsub_subscription" "export" {
+          name = "export"
+          bigquery_config {
+            table = "p.d.${google_bigquery_table.main.table_id}"
+          }
+          depends_on = [google_bigquery_dataset_iam_member.viewer]
+        }
+        resource "google_pubsub_subscription" "elsewhere" {
+          name = "elsewhere"
+          bigquery_config {
+            table = "p.other.events"
+          }
+        }
+    """,
+}
+
+
+def test_the_export_check_finds_a_subscription_that_may_start_before_its_table_grant(
+    tmp_path: Path,
+) -> None:
+    for name, text in EXPORT.items():
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    assert export_problems(Graph(tmp_path)) == [
+        "google_pubsub_subscription.export may be created before "
+        "google_bigquery_table_iam_member.writer exists",
+        "google_pubsub_subscription.elsewhere writes to a table this configuration does not create",
     ]

@@ -40,6 +40,7 @@ from relayflow.settings import Settings
 
 MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
 EXPECTED_MODULES = {
+    "analytics",
     "bootstrap",
     "firestore",
     "kms",
@@ -223,6 +224,9 @@ def _topology_names() -> set[str]:
     names = set(topo["topics"].values())
     names |= {s["name"] for s in topo["subscriptions"].values()}
     names |= {q["name"] for q in topo["queues"].values()}
+    analytics = topo["analytics"]
+    names |= {analytics["dataset"], analytics["table"], analytics["dead_letter"]["topic"]}
+    names |= {analytics[k]["name"] for k in ("subscription", "dead_letter")}
     return names
 
 
@@ -749,14 +753,19 @@ def test_each_component_is_a_service_module_call_with_a_distinct_service_account
     assert set(calls) == set(COMPONENTS)
     assert {c["name"] for c in calls.values()} == set(COMPONENTS.values())
     account_ids = [c["service_account_id"] for c in calls.values()]
-    account_ids += [
-        sa.body["account_id"] for sa in relayflow.data if sa.type == "google_service_account"
-    ]
+    read = [sa.body["account_id"] for sa in relayflow.data if sa.type == "google_service_account"]
+    # The build account is read too (the api admits it to check each deploy's versions); it
+    # is not one of relayflow's runtime identities.
+    assert "relayflow-build" in read
+    account_ids += [a for a in read if a != "relayflow-build"]
     assert len(account_ids) == len(set(account_ids)) == 7
     assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", a) for a in account_ids)
     # Each one the bootstrap creates, and only those: the environment creates no account.
-    boot = load(MODULES / "bootstrap").locals["identities"]
-    assert sorted(i["account_id"] for i in boot.values()) == sorted(account_ids)
+    boot = load(MODULES / "bootstrap")
+    assert sorted(i["account_id"] for i in boot.locals["identities"].values()) == sorted(
+        account_ids
+    )
+    assert boot.resource("google_service_account", "build").body["account_id"] == "relayflow-build"
     for path in [RELAYFLOW, MODULES / "service", MODULES / "messaging"]:
         assert load(path).resources_of("google_service_account") == [], path.name
 
@@ -890,7 +899,11 @@ def test_the_api_reads_the_same_callers_iam_lets_in_each_by_its_role() -> None:
     relayflow = load(RELAYFLOW)
     env = relayflow.modules["api"].body["env"]
     emails = 'jsonencode([for m in var.{} : split(":", m)[1]])'
-    assert f"RELAYFLOW_API_VIEWERS = {emails.format('api_viewers')}" in env
+    # The build account views too: each deploy first asks GET /versions (versions check).
+    assert (
+        'RELAYFLOW_API_VIEWERS = jsonencode(concat([for m in var.api_viewers : split(":", m)[1]], '
+        "[data.google_service_account.build.email]))"
+    ) in env
     assert f"RELAYFLOW_API_OPERATORS = {emails.format('api_operators')}" in env
     # The push account completes the tokens of signals it pushes to /signals, nothing more.
     assert (
@@ -954,10 +967,12 @@ IDENTITY_PATTERNS = {
     r"google_service_account\.tasks_invoker\b": "tasks-invoker",
     r"google_service_account\.pubsub_push\b": "pubsub-push",
     r"google_service_account\.scheduler\b": "scheduler",
+    r"google_service_account\.build\b": "build",
     r"google_project_service_identity\.pubsub\b": "pubsub-service-agent",
     r"google_project_service_identity\.firestore\b": "firestore-service-agent",
     r"google_project_service_identity\.cloudtasks\b": "tasks-service-agent",
     r"data\.google_storage_project_service_account\.main\b": "storage-service-agent",
+    r"data\.google_bigquery_default_service_account\.main\b": "bigquery-service-agent",
     r"var\.pubsub_service_agent\b": "pubsub-service-agent",
     r"var\.api_(?:viewers|operators)\b": "api-people",
     r"var\.api_completers\b": "api-completers",
@@ -990,7 +1005,7 @@ def _members(resource: Block, config: Config) -> set[str]:
 
 _NAMED_TARGET = re.compile(
     r'\w+\.\w+\["([\w-]+)"\]|\["([\w-]+)"\]|google_service_account\.(\w+)'
-    r"|google_pubsub_\w+\.(\w+)|var\.start_subscription\.(\w+)"
+    r"|google_pubsub_\w+\.(\w+)|var\.start_subscription\.(\w+)|google_bigquery_table\.(\w+)"
 )
 
 
@@ -1005,7 +1020,12 @@ def _targets(resource: Block, config: Config) -> set[str]:
         return {"queue:each"}
     if kind == "storage_bucket":  # the bucket a module makes: module.offload.name
         return {f"{kind}:{m}" for m in re.findall(r"module\.(\w+)\.name", body["bucket"])}
-    key = body.get("topic") or body.get("service_account_id") or body.get("subscription")
+    key = (
+        body.get("topic")
+        or body.get("service_account_id")
+        or body.get("subscription")
+        or body.get("table_id")
+    )
     if key.startswith("${each."):
         key = _expand(body["for_each"], config)
     named = {next(g for g in m.groups() if g) for m in _NAMED_TARGET.finditer(key)}
@@ -1045,7 +1065,12 @@ def _iam_matrix() -> set[tuple[str, str, str]]:
     relayflow = load(RELAYFLOW)
     messaging = load(MODULES / "messaging")
     grants = _run_grants(relayflow) | _bootstrap_identity_grants()
-    for config in (relayflow, messaging):
+    # The analytics module's targets are its own (its dead-letter topic is not messaging's).
+    for config, where in (
+        (relayflow, ""),
+        (messaging, ""),
+        (load(MODULES / "analytics"), "analytics/"),
+    ):
         for resource in config.resources:
             if resource.type.endswith("_iam_member") and "[each.key]" in str(resource.body):
                 grants |= {
@@ -1054,8 +1079,17 @@ def _iam_matrix() -> set[tuple[str, str, str]]:
             elif resource.type.endswith("_iam_member"):
                 for who in _members(resource, config):
                     for target in _targets(resource, config):
-                        grants.add((who, resource.body["role"], target))
+                        for role in _roles(resource, config):
+                            grants.add((who, role, f"{where}{target}"))
     return grants
+
+
+def _roles(resource: Block, config: Config) -> set[str]:
+    """The role a grant gives, or each its for_each names (``each.value``)."""
+    role = str(resource.body["role"])
+    if not role.startswith("${each."):
+        return {role}
+    return set(re.findall(r"roles/[\w.]+", _expand(resource.body["for_each"], config)))
 
 
 def _bootstrap_identity_grants() -> set[tuple[str, str, str]]:
@@ -1130,6 +1164,7 @@ EXPECTED_IAM = {
     ("pubsub-service-agent", ENCRYPTER, "kms_crypto_key:pubsub"),
     ("tasks-service-agent", ENCRYPTER, "kms_crypto_key:tasks"),
     ("storage-service-agent", ENCRYPTER, "kms_crypto_key:storage"),
+    ("bigquery-service-agent", ENCRYPTER, "kms_crypto_key:bigquery"),
     # Who may call which service.
     ("pubsub-push", "roles/run.invoker", "cloud_run:start-flow"),
     # Signals are pushed to the api's /signals as the same account.
@@ -1142,6 +1177,14 @@ EXPECTED_IAM = {
     ("api-people", "roles/run.viewer", "cloud_run:api"),
     # Systems that complete callback tokens over HTTP only invoke.
     ("api-completers", "roles/run.invoker", "cloud_run:api"),
+    # Each deploy first asks the api how many flows run on each version (versions check).
+    ("build", "roles/run.invoker", "cloud_run:api"),
+    # The BigQuery subscription writes result events as the Pub/Sub agent: this table only,
+    # and what it gives up goes to the analytics dead-letter topic (acked on its subscription).
+    ("pubsub-service-agent", "roles/bigquery.dataEditor", "analytics/bigquery_table:main"),
+    ("pubsub-service-agent", "roles/bigquery.metadataViewer", "analytics/bigquery_table:main"),
+    ("pubsub-service-agent", "roles/pubsub.publisher", "analytics/pubsub_topic:dead_letter"),
+    ("pubsub-service-agent", "roles/pubsub.subscriber", "analytics/pubsub_subscription:main"),
 }
 
 
@@ -1340,7 +1383,10 @@ def test_operators_reach_the_api_through_the_proxy_and_nothing_else_is_reachable
     assert api["viewer_members"] == "${local.api_people_members}"
     assert api["invoker_members"] == (
         "${merge(local.api_people_members, local.api_completer_members, "
-        "{pubsub_push = local.pubsub_push_member})}"
+        "{pubsub_push = local.pubsub_push_member, versions_check = local.build_member})}"
+    )
+    assert relayflow.locals["build_member"] == (
+        "serviceAccount:${data.google_service_account.build.email}"
     )
     command = relayflow.outputs["api_proxy_command"].body["value"]
     assert command.startswith("gcloud run services proxy ${module.api.name} --project")

@@ -56,6 +56,12 @@ def test_the_clis_own_rules_are_the_cores() -> None:
         (["list", "--tenant", "-x"], "expected one argument"),
         (["reset", "f-1", "--reason", "x"], "the following arguments are required: --to-step"),
         (["reset", "f-1", "--to-step", "Charge!", "--reason", "x"], "is not a step name"),
+        (["drain", "--flow", "orders"], "the following arguments are required: --version"),
+        (["drain", "--flow", "orders", "--version", "0"], "is not a version"),
+        (["drain", "--flow", "Orders", "--version", "1"], "is not a flow name"),
+        (["drain", "--flow", "o", "--version", "1", "--timeout-s", "-1"], "must be in (0,"),
+        (["versions"], "the following arguments are required"),
+        (["versions", "list", "--flow", "Orders"], "is not a flow name"),
     ],
 )
 def test_bad_arguments_exit_2_before_anything_runs(

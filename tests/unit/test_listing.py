@@ -176,6 +176,17 @@ class ListingContract:
         assert counts == {s: sum(1 for r in orders if r.status is s) for s in Status}
         assert sum(counts.values()) == len(orders) == 8
 
+    def test_counts_only_the_statuses_asked_for(self, store: Store) -> None:
+        # What GET /versions counts: the flows not ended on one version, never the ended ones.
+        made = seed(store)
+        asked = (Status.PENDING, Status.RUNNING, Status.COMPENSATING)
+        counts = store.count_by_status(FlowFilter(flow="orders", version=2), statuses=asked)
+        on_v2 = [r for r in made if (r.flow, r.version) == ("orders", 2)]
+        assert counts == {
+            s: sum(1 for r in on_v2 if r.status is s) if s in asked else 0 for s in Status
+        }
+        assert counts[Status.PENDING] == 2 and len(on_v2) == 4  # the two SUCCEEDED not counted
+
     def test_rejected_messages_are_listed_newest_first_with_their_reasons(
         self, store: Store
     ) -> None:

@@ -3,6 +3,8 @@ order: newest update first, ties by id, a page starting after its cursor."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from relayflow.core.listing import (
     Cursor,
     FlowFilter,
@@ -58,11 +60,14 @@ class MemoryListing(MemoryBase):
         page = self.flows(filter, after=after, limit=limit)
         return Page([FlowSummary.from_record(r) for r in page.items], page.next)
 
-    def count_by_status(self, filter: FlowFilter) -> dict[Status, int]:
+    def count_by_status(
+        self, filter: FlowFilter, *, statuses: Iterable[Status] | None = None
+    ) -> dict[Status, int]:
         admitted = filter.without_status()
+        counted = set(Status if statuses is None else statuses)
         counts = dict.fromkeys(Status, 0)
         for record in self._records():
-            if admitted.matches(record):
+            if record.status in counted and admitted.matches(record):
                 counts[record.status] += 1
         return counts
 

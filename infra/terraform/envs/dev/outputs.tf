@@ -89,6 +89,11 @@ output "tenant_topics" {
   value       = module.relayflow.tenant_topics
 }
 
+output "analytics_table" {
+  description = "The BigQuery table of result events (project.dataset.table), or null when analytics is off: docs/analytics.md queries it."
+  value       = module.relayflow.analytics_table
+}
+
 output "offload_bucket" {
   description = "The bucket that holds offloaded payloads (RELAYFLOW_OFFLOAD_BUCKET)."
   value       = module.relayflow.offload_bucket

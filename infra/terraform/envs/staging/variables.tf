@@ -241,6 +241,16 @@ variable "api_scopes" {
   nullable    = false
 }
 
+variable "analytics" {
+  description = "Result events in BigQuery (docs/analytics.md): enabled (default true), location (the dataset's BigQuery location, default US), retention_days (how long a day's partition is kept)."
+  type = object({
+    enabled        = optional(bool, true)
+    location       = optional(string, "US")
+    retention_days = optional(number, 30)
+  })
+  default = {}
+}
+
 variable "retention_days" {
   description = "Days a finished flow's document and its offloaded payloads are kept (RELAYFLOW_RETENTION_DAYS, the offload bucket's lifecycle), whole days."
   type        = number

@@ -67,6 +67,12 @@ locals {
     "roles/cloudscheduler.admin" = null
     # The Firestore database, composite indexes, TTL and index-exemption field settings.
     "roles/datastore.owner" = null
+    # The analytics dataset, its table of result events and the Pub/Sub agent's grants on that
+    # table (datasets.create, tables.create and tables.setIamPolicy are all in this role).
+    "roles/bigquery.dataOwner" = null
+    # With CMEK on, reading BigQuery's encryption account (projects.getServiceAccount asks for
+    # bigquery.jobs.create); the build runs no query.
+    "roles/bigquery.jobUser" = null
     # The offload bucket and its grants (creating a bucket takes storage.buckets.create, which
     # no narrower predefined role has); with CMEK on, reading the Cloud Storage service agent.
     "roles/storage.admin" = null
@@ -312,6 +318,15 @@ resource "google_service_account_iam_member" "build_reads" {
   member             = local.build_member
 }
 
+# The environment's apply reads the build account itself too: the api lets it read how many
+# flows run on each version (RELAYFLOW_API_VIEWERS, run.invoker), which every deploy checks
+# first (`relayflow versions check`, cloudbuild.yaml).
+resource "google_service_account_iam_member" "build_reads_itself" {
+  service_account_id = google_service_account.build.name
+  role               = "roles/iam.serviceAccountViewer"
+  member             = local.build_member
+}
+
 # Creating a task that carries an OIDC token for the tasks-invoker account requires actAs on it:
 # every service enqueues tasks.
 resource "google_service_account_iam_member" "tasks_invoker_user" {
@@ -454,6 +469,7 @@ resource "google_cloudbuild_trigger" "main" {
     google_project_iam_member.build,
     google_service_account_iam_member.build_acts_as,
     google_service_account_iam_member.build_reads,
+    google_service_account_iam_member.build_reads_itself,
     google_storage_bucket_iam_member.build_state,
     google_artifact_registry_repository_iam_member.build_writer,
     google_project_iam_member.test_logs,

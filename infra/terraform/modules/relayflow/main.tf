@@ -125,6 +125,7 @@ locals {
   tasks_invoker_member = "serviceAccount:${data.google_service_account.tasks_invoker.email}"
   scheduler_member     = "serviceAccount:${data.google_service_account.scheduler.email}"
   pubsub_push_member   = "serviceAccount:${data.google_service_account.pubsub_push.email}"
+  build_member         = "serviceAccount:${data.google_service_account.build.email}"
 
   # The api's callers by role, as IAM members (user:EMAIL or serviceAccount:EMAIL). IAM lets
   # them reach the service at all; the api gives each the role its email is listed under
@@ -147,6 +148,7 @@ locals {
   # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
   # reading the project number the second.
   services = concat([
+    "bigquery.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
     "cloudtrace.googleapis.com",
@@ -166,11 +168,15 @@ locals {
   # nam5 to us, eur3 to europe; a regional database takes a key of its region. Pub/Sub takes a
   # key in any location; Cloud Tasks' and the bucket's are the region's.
   firestore_kms_location = lookup({ nam5 = "us", eur3 = "europe" }, var.firestore_location, var.firestore_location)
+  # The analytics dataset's key is in the dataset's location: BigQuery's multi-regions US and EU
+  # are Cloud KMS's us and europe (https://cloud.google.com/bigquery/docs/customer-managed-encryption#supported_locations).
+  bigquery_kms_location = lookup({ US = "us", EU = "europe" }, var.analytics.location, lower(var.analytics.location))
   cmek_keys = local.cmek ? {
     firestore = { location = local.firestore_kms_location }
     pubsub    = { location = var.region }
     tasks     = { location = var.region }
     storage   = { location = var.region }
+    bigquery  = { location = local.bigquery_kms_location }
   } : {}
   # The service agent of each store, the one principal its key is granted to: Firestore's and
   # Cloud Tasks' identities, Pub/Sub's, and Cloud Storage's (google_project_service_identity
@@ -180,13 +186,14 @@ locals {
     pubsub    = google_project_service_identity.pubsub.member
     tasks     = google_project_service_identity.cloudtasks[0].member
     storage   = data.google_storage_project_service_account.main[0].member
+    bigquery  = data.google_bigquery_default_service_account.main[0].member
   } : {}
   # Each store's key as its grant names it, handed out once the grants have had time to reach
   # Cloud KMS (terraform_data.key_grants_visible): whatever names a key is created after its
   # service agent may use it, as creating a store with a key it may not use fails. null with
   # CMEK off: the stores keep Google-managed encryption.
   kms_key = {
-    for store in ["firestore", "pubsub", "tasks", "storage"] :
+    for store in ["firestore", "pubsub", "tasks", "storage", "bigquery"] :
     store => local.cmek ? terraform_data.key_grants_visible[0].output[store] : null
   }
 
@@ -300,6 +307,15 @@ data "google_storage_project_service_account" "main" {
   depends_on = [google_project_service.main]
 }
 
+# BigQuery encrypts the analytics dataset with its key as this account (it exists once asked for).
+data "google_bigquery_default_service_account" "main" {
+  count = local.cmek ? 1 : 0
+
+  project = var.project_id
+
+  depends_on = [google_project_service.main]
+}
+
 # --- Identities that are not a service's runtime account -------------------------------------
 
 # The bootstrap creates them (and lets each runtime account act as the tasks-invoker, and the
@@ -325,6 +341,17 @@ data "google_service_account" "pubsub_push" {
 data "google_service_account" "scheduler" {
   project    = var.project_id
   account_id = "relayflow-scheduler"
+
+  depends_on = [google_project_service.main]
+}
+
+# Runs every deploy (the bootstrap creates it); before each, cloudbuild.yaml asks the api whether
+# the app it deploys drops a version flows still run on (`relayflow versions check`, GET
+# /versions), so it reaches the api as a viewer. Reading flows adds nothing to what it already
+# may do: it deploys the api's code and acts as the api's account.
+data "google_service_account" "build" {
+  project    = var.project_id
+  account_id = "relayflow-build"
 
   depends_on = [google_project_service.main]
 }
@@ -609,6 +636,30 @@ module "messaging" {
   depends_on = [google_project_service.main]
 }
 
+# Every result event in BigQuery (docs/analytics.md), unless the environment turns it off.
+module "analytics" {
+  source = "../analytics"
+  count  = var.analytics.enabled ? 1 : 0
+
+  project_id           = var.project_id
+  location             = var.analytics.location
+  retention_days       = var.analytics.retention_days
+  dataset_id           = local.topology.analytics.dataset
+  table_id             = local.topology.analytics.table
+  results_topic_id     = module.messaging.topic_ids["results"]
+  subscription         = local.topology.analytics.subscription
+  dead_letter          = local.topology.analytics.dead_letter
+  pubsub_service_agent = google_project_service_identity.pubsub.member
+  # With CMEK on, the dataset (and so the table) under BigQuery's key, the dead-letter topic
+  # under Pub/Sub's; null keeps Google-managed encryption.
+  kms_key_name        = local.kms_key["bigquery"]
+  topic_kms_key_name  = local.kms_key["pubsub"]
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
+  depends_on = [google_project_service.main]
+}
+
 # --- Cloud Run services -----------------------------------------------------------------------
 
 module "start_flow" {
@@ -697,7 +748,8 @@ module "api" {
     # Tokens for the api's URL, and for the audiences named here (none by default:
     # infra/terraform/README.md, "People and the api").
     RELAYFLOW_API_AUDIENCES = jsonencode(var.api_token_audiences)
-    RELAYFLOW_API_VIEWERS   = jsonencode([for m in var.api_viewers : split(":", m)[1]])
+    # The build account checks each deploy against GET /versions (relayflow versions check).
+    RELAYFLOW_API_VIEWERS   = jsonencode(concat([for m in var.api_viewers : split(":", m)[1]], [data.google_service_account.build.email]))
     RELAYFLOW_API_OPERATORS = jsonencode([for m in var.api_operators : split(":", m)[1]])
     # The push account delivers flow-signals to /signals: it may complete tokens, nothing else.
     RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", m)[1]], [data.google_service_account.pubsub_push.email]))
@@ -709,7 +761,7 @@ module "api" {
   # External systems that complete callback tokens over HTTP are invokers in the same way.
   # Pub/Sub pushes signals to /signals as the push account (invoker only).
   ingress             = var.api_ingress
-  invoker_members     = merge(local.api_people_members, local.api_completer_members, { pubsub_push = local.pubsub_push_member })
+  invoker_members     = merge(local.api_people_members, local.api_completer_members, { pubsub_push = local.pubsub_push_member, versions_check = local.build_member })
   viewer_members      = local.api_people_members
   custom_audiences    = [local.url["api"]]
   max_instances       = var.max_instances["api"]

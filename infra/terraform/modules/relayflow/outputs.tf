@@ -112,6 +112,11 @@ output "alert_policy_ids" {
   value       = module.monitoring.alert_policy_ids
 }
 
+output "analytics_table" {
+  description = "The BigQuery table of result events (project.dataset.table), or null when analytics is off: docs/analytics.md queries it."
+  value       = one(module.analytics[*].table)
+}
+
 output "offload_bucket" {
   description = "The bucket that holds offloaded payloads (RELAYFLOW_OFFLOAD_BUCKET); objects are deleted retention_days after they were written."
   value       = module.offload.name

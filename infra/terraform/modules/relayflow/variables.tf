@@ -455,6 +455,21 @@ variable "queue_shards" {
   }
 }
 
+variable "analytics" {
+  description = "Result events in BigQuery (docs/analytics.md): a dataset and a day-partitioned table of every result event, written by a BigQuery subscription on the results topic. enabled: create them (on by default); location: the dataset's BigQuery location (US, EU or a region; cannot change after creation); retention_days: how long a day's partition is kept."
+  type = object({
+    enabled        = optional(bool, true)
+    location       = optional(string, "US")
+    retention_days = optional(number, 90)
+  })
+  default = {}
+
+  validation {
+    condition     = var.analytics.retention_days >= 1 && floor(var.analytics.retention_days) == var.analytics.retention_days
+    error_message = "analytics.retention_days must be a whole number of days, at least 1."
+  }
+}
+
 variable "retention_days" {
   description = "Days a finished flow is kept, RELAYFLOW_RETENTION_DAYS for every service (Firestore's TTL deletes a flow's document this long after it ended), and the age at which the offload bucket deletes a payload: one figure for both, in whole days, as the bucket's lifecycle counts them."
   type        = number
