@@ -325,7 +325,7 @@ def test_lists_are_summaries_by_default_and_whole_documents_on_request(local_api
     assert set(summary) == {
         "flow_id", "flow", "version", "tenant", "status", "position", "generation", "polls",
         "attempts",
-        "created_at", "updated_at", "finished_at", "code", "cleanup",
+        "created_at", "updated_at", "finished_at", "code", "cleanup", "labels", "dependency",
     }  # fmt: skip
     # a list shows the position the document has: poll 0's check was not ready and wrote
     # nothing (its poll chain carries it in poll 1's task; GET /flows/{id} shows it)
