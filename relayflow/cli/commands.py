@@ -473,6 +473,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from relayflow.cli.batch import start_topic
     from relayflow.gcp.events import Events, build_publisher
 
+    labels = _labels(getattr(args, "label", None) or [])  # before anything is set up
     settings = _settings()
     body: dict[str, Any] = {"flow": args.flow, "input": args.input}
     if args.flow_id:
@@ -482,8 +483,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     for field in ("tenant", "priority"):
         if getattr(args, field, None):
             body[field] = getattr(args, field)
-    if getattr(args, "label", None):
-        body["labels"] = _labels(args.label)
+    if labels:
+        body["labels"] = labels
     events = Events(build_publisher(), project=settings.project_id)
     topic = start_topic(body.get("tenant"))
     message_id = render.text(events.publish(topic, body))
