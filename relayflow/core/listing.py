@@ -51,10 +51,11 @@ SUMMARY_FIELDS = (
     "labels",
     "dependency",
 )
-# A list whose labels are more than its query can ask (Firestore asks one label of an index:
-# one array-contains filter a query: https://cloud.google.com/firestore/docs/query-data/queries#limitations)
-# checks the others on the flows the query finds: at most this many found flows a page past
-# those it shows. A page that reaches it ends early, its cursor after the last flow checked.
+# Firestore takes one array-contains filter a query
+# (https://cloud.google.com/firestore/docs/query-data/queries#limitations): a list by several
+# labels asks the index for the first and checks the others on the flows it finds, at most this
+# many past those a page shows. A page that reaches it ends early, its cursor after the last
+# flow checked (the reads a page costs stay bounded however rare the other labels are).
 MAX_SIFTED = 1000
 
 
