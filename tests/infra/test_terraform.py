@@ -1342,6 +1342,7 @@ LARGE |= SIGNALS
 # A child flow's parent and the tasks its end makes (their run_at times rise with the flows).
 CHILDREN = {"child_of"}
 LARGE |= CHILDREN
+LARGE |= {"reset"}  # an operator's reset to a step: its steps run again, its undos left
 # A flow's labels (a map: an entry a key): queried through label_index, never themselves.
 LABELS = {"labels"}
 LARGE |= LABELS

@@ -16,7 +16,7 @@ from relayflow.cli.follow import Follower
 from relayflow.core import labels
 from relayflow.core.breaker_policy import DEPENDENCY_PATTERN
 from relayflow.core.messages import MAX_DEADLINE_S
-from relayflow.core.position import FLOW_ID_PATTERN, TaskKind
+from relayflow.core.position import FLOW_ID_PATTERN, STEP_NAME_PATTERN, TaskKind
 from relayflow.core.records import HistoryEntry
 from relayflow.core.state import TERMINAL, Status
 from relayflow.core.tenants import TENANT_PATTERN
@@ -25,6 +25,7 @@ from relayflow.web import params
 
 def test_the_clis_own_rules_are_the_cores() -> None:
     assert commands.FLOW_ID.pattern == FLOW_ID_PATTERN[1:-1]
+    assert commands.STEP.pattern == STEP_NAME_PATTERN[1:-1]
     assert commands.FLOW_NAME.pattern == params.FLOW_NAME.pattern
     assert commands.TENANT.pattern == TENANT_PATTERN[1:-1]
     assert commands.STATUSES == render.STATUSES == tuple(s.value for s in Status)
@@ -68,6 +69,8 @@ def test_the_clis_own_rules_are_the_cores() -> None:
         (["list", "--label", "order_id=a b"], "label order_id's value 'a b' must match"),
         (["list", "--dependency", "Payments"], "'Payments' is not a dependency"),
         (["list", "--code", ""], "a code is 1..100 printable characters"),
+        (["reset", "f-1", "--reason", "x"], "the following arguments are required: --to-step"),
+        (["reset", "f-1", "--to-step", "Charge!", "--reason", "x"], "is not a step name"),
     ],
 )
 def test_bad_arguments_exit_2_before_anything_runs(
@@ -288,3 +291,29 @@ def test_a_flows_labels_and_dependency_are_shown_by_status_list_and_watch() -> N
     follower = Follower()
     assert follower.document(doc)[0] == "  labels    order_id=1 region=eu"  # watch: once
     assert follower.document(doc) == []
+
+
+def test_reset_prints_its_dry_run_first_and_stops_there_when_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    posted: list[dict[str, Any]] = []
+    refused = {"key": "f-1", "action": "reset", "allowed": False, "reason": "the flow is RUNNING"}
+
+    class Posting:
+        def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            posted.append({"path": path, **body})
+            return refused
+
+    monkeypatch.setattr(operate, "api", Posting)
+    args = commands.build_parser().parse_args(
+        ["reset", "f-1", "--to-step", "charge", "--reason", "redo", "--keep-effects"]
+    )
+    assert operate.cmd_reset(args) == 1
+    assert posted == [
+        {"path": "/flows/f-1:reset", "step": "charge", "reason": "redo", "undo": False,
+         "dry_run": True}
+    ]  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["FLOW", "ACTION", "OK", "RUN", "AGAIN", "UNDONE", "(NEWEST",
+                              "FIRST)", "KEPT"]  # fmt: skip
+    assert out[1].split(None, 3) == ["f-1", "reset", "no", "refused: the flow is RUNNING"]

@@ -195,8 +195,10 @@ locals {
   # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at,
   # admission, queued_at) keep their indexes. effects and tracks grow with ForEach items and
   # parallel branches; signals and signal_ids (signals kept for a WaitForSignal, ids taken)
-  # are read with the document only. labels (a map: one index entry a key) are queried
-  # through label_index, which keeps its array-contains index for counts by label. A ForEach lane's document is a flow document plus its
+  # are read with the document only, as is reset (an operator's reset to a step: the steps it
+  # runs again, the undos it has left). labels (a map: one index entry a key) are queried
+  # through label_index, which keeps its array-contains index for counts by label. A ForEach
+  # lane's document is a flow document plus its
   # items and their outputs.
   #
   # A dependency's breaker and its call windows are rewritten on every transition and on every
@@ -212,7 +214,7 @@ locals {
   # below, behind `shard`. So are values that rise with the flows (Pub/Sub message ids, the
   # keys lanes and slots name). expire_at is the TTL field's (google_firestore_field.ttl).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "reset", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
     (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
     (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason", "rejected_at", "message_id", "task"]
     (local.topology.firestore.tenant_slots_collection)    = ["taken_at", "free_at", "holder"]
