@@ -237,3 +237,10 @@ def test_a_flow_whose_retries_run_out_names_the_dependency_of_the_failing_step()
         "RETRIES_EXHAUSTED",
     )
     assert record.dependency == DEP
+
+
+def test_a_flow_reset_to_a_step_starts_held_up_by_nothing() -> None:
+    h, _ = harness_with(api_down_s=10_000, attempts=1)
+    flow_id = h.start("sync", {})
+    assert h.run(flow_id).dependency == DEP
+    assert h.reset(flow_id, "push", reason="api back").dependency is None
