@@ -47,6 +47,11 @@ STEP = re.compile(r"[a-z][a-z0-9_]{0,62}")  # a step name (core.position.STEP_NA
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
+LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE = re.compile(r"[A-Za-z0-9_.@:/+-]{1,63}")
+MAX_LABELS = 16
+DEPENDENCY = re.compile(r"[a-z][a-z0-9-]{0,62}")
+MAX_CODE_CHARS = 100
 STATUSES = ("PENDING", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
 # How often ``watch`` reads a poll chain's task for the polls its flow's document has not
 # recorded yet (a GetTask per candidate the chain may have made: only while someone watches).
@@ -130,6 +135,45 @@ def _status(text: str) -> str:
     if text.upper() not in STATUSES:
         raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(STATUSES)}")
     return text.upper()
+
+
+def _label(text: str) -> str:
+    """``key=value``: a label a flow carries (``relayflow.core.labels``)."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} is not key=value (e.g. order_id=123)")
+    if not LABEL_KEY.fullmatch(key):
+        raise argparse.ArgumentTypeError(f"label key {key!r} must match {LABEL_KEY.pattern}")
+    if not LABEL_VALUE.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"label {key}'s value {value!r} must match {LABEL_VALUE.pattern}"
+        )
+    return text
+
+
+def _labels(given: Sequence[str]) -> dict[str, str]:
+    """Repeated ``--label key=value`` as a start message's ``labels`` (each key once)."""
+    if len(given) > MAX_LABELS:
+        raise UsageError(f"at most {MAX_LABELS} labels, got {len(given)}")
+    found: dict[str, str] = {}
+    for text in given:
+        key, _, value = text.partition("=")
+        if key in found:
+            raise UsageError(f"--label {key} is given twice ({found[key]!r}, {value!r})")
+        found[key] = value
+    return found
+
+
+def _dependency(text: str) -> str:
+    if not DEPENDENCY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a dependency ({DEPENDENCY.pattern})")
+    return text
+
+
+def _code(text: str) -> str:
+    if not 1 <= len(text) <= MAX_CODE_CHARS or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"a code is 1..{MAX_CODE_CHARS} printable characters")
+    return text
 
 
 def _time(text: str) -> str:
@@ -230,6 +274,14 @@ def _register_flows(sub: Any) -> None:
         "own topic, flow-requests.TENANT",
     )
     pub.add_argument("--priority", choices=("high", "low"), help="default: the tenant's priority")
+    pub.add_argument(
+        "--label",
+        type=_label,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"a label to find the flow by, e.g. order_id=123 (repeat: up to {MAX_LABELS})",
+    )
 
     st = sub.add_parser("status", help="show a flow (through the api)")
     st.add_argument("flow_id", type=_flow_id)
@@ -247,6 +299,20 @@ def _register_flows(sub: Any) -> None:
     ls.add_argument("--version", type=_version, help="only flows started on this version")
     ls.add_argument("--tenant", type=_tenant, help="only this tenant's flows")
     ls.add_argument("--parent", metavar="ID", help="only the child flows of flow ID")
+    ls.add_argument(
+        "--label",
+        type=_label,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only flows with this label (repeat: with all of them; put the rarest first)",
+    )
+    ls.add_argument("--code", type=_code, help="only flows that ended with this result code")
+    ls.add_argument(
+        "--dependency",
+        type=_dependency,
+        help="only flows put off for, or failed at a step calling, this dependency",
+    )
     ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
     ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
     ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")
@@ -469,6 +535,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from relayflow.cli.batch import start_topic
     from relayflow.gcp.events import Events, build_publisher
 
+    labels = _labels(getattr(args, "label", None) or [])  # before anything is set up
     settings = _settings()
     body: dict[str, Any] = {"flow": args.flow, "input": args.input}
     if args.flow_id:
@@ -478,6 +545,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     for field in ("tenant", "priority"):
         if getattr(args, field, None):
             body[field] = getattr(args, field)
+    if labels:
+        body["labels"] = labels
     events = Events(build_publisher(), project=settings.project_id)
     topic = start_topic(body.get("tenant"))
     message_id = render.text(events.publish(topic, body))

@@ -300,6 +300,14 @@ class FlowRecord(_Model):
     # Whose flow it is, and how urgent: high-priority tasks go to their own queues.
     tenant: str = "default"
     priority: str = "low"
+    # What people find it by (the start message's ``labels``, ``relayflow.core.labels``): set
+    # at its start and kept for good, across retries.
+    labels: dict[str, str] = Field(default_factory=dict)
+    # The dependency of the step that holds it up or ended it (``planner.dependency``): set
+    # when a step is put off for its dependency's breaker or budget, and when the flow fails
+    # at a step that names one; cleared when that step is done and when a run starts again.
+    # What ``relayflow list --dependency`` lists by.
+    dependency: str | None = None
     # The queue shard all of its tasks go to (QueueNames.for_kind), chosen from its key when
     # it was created and kept for good, so a later change of the count moves no flow; None:
     # written before queues had shards, shard 0 (the queue named as before).

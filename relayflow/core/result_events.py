@@ -27,6 +27,9 @@ class ResultEvent(BaseModel):
     flow: str = Field(description="The flow's name.")
     version: int = Field(description="The version of the flow's definition it ran.")
     tenant: str
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="The labels it was started with (none: {})."
+    )
     generation: int = Field(description="0, then one more for each operator retry.")
     status: Status = Field(description="How it ended: SUCCEEDED, FAILED, TIMED_OUT, CANCELLED.")
     code: str = Field(description="OK, or the error code that ended it.")
@@ -66,6 +69,7 @@ def result_event(record: FlowRecord) -> dict[str, Any]:
         flow=record.flow,
         version=record.version,
         tenant=record.tenant,
+        labels=record.labels,
         generation=record.position.generation,
         **record.result.model_dump(),
         event="cleanup" if event_kind(record) == "cleanup" else "result",

@@ -164,12 +164,15 @@ class Harness:
         deadline_s: float | None = None,
         tenant: str | None = None,
         priority: str | None = None,
+        labels: dict[str, str] | None = None,
     ) -> str:
         """Publish a start message (on ``tenant``'s own topic, as its publishers do); the flow
-        id. AssertionError if the message is rejected."""
+        id. AssertionError if the message is rejected (a bad label too)."""
         body = _message(flow, input or {}, flow_id, deadline_s)
         if priority:
             body["priority"] = priority
+        if labels:
+            body["labels"] = labels
         result = self.publish(body, tenant=tenant or DEFAULT_TENANT)
         if result.flow_id is None or result.reason:
             raise AssertionError(f"start rejected: {result.reason}")

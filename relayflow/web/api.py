@@ -3,7 +3,9 @@
 | route | role | what |
 |---|---|---|
 | ``GET /flows`` | viewer | a page of flows: filters, ``cursor``, ``limit``, ``view``, ``counts`` |
-| ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
+| | | filters: ``flow``, ``status``, ``version``, ``tenant``, ``parent``, ``label=k=v`` |
+| | | (repeatable: all), ``code``, ``dependency``, ``updated_from``, ``updated_to`` |
+| ``GET /flows:counts`` | viewer | how many flows in each status (same filters, one label) |
 | ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
 | ``GET /flows/{id}?wait_s=`` | viewer | long-poll: answers once the flow ends (``longpoll``) |
 | | | and ``family``: a child's parent, the list of its children (``?parent=``) |

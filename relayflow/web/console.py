@@ -27,6 +27,7 @@ from relayflow.core import planner
 from relayflow.core.definitions import definitions
 from relayflow.core.errors import RelayflowError, UnknownFlow
 from relayflow.core.flows import Flow
+from relayflow.core.listing import FlowFilter, Uncountable
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT
@@ -45,6 +46,9 @@ FILTER_FIELDS = (
     "updated_to",
     "limit",
     "parent",
+    "label",
+    "code",
+    "dependency",
 )
 NOTICES = {
     "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
@@ -105,11 +109,14 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
         query = params.list_query(request.args, default_limit=50)
         query = replace(query, filter=g.caller.narrow(query.filter))
         page = ops.store.summaries(query.filter, after=query.after, limit=query.limit)
-        kept: dict[str, Any] = {k: v for k in FILTER_FIELDS if (v := request.args.get(k))}
+        # Several labels travel as one field, spaces between (params.labels splits them).
+        kept: dict[str, Any] = {
+            k: v for k in FILTER_FIELDS if (v := " ".join(filter(None, request.args.getlist(k))))
+        }
         return render_template(
             "console/flows.html",
             page=page,
-            counts=ops.store.count_by_status(query.filter),
+            counts=_counts(ops, query.filter),
             statuses=list(Status),
             args=kept,
             next_url=url_for(".flows", **kept, cursor=page.next.encode()) if page.next else None,
@@ -148,6 +155,15 @@ def _running(ops: Operations) -> dict[tuple[str, int], VersionUse] | None:
         return None
     uses = version_uses(ops.store, ops.registry, pairs(ops.registry))
     return {(u.flow, u.version): u for u in uses}
+
+
+def _counts(ops: Operations, wanted: FlowFilter) -> dict[Status, int] | None:
+    """How many flows ``wanted`` admits in each status; None when a count cannot ask it (more
+    than one label: the page says so)."""
+    try:
+        return ops.store.count_by_status(wanted)
+    except Uncountable:
+        return None
 
 
 def flow_url(endpoint: str, flow: Any, **values: Any) -> str:

@@ -25,6 +25,7 @@ from relayflow.core.errors import (
     VerifierUnavailable,
 )
 from relayflow.core.flows import Registry
+from relayflow.core.listing import Uncountable
 from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Listing
 from relayflow.core.scheduler import Scheduler
@@ -49,6 +50,7 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     InvalidTransition: (409, "FAILED_PRECONDITION"),
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
     UnknownSchedule: (404, "NOT_FOUND"),
+    Uncountable: (400, "INVALID_ARGUMENT"),
 }
 
 

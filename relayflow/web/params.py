@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from relayflow.core import labels as label_rules
+from relayflow.core.breaker_policy import DEPENDENCY_PATTERN
 from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.errors import InvalidMessage, RelayflowError
 from relayflow.core.listing import (
@@ -50,6 +52,10 @@ MAX_REASON_CHARS = 500
 MAX_MESSAGE_ID = 200
 MAX_REPLAY_BYTES = 256 * 1024
 VIEWS = ("summary", "full")
+# A result code as the engine stores it (bounded to 100 characters: planner.history.error_of).
+MAX_CODE_CHARS = 100
+# Labels a filter takes: ``label=k=v`` repeated, or several in one, spaces or commas between.
+LABEL_SEPARATORS = re.compile(r"[\s,]+")
 
 
 class BadRequest(RelayflowError):
@@ -98,7 +104,9 @@ def list_query(args: Mapping[str, str], *, default_limit: int = 50) -> ListQuery
 
 
 def flow_filter(args: Mapping[str, str]) -> FlowFilter:
-    """``flow``, ``status``, ``version``, ``updated_from`` and ``updated_to``; empty is unset."""
+    """``flow``, ``status``, ``version``, ``tenant``, ``updated_from`` and ``updated_to``,
+    ``parent``, ``label`` (repeatable: all of them), ``code`` and ``dependency``; empty is
+    unset."""
     window = (timestamp(args, "updated_from"), timestamp(args, "updated_to"))
     if window[0] and window[1] and window[0] >= window[1]:
         raise BadRequest("updated_from must be before updated_to")
@@ -110,7 +118,47 @@ def flow_filter(args: Mapping[str, str]) -> FlowFilter:
         updated_from=window[0],
         updated_to=window[1],
         parent=parent(args.get("parent"), args.get("tenant")),
+        labels=labels(_every(args, "label")),
+        code=code(args.get("code")),
+        dependency=dependency(args.get("dependency")),
     )
+
+
+def _every(args: Mapping[str, str], name: str) -> list[str]:
+    """Every value of a repeated parameter (a request's MultiDict), or its one value."""
+    getlist = getattr(args, "getlist", None)
+    if getlist is not None:
+        return [str(v) for v in getlist(name)]
+    one = args.get(name)
+    return [one] if one else []
+
+
+def labels(raw: list[str]) -> tuple[tuple[str, str], ...]:
+    """``label``: ``key=value`` labels a flow must all carry (in order: the first is the one
+    asked of the index, so the most selective should come first)."""
+    texts = [t for each in raw for t in LABEL_SEPARATORS.split(each) if t]
+    try:
+        return tuple(label_rules.parse_all(texts).items())
+    except label_rules.InvalidLabel as exc:
+        raise BadRequest(f"label: {exc}") from None
+
+
+def code(raw: str | None) -> str | None:
+    """``code``: an ended flow's result code, as it ended with it (``RETRIES_EXHAUSTED``)."""
+    if not raw:
+        return None
+    if len(raw) > MAX_CODE_CHARS or not raw.isprintable():
+        raise BadRequest(f"code must be 1..{MAX_CODE_CHARS} printable characters")
+    return raw
+
+
+def dependency(raw: str | None) -> str | None:
+    """``dependency``: what a step calls (its breaker's name)."""
+    if not raw:
+        return None
+    if not re.fullmatch(DEPENDENCY_PATTERN, raw):
+        raise BadRequest(f"dependency {raw[:80]!r} is not a dependency ({DEPENDENCY_PATTERN})")
+    return raw
 
 
 def parent(raw: str | None, tenant_raw: str | None) -> str | None:

@@ -86,7 +86,9 @@ def test_the_list_shows_flows_of_each_status(console: Console) -> None:
     ids.pop(Status.COMPENSATING)
     never_activates(console, ids[Status.RUNNING], ids[Status.TIMED_OUT], ids[Status.CANCELLED])
     start(console, ids[Status.SUCCEEDED])
-    start(console, ids[Status.FAILED], resource=f"reject-{ids[Status.FAILED]}")
+    order = new_id("ORD")
+    labels = {"order_id": order, "region": "eu"}
+    start(console, ids[Status.FAILED], resource=f"reject-{ids[Status.FAILED]}", labels=labels)
     start(console, ids[Status.TIMED_OUT], deadline_s=2)
     start(console, ids[Status.RUNNING])
     start(console, ids[Status.CANCELLED])
@@ -122,6 +124,21 @@ def test_the_list_shows_flows_of_each_status(console: Console) -> None:
     statuses = {r.get_attribute("data-status") for r in
                 console.driver.find_elements(By.CSS_SELECTOR, "tr.flow-row")}  # fmt: skip
     assert statuses == {"FAILED"}
+
+    # and the label field (two labels, a space between) finds the flow started with them
+    Select(console.driver.find_element(By.NAME, "status")).select_by_value("")
+    console.driver.find_element(By.ID, "label-filter").send_keys(f"order_id={order} region=eu")
+    console.driver.find_element(By.CSS_SELECTOR, "#filters button").click()
+    console.wait(lambda d: "label=" in d.current_url)
+    rows = {
+        row.get_attribute("data-flow-id"): row.text
+        for row in console.driver.find_elements(By.CSS_SELECTOR, "tr.flow-row")
+    }
+    assert list(rows) == [ids[Status.FAILED]] and f"order_id={order}" in rows[ids[Status.FAILED]]
+    field = console.driver.find_element(By.ID, "label-filter")  # the browser checks it first
+    valid = "arguments[0].value = arguments[1]; return arguments[0].checkValidity();"
+    assert console.driver.execute_script(valid, field, "order_id=1 region=eu") is True
+    assert console.driver.execute_script(valid, field, "Order=1") is False
 
     # (the running flow is cancelled, so that it does not end during the tests after this one)
     requests.post(console.url(f"/flows/{ids[Status.RUNNING]}:cancel"), json={}, timeout=10)

@@ -7,7 +7,6 @@ topology invariants it would not.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,7 @@ from tfconfig import (
     topology,
 )
 
-from relayflow.core.listing import FlowFilter
 from relayflow.core.records import FlowRecord
-from relayflow.core.state import Status
 from relayflow.settings import Settings
 
 MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
@@ -593,13 +590,14 @@ def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
 def _flows_indexes() -> set[tuple[tuple[str, str], ...]]:
     indexes = load(RELAYFLOW).modules["firestore"].body["composite_indexes"]
     return {
-        tuple((f["field_path"], f["order"]) for f in index["fields"])
+        tuple((f["field_path"], f.get("order") or f["array_config"]) for f in index["fields"])
         for index in indexes.values()
         if index["collection"] == "${local.topology.firestore.flows_collection}"
     }
 
 
-# How GET /flows pages (relayflow.gcp.store.listing's _listing): newest update first, ties by id.
+# How GET /flows pages (relayflow.gcp.store.listing's _listing): newest update first, ties by
+# id (test_list_indexes checks every list and count the store makes against the indexes).
 LIST_ORDER = (("updated_at", "DESCENDING"), ("flow_id", "DESCENDING"))
 # The first field of every index over a time that moves forward (relayflow.gcp.store.keys).
 SHARD = ("shard", "ASCENDING")
@@ -623,35 +621,6 @@ def _store_module(name: str) -> str:
     """The source of one of the Firestore store's modules (``relayflow/gcp/store/{name}.py``)."""
     path = TERRAFORM.parents[1] / "relayflow" / "gcp" / "store" / f"{name}.py"
     return path.read_text(encoding="utf-8")
-
-
-def _list_filters() -> set[str]:
-    """The fields a list may filter on with ==, as the store's filter gives them."""
-    every = FlowFilter(flow="f", status=Status.RUNNING, version=1, **_tenant_filter())
-    return {name for name, _ in every.equalities()}
-
-
-def _tenant_filter() -> dict[str, str]:
-    # Issue 11 lets lists filter by tenant; until FlowFilter has the field, its index is
-    # required all the same (below).
-    names = {f.name for f in dataclasses.fields(FlowFilter)}
-    return {"tenant": "t"} if "tenant" in names else {}
-
-
-def test_every_list_filter_has_its_index_in_the_order_the_store_pages() -> None:
-    store = _store_module("listing")
-    listing = store[store.index("def _listing(") :]
-    assert re.search(
-        r'\.order_by\("updated_at", direction=descending\)\s*'
-        r'\.order_by\("flow_id", direction=descending\)',
-        listing,
-    ), "the store pages another way: change the indexes with it"
-    flows = _flows_indexes()
-    # The unfiltered list, and one index per equality filter: Firestore merges those that share
-    # the order for any mix of filters.
-    assert (SHARD, *LIST_ORDER) in flows
-    for field in _list_filters() | {"tenant"}:
-        assert (SHARD, (field, "ASCENDING"), *LIST_ORDER) in flows, field
 
 
 def test_a_tenant_list_in_one_status_has_its_own_index() -> None:
@@ -702,11 +671,7 @@ def test_lanes_have_the_composite_indexes_of_the_sweeper_queries() -> None:
     assert {tuple(f["field_path"] for f in fields) for fields in lanes} == sharded
     assert len(lanes) == len(SWEEPER_QUERIES)
     assert all(f["order"] == "ASCENDING" for fields in lanes for f in fields)
-    flows = {
-        tuple((f["field_path"], f["order"]) for f in index["fields"])
-        for index in indexes.values()
-        if index["collection"] == "${local.topology.firestore.flows_collection}"
-    }
+    flows = _flows_indexes()
     assert {tuple((f["field_path"], f["order"]) for f in fields) for fields in lanes} <= flows
 
 
@@ -1407,6 +1372,9 @@ QUERIED = {
     "tenant",
     "created_at",
     "id_spread",  # Store.find: which tenants' flows have an id (the api, by id)
+    # Counts by label and by dependency merge these single-field indexes (test_list_indexes)
+    "label_index",
+    "dependency",
 }
 # Ids callers number (relayflow.capacity.rules.CALLER_ORDERED): they rise with the flows, so no
 # single-field index; flow_id stays in the listings' composites (after shard and updated_at) to
@@ -1421,6 +1389,9 @@ LARGE |= SIGNALS
 CHILDREN = {"child_of"}
 LARGE |= CHILDREN
 LARGE |= {"reset"}  # an operator's reset to a step: its steps run again, its undos left
+# A flow's labels (a map: an entry a key): queried through label_index, never themselves.
+LABELS = {"labels"}
+LARGE |= LABELS
 # A lane's own key and its flow's: they rise with the flows' ids and nothing finds lanes by them.
 LANE_KEYS = {"flow_id", "parent", "message_id"}
 # A ForEach lane's document: a flow document plus its items and their outputs.
@@ -1436,7 +1407,7 @@ LANE_LARGE = {
     "pending_result",
     "cleanup",  # a lane that undoes its item keeps its clean-up (with times) here too
 }
-LANE_LARGE |= SIGNALS | CHILDREN
+LANE_LARGE |= SIGNALS | CHILDREN | LABELS
 
 
 def test_the_large_flow_fields_are_exempt_from_indexing_and_the_queried_ones_are_not() -> None:

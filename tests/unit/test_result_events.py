@@ -22,6 +22,7 @@ def ended(cleanup: CleanupState | None = None) -> FlowRecord:
         flow="orders",
         version=3,
         tenant="acme",
+        labels={"order_id": "ORD-7"},
         input={},
         status=Status.FAILED,
         position=position,
@@ -43,6 +44,7 @@ def test_a_flow_that_ended_with_nothing_left_to_undo_announces_its_result() -> N
         "flow": "orders",
         "version": 3,
         "tenant": "acme",
+        "labels": {"order_id": "ORD-7"},  # what the flow was started with, kept for good
         "generation": 2,
         "status": "FAILED",
         "code": "DECLINED",

@@ -82,6 +82,7 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
             "finished_at": None,
             "expire_at": None,
             "deadline_at": None,
+            "dependency": None,
         }
     )
     return start_ready(plan, moved, generation=generation)

@@ -201,6 +201,7 @@ FRESH: dict[str, Any] = {
     "finished_at": None,
     "expire_at": None,
     "deadline_at": None,
+    "dependency": None,  # a new run is held up by nothing yet
 }
 
 

@@ -27,6 +27,7 @@ from relayflow.core.planner.plan import (
     Outcome,
     Plan,
     Retry,
+    dependency_at,
     schedule,
     step_of,
 )
@@ -52,6 +53,8 @@ def begin_failure(
     claimed) are undone with the rest."""
     result = Result(status=status, code=error["code"], message=error["message"], error=error)
     record = log(plan, record, new_entry(plan, record, seen, detail=error["message"]))
+    # What the failing step calls: ``relayflow list --dependency`` finds the flows it failed.
+    record = record.model_copy(update={"dependency": dependency_at(plan, record.position)})
     if record.is_lane:  # a lane never fails: its item does, and the flow decides
         index = record.item_index
         assert index is not None

@@ -60,8 +60,9 @@ resource "google_firestore_index" "composite" {
   dynamic "fields" {
     for_each = each.value.fields
     content {
-      field_path = fields.value.field_path
-      order      = fields.value.order
+      field_path   = fields.value.field_path
+      order        = fields.value.order
+      array_config = fields.value.array_config
     }
   }
 }

@@ -15,21 +15,24 @@ variable "location_id" {
 }
 
 variable "composite_indexes" {
-  description = "Composite indexes keyed by a static label: the collection and its ordered fields (order ASCENDING or DESCENDING)."
+  description = "Composite indexes keyed by a static label: the collection and its ordered fields, each with an order (ASCENDING or DESCENDING) or array_config CONTAINS (an array queried with array-contains)."
   type = map(object({
     collection = string
     fields = list(object({
-      field_path = string
-      order      = string
+      field_path   = string
+      order        = optional(string)
+      array_config = optional(string)
     }))
   }))
   default = {}
 
   validation {
     condition = alltrue(flatten([
-      for i in values(var.composite_indexes) : [for f in i.fields : contains(["ASCENDING", "DESCENDING"], f.order)]
+      for i in values(var.composite_indexes) : [
+        for f in i.fields : f.array_config == null ? contains(["ASCENDING", "DESCENDING"], coalesce(f.order, "none")) : (f.array_config == "CONTAINS" && f.order == null)
+      ]
     ]))
-    error_message = "Each index field's order must be ASCENDING or DESCENDING."
+    error_message = "Each index field has an order (ASCENDING or DESCENDING) or array_config = CONTAINS, not both."
   }
 }
 

@@ -203,7 +203,9 @@ locals {
   # admission, queued_at) keep their indexes. effects and tracks grow with ForEach items and
   # parallel branches; signals and signal_ids (signals kept for a WaitForSignal, ids taken)
   # are read with the document only, as is reset (an operator's reset to a step: the steps it
-  # runs again, the undos it has left). A ForEach lane's document is a flow document plus its
+  # runs again, the undos it has left). labels (a map: one index entry a key) are queried
+  # through label_index, which keeps its array-contains index for counts by label. A ForEach
+  # lane's document is a flow document plus its
   # items and their outputs.
   #
   # A dependency's breaker and its call windows are rewritten on every transition and on every
@@ -219,8 +221,8 @@ locals {
   # below, behind `shard`. So are values that rise with the flows (Pub/Sub message ids, the
   # keys lanes and slots name). expire_at is the TTL field's (google_firestore_field.ttl).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "reset", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of"]
-    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids", "child_of"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "reset", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
+    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
     (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason", "rejected_at", "message_id", "task"]
     (local.topology.firestore.tenant_slots_collection)    = ["taken_at", "free_at", "holder"]
     (local.topology.firestore.breakers_collection)        = ["transitions"]
@@ -488,6 +490,43 @@ module "firestore" {
       fields = [
         { field_path = "shard", order = "ASCENDING" },
         { field_path = "parent_spread", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # Flows by label (``relayflow list --label order_id=123``, issue 23): label_index holds a
+    # flow's labels as "key=value" strings, asked array-contains (one such filter a query:
+    # a second label is checked on the flows found, relayflow.core.listing.sifted). One index
+    # for every key; Firestore merges it with the one-field indexes above for label + tenant,
+    # status, ... as it merges those (array-contains is an equality for index merging), and a
+    # label is selective enough that no combination needs its own. Each label is an entry,
+    # rewritten with updated_at on every write of its flow: labels are bounded (16).
+    list_label = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "shard", order = "ASCENDING" },
+        { field_path = "label_index", array_config = "CONTAINS" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # Ended flows by result code (``--code RETRIES_EXHAUSTED``): result.code sits in the
+    # result map, which keeps no single-field index, so counts by code are sharded too.
+    list_code = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "shard", order = "ASCENDING" },
+        { field_path = "result.code", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # Flows a dependency holds up or failed (``--dependency payments``: FlowRecord.dependency).
+    list_dependency = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "shard", order = "ASCENDING" },
+        { field_path = "dependency", order = "ASCENDING" },
         { field_path = "updated_at", order = "DESCENDING" },
         { field_path = "flow_id", order = "DESCENDING" },
       ]
