@@ -28,6 +28,7 @@ from relayflow.core.errors import (
     VerifierUnavailable,
 )
 from relayflow.core.flows import Registry
+from relayflow.core.listing import Uncountable
 from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Listing
 from relayflow.core.scheduler import Scheduler
@@ -54,6 +55,7 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     UnknownSchedule: (404, "NOT_FOUND"),
     BulkNotFound: (404, "NOT_FOUND"),
     BulkRefused: (409, "FAILED_PRECONDITION"),
+    Uncountable: (400, "INVALID_ARGUMENT"),
 }
 
 

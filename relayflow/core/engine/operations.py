@@ -1,5 +1,6 @@
 """Operations: what an operator (the api, the console, the CLI) reads and does to one flow —
-get and find it, list its lanes, cancel it, run it again, undo what it left live."""
+get and find it, list its lanes, cancel it, run it again (from a chosen step, said first by a
+dry run), undo what it left live."""
 
 from __future__ import annotations
 
@@ -79,9 +80,7 @@ class Operations:
     ) -> FlowRecord:
         """Run an ended flow again as a new generation, its ended generation's result event
         sent first if it has not been, so a retry never swallows it."""
-        ended = self.get(flow_id)
-        if ended.status in TERMINAL and not ended.result_published:
-            self._k.settle(ended)
+        self._settled(flow_id)
         tag = bulk.bulk if bulk is not None else ""
         return self._operate(
             flow_id,
@@ -90,17 +89,51 @@ class Operations:
             ),
         )
 
-    def preview(self, record: FlowRecord, action: str) -> Preview:
-        """What ``action`` (retry, cancel) would do to ``record`` now: a dry run's row, from
-        the same planner functions the operation runs."""
-        previews = {"retry": planner.preview_retry, "cancel": planner.preview_cancel}
-        if action not in previews:
-            raise ValueError(f"no preview of {action!r}: retry or cancel")
-        definition = self._definition(record)
-        preview = previews[action](self._k.plan(definition), record)
-        if definition is None or not preview.allowed:
+    def reset(
+        self,
+        flow_id: str,
+        step: str,
+        *,
+        undo: bool,
+        reason: str,
+        by: str,
+        bulk: BulkMark | None = None,
+    ) -> FlowRecord:
+        """Run an ended flow again from ``step`` as a new generation (see ``Engine.reset``),
+        its ended generation's result event sent first if it has not been."""
+        self._settled(flow_id)
+        tag = bulk.bulk if bulk is not None else ""
+        return self._operate(
+            flow_id,
+            lambda plan, r: planner.reset(
+                plan, planner.checked(r, bulk), step, undo=undo, reason=reason, by=by, bulk=tag
+            ),
+        )
+
+    def preview_reset(self, flow_id: str, step: str, *, undo: bool) -> planner.Preview:
+        """What ``reset`` would do now, changing nothing (see ``Engine.preview_reset``)."""
+        record = self.get(flow_id)
+        return planner.preview_reset(self._plan_for(record), record, step, undo=undo)
+
+    def preview(
+        self, record: FlowRecord, action: str, *, step: str | None = None, undo: bool = True
+    ) -> Preview:
+        """What ``action`` (retry, cancel, or reset to ``step``, undoing what ran from it or
+        not) would do to ``record`` now: a dry run's row, from the same planner functions the
+        operation runs, with what its steps call (``dependencies``)."""
+        plan = self._plan_for(record)
+        if action == "reset":
+            if step is None:
+                raise ValueError("a reset's preview needs the step to reset to")
+            preview = planner.preview_reset(plan, record, step, undo=undo)
+        elif action in ("retry", "cancel"):
+            previewed = planner.preview_retry if action == "retry" else planner.preview_cancel
+            preview = previewed(plan, record)
+        else:
+            raise ValueError(f"no preview of {action!r}: retry, cancel or reset")
+        if plan.definition is None or not preview.allowed:
             return preview
-        called = self._dependencies(definition, (*preview.rerun, *preview.undone))
+        called = self._dependencies(plan.definition, (*preview.rerun, *preview.undone))
         detail = {**preview.detail, "dependencies": sorted(called)}
         return dataclasses.replace(preview, detail=detail)
 
@@ -123,20 +156,27 @@ class Operations:
                 called.add(dependency)
         return called
 
-    def _definition(self, record: FlowRecord) -> Flow | None:
-        """The definition to plan an operation on ``record`` with (None: its type is gone)."""
-        try:
-            return self._k.definition(record)[0]
-        except UnknownFlow:
-            return None
-
     def undo(self, flow_id: str, *, reason: str, by: str) -> FlowRecord:
         """Start a new clean-up of what an ended flow left live (see ``Engine.undo``)."""
         return self._operate(flow_id, lambda plan, r: planner.undo_again(plan, r, reason, by=by))
 
+    def _settled(self, flow_id: str) -> None:
+        """An ended flow's result event sent, if it has not been: an operator's new
+        generation never swallows it."""
+        ended = self.get(flow_id)
+        if ended.status in TERMINAL and not ended.result_published:
+            self._k.settle(ended)
+
+    def _plan_for(self, record: FlowRecord) -> Plan:
+        """A plan with the flow's definition (none if no deployed version runs it)."""
+        try:
+            definition: Flow | None = self._k.definition(record)[0]
+        except UnknownFlow:
+            definition = None
+        return self._k.plan(definition)
+
     def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
-        record = self.get(flow_id)
-        plan = self._k.plan(self._definition(record))
+        plan = self._plan_for(self.get(flow_id))
         errors: list[InvalidTransition] = []
 
         def change(current: FlowRecord) -> FlowRecord | None:

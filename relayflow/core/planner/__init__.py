@@ -12,11 +12,11 @@ run in parallel.
 
 One module per topic, each building only on those before it: ``plan`` (the inputs and
 outcomes), ``history``, ``states``, ``effects``, ``claims``, ``starts``, ``cleanup`` (undoing
-after a flow ended), ``lanes``, ``saga`` (undoing before it ends), ``forward`` (the
-dispatcher), ``endings``, ``recovery``, ``operations``, ``previews`` (what an operation would
-do, said before it is done), ``admission``, ``deferral``. What a kind of step does with an
-outcome is its kind's (``relayflow.core.kinds``, reached through ``Plan.kinds``: the kinds build
-on the planner, never the other way round).
+after a flow ended), ``lanes``, ``saga`` (undoing before it ends), ``operations``,
+``previews`` (what an operator's action would do, said first), ``reset`` (to a chosen step),
+``forward`` (the dispatcher), ``endings``, ``recovery``, ``admission``, ``deferral``. What a
+kind of step does with an outcome is its kind's (``relayflow.core.kinds``, reached through
+``Plan.kinds``: the kinds build on the planner, never the other way round).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ from relayflow.core.planner.plan import (
 )
 from relayflow.core.planner.previews import Preview, preview_cancel, preview_retry
 from relayflow.core.planner.recovery import crashed, lost, rescue, set_aside
+from relayflow.core.planner.reset import preview_reset, reset
 from relayflow.core.planner.starts import new_record
 from relayflow.core.queue_shards import MAX_QUEUE_SHARDS, shard_name
 
@@ -109,10 +110,12 @@ __all__ = [
     "lost",
     "new_record",
     "preview_cancel",
+    "preview_reset",
     "preview_retry",
     "published",
     "release",
     "rescue",
+    "reset",
     "restart",
     "schedule",
     "set_aside",

@@ -96,6 +96,11 @@ def restart(
     steps before them, and starts every step that is then ready: a step whose undo failed is
     not done again, one that was undone is, and so is everything that ran after it.
     """
+    if record.status is Status.SUCCEEDED:  # only a reset to a step runs it again
+        raise InvalidTransition(
+            "illegal transition SUCCEEDED -> PENDING: a retry runs a failed, timed-out or "
+            "cancelled flow again (a reset to a step runs a succeeded one again)"
+        )
     if record.cleaning:
         assert record.cleanup is not None
         raise InvalidTransition(
@@ -116,9 +121,11 @@ def restart(
             "result": None,
             "result_published": False,
             "cleanup": None,
+            "reset": None,
             "finished_at": None,
             "expire_at": None,
             "deadline_at": None,
+            "dependency": None,
         }
     )
     return start_ready(plan, moved, generation=generation, delay_s=delay_s)
