@@ -4,6 +4,7 @@
         --reason "client API back" --dry-run          # the dry run: counts and first rows
     relayflow bulk run ID [--follow]                  # act on exactly what it listed
     relayflow bulk retry ... --reason WHY --yes [--follow]   # dry run, then run, at once
+    relayflow bulk reset --flow orders --code DECLINED --to-step charge [--keep-effects] ...
     relayflow bulk status ID [--follow]               # progress; a live line with --follow
     relayflow bulk previews ID [--page N]             # every flow's row, 100 a page
     relayflow bulk list | pause ID | resume ID | stop ID --reason WHY  (stop: cancel the bulk
@@ -35,6 +36,9 @@ FILTERS = {
     "version": "version",
     "tenant": "tenant",
     "parent": "parent",
+    "label": "label",
+    "code": "code",
+    "dependency": "dependency",
     "updated_from": "since",
     "updated_to": "until",
 }
@@ -43,7 +47,7 @@ OVER = ("done", "cancelled", "failed")
 
 def cmd_bulk(args: argparse.Namespace) -> int:
     client = api()
-    if args.bulk_action in ("retry", "cancel"):
+    if args.bulk_action in ("retry", "cancel", "reset"):
         return _make(client, args)
     handlers: dict[str, Callable[[Api, argparse.Namespace], int]] = {
         "list": _list,
@@ -69,6 +73,8 @@ def _make(client: Api, args: argparse.Namespace) -> int:
         "rate_per_s": args.rate,
         "dry_run": True,
     }
+    if args.bulk_action == "reset":
+        body |= {"step": args.to_step, "undo": not args.keep_effects}
     made = client.post("/bulk", body)
     print(summary(made))
     print(preview_table(made.get("previews") or [], limit=SHOWN_ROWS, total=made["matched"]))
@@ -153,17 +159,26 @@ def follow(
 def summary(doc: dict[str, Any]) -> str:
     """What a bulk action is over and what its dry run found."""
     d = render.clean(doc)
-    wanted = "  ".join(f"{k}={v}" for k, v in (d.get("filter") or {}).items()) or "(all)"
+    shown = {k: ",".join(v) if isinstance(v, list) else v for k, v in d.get("filter", {}).items()}
+    wanted = "  ".join(f"{k}={v}" for k, v in shown.items()) or "(all)"
     refused = d.get("refused") or {}
     lines = [
         f"bulk {d['action']} {d['id']}  ({d['state']})  by {d['by']}: {d['reason']}",
         f"  filter   {wanted}",
+        *_reset_line(d),
         f"  matched  {d['matched']}: {d['allowed']} to {d['action']}, "
         f"{d['matched'] - d['allowed']} refused by the dry run",
         f"  pace     {d['rate_per_s']:g} flows/s ({d['batch_size']} a batch)",
     ]
     lines += [f"  refused  {n}: {reason}" for reason, n in refused.items()]
     return "\n".join(lines)
+
+
+def _reset_line(d: dict[str, Any]) -> list[str]:
+    if not d.get("step"):
+        return []
+    how = "undoing what ran from it first" if d.get("undo", True) else "keeping the effects"
+    return [f"  to step  {d['step']}, {how}"]
 
 
 def progress(doc: dict[str, Any]) -> str:

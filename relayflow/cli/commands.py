@@ -7,7 +7,8 @@
     relayflow reset FLOW_ID --to-step STEP --reason … [--keep-effects] [--dry-run]
     relayflow tenants list | pause TENANT --reason … | resume TENANT --reason …
     relayflow schedules list | pause NAME --reason … | resume NAME --reason … | trigger NAME …
-    relayflow bulk retry --status FAILED --since T --reason … --dry-run | run ID | status ID
+    relayflow bulk retry --code RETRIES_EXHAUSTED --since T --reason … --dry-run | run ID
+    relayflow bulk reset --flow F --to-step STEP --reason … --dry-run | status ID --follow
     relayflow breakers
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
     relayflow versions list | check [--app module:attr]
@@ -232,13 +233,22 @@ def _bulk_parser(sub: Any) -> None:
     for name, does in (
         ("retry", "run again every ended flow the filter matches"),
         ("cancel", "cancel every active flow the filter matches (undoing what each did)"),
+        ("reset", "run every ended flow the filter matches again from a step"),
     ):
         act = bulk_sub.add_parser(name, help=f"{does} (operator role)")
+        if name == "reset":
+            act.add_argument("--to-step", type=_step, required=True, help="the step to reset to")
+            act.add_argument(
+                "--keep-effects",
+                action="store_true",
+                help="keep what ran from the step (replayed under its keys), not undo it first",
+            )
         act.add_argument("--flow", type=_flow_name, help="only flows of this name")
         act.add_argument("--status", type=_status)
         act.add_argument("--version", type=_version)
         act.add_argument("--tenant", type=_tenant)
         act.add_argument("--parent", type=_flow_id, help="only the child flows of flow ID")
+        _found_by(act)
         act.add_argument("--since", type=_time, help="updated at or after (ISO 8601, UTC)")
         act.add_argument("--until", type=_time, help="updated before (ISO 8601, UTC)")
         act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
@@ -365,7 +375,18 @@ def _register_flows(sub: Any) -> None:
     ls.add_argument("--version", type=_version, help="only flows started on this version")
     ls.add_argument("--tenant", type=_tenant, help="only this tenant's flows")
     ls.add_argument("--parent", metavar="ID", help="only the child flows of flow ID")
-    ls.add_argument(
+    _found_by(ls)
+    ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
+    ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
+    ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")
+    ls.add_argument("--cursor", type=_cursor, help="the next page, as the last one said")
+    ls.add_argument("--counts", action="store_true", help="first, how many in each status")
+    ls.add_argument("--json", action="store_true", help="print the api's answer as JSON")
+
+
+def _found_by(parser: Any) -> None:
+    """``--label``, ``--code`` and ``--dependency``: what a list and a bulk action find flows by."""
+    parser.add_argument(
         "--label",
         type=_label,
         action="append",
@@ -373,18 +394,12 @@ def _register_flows(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="only flows with this label (repeat: with all of them; put the rarest first)",
     )
-    ls.add_argument("--code", type=_code, help="only flows that ended with this result code")
-    ls.add_argument(
+    parser.add_argument("--code", type=_code, help="only flows that ended with this result code")
+    parser.add_argument(
         "--dependency",
         type=_dependency,
         help="only flows put off for, or failed at a step calling, this dependency",
     )
-    ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
-    ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
-    ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")
-    ls.add_argument("--cursor", type=_cursor, help="the next page, as the last one said")
-    ls.add_argument("--counts", action="store_true", help="first, how many in each status")
-    ls.add_argument("--json", action="store_true", help="print the api's answer as JSON")
 
 
 def _whose(parser: Any) -> None:

@@ -358,24 +358,30 @@ class Client:
 
     def bulk(
         self,
-        action: Literal["retry", "cancel"],
+        action: Literal["retry", "cancel", "reset"],
         *,
         reason: str,
         rate_per_s: float = 5.0,
         dry_run: bool = True,
+        step: str | None = None,
+        undo: bool = True,
         **wanted: Any,
     ) -> dict[str, Any]:
         """A bulk ``action`` over every flow ``wanted`` matches (the list's filters: ``flow``,
-        ``status``, ``version``, ``tenant``, ``updated_from``, ``updated_to``, ``parent``):
-        its dry run (``POST /bulk``; the operator role), run at once unless ``dry_run``. The
-        bulk action as the api shows it, with the first page of its flows' ``previews``."""
-        body = {
+        ``status``, ``version``, ``tenant``, ``updated_from``, ``updated_to``, ``parent``,
+        ``label`` (a ``key=value`` or a list of them), ``code``, ``dependency``): its dry run
+        (``POST /bulk``; the operator role), run at once unless ``dry_run``; a reset's
+        ``step`` and ``undo``. The bulk action as the api shows it, with the first page of
+        its flows' ``previews``."""
+        body: dict[str, Any] = {
             "action": action,
             "filter": {k: v for k, v in wanted.items() if v is not None},
             "reason": reason,
             "rate_per_s": rate_per_s,
             "dry_run": dry_run,
         }
+        if step is not None:
+            body |= {"step": step, "undo": undo}
         return self.api.post("/bulk", body)
 
     def bulk_run(self, bulk_id: str, *, reason: str = "") -> dict[str, Any]:

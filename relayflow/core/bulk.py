@@ -1,10 +1,11 @@
 """Bulk actions, the pure parts: which actions there are, how a bulk action's flows are cut
 into batches and paced, the Cloud Task each batch runs as, and its filter as stored.
 
-An operator retries (or cancels) every flow a filter matches — four hundred flows a dependency's
-outage failed — with one bulk action, run server-side (``core.bulk_runner``): its dry run lists
-what would happen to each flow, then the worker acts on exactly that set in batches, one Cloud
-Task each, at a rate that cannot stampede a dependency just back.
+An operator retries (cancels, resets to a step) every flow a filter matches — four hundred
+flows a dependency's outage failed — with one bulk action, run server-side
+(``core.bulk_runner``): its dry run lists what would happen to each flow, then the worker acts
+on exactly that set in batches, one Cloud Task each, at a rate that cannot stampede a
+dependency just back.
 
 Pacing, and why batches are not smaller: a batch writes its bulk action's document once (its
 progress and cursor, by compare-and-set), and Firestore sustains about one write a second to
@@ -58,6 +59,7 @@ class BulkKind(StrEnum):
 
     RETRY = "retry"
     CANCEL = "cancel"
+    RESET = "reset"  # to a step of the flow (``BulkAction.step``), undoing what ran from it or not
 
 
 class BulkTask(BaseModel):

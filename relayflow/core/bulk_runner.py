@@ -12,12 +12,12 @@ put-off: DESIGN invariant 3) that the worker hands to ``run_batch``. A batch rea
 document and acts only if the task is its next one (a duplicate or a stale task re-ensures the
 next batch's task and stops); asks the breakers of what its flows' steps call and puts itself
 off while one refuses (``Engine.ready``); acts on its flows one by one through the engine's
-own operation (``Engine.retry``, ``Engine.cancel``) marked with the bulk action, so each
-flow's history gets one entry naming it, who ran it and why (a retried flow's first steps
-are due one by one at the bulk action's rate over the batch's time, so its flows start at
-that rate, not all at once); writes its rows' outcomes, then
-its counts and the cursor by compare-and-set; and only then enqueues the next batch, due one
-pacing period after this one began.
+own operation (``Engine.retry``, ``Engine.cancel``, ``Engine.reset``) marked with the bulk
+action, so each flow's history gets one entry naming it, who ran it and why (a retried flow's
+first steps are due one by one at the bulk action's rate over the batch's time, so its flows
+start at that rate, not all at once); writes its rows' outcomes, then its counts and the
+cursor by compare-and-set; and only then enqueues the next batch, due one pacing period after
+this one began.
 
 Resumable after any crash: a batch delivered again (its worker was killed, its answer lost)
 acts on no flow twice. Each flow's operation checks, in the compare-and-set that changes the
@@ -30,6 +30,7 @@ however often it runs. A batch task that is lost is made again by ``sweep``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Iterable, Sequence
@@ -139,17 +140,23 @@ class BulkRunner:
         reason: str,
         by: str,
         rate_per_s: float = DEFAULT_RATE_PER_S,
+        step: str | None = None,
+        undo: bool = True,
     ) -> BulkAction:
-        """The dry run: resolve the flows ``wanted`` matches once, preview ``action`` on each,
-        and store the bulk action (previewed). BulkRefused if more than ``max_flows`` match,
-        or the action or rate is not one there is."""
+        """The dry run: resolve the flows ``wanted`` matches once, preview ``action`` on each
+        (a reset: to ``step``, undoing what ran from it unless not ``undo``), and store the
+        bulk action (previewed). BulkRefused if more than ``max_flows`` match, or the action
+        (a reset without its step) or the rate is not one there is."""
         kind = _kind(action)
+        if (kind is BulkKind.RESET) != (step is not None):
+            raise BulkRefused("a reset, and only a reset, names the step to reset to")
         try:
             rate = checked_rate(float(rate_per_s))
         except ValueError as exc:
             raise BulkRefused(str(exc)) from None
         found = self._matching(wanted)
-        rows = [BulkRow.of(r, self._engine.preview(r, kind.value)) for r in found]
+        preview = functools.partial(self._engine.preview, step=step, undo=undo)
+        rows = [BulkRow.of(r, preview(r, kind.value)) for r in found]
         now = self._clock.now()
         refused: dict[str, int] = {}
         for row in rows:
@@ -159,6 +166,8 @@ class BulkRunner:
         made = BulkAction(
             id=f"bulk-{secrets.token_hex(6)}",
             action=kind,
+            step=step,
+            undo=undo,
             filter=filter_doc(wanted),
             tenant=wanted.tenant,
             reason=reason,
@@ -321,13 +330,7 @@ class BulkRunner:
         mark = BulkMark(action.id, row.generation, row.status)
         why = f"bulk {action.action} {action.id}: {action.reason}"
         try:
-            if action.action is BulkKind.RETRY:
-                start_in_s = max(0.0, (at - now).total_seconds())
-                self._engine.retry(
-                    row.key, reason=why, by=action.run_by, bulk=mark, start_in_s=start_in_s
-                )
-            else:
-                self._engine.cancel(row.key, why, by=action.run_by, bulk=mark)
+            self._operate(action, row.key, why, mark, max(0.0, (at - now).total_seconds()))
         except AlreadyActed:
             return row.ended(Outcome.DONE, "acted on by an earlier delivery of its batch", now)
         except InvalidTransition as refused:
@@ -337,6 +340,19 @@ class BulkRunner:
         except RelayflowError as failed:  # e.g. the store refused the change for good
             return row.ended(Outcome.FAILED, f"{type(failed).__name__}: {failed}", now)
         return row.ended(Outcome.DONE, "", now)
+
+    def _operate(
+        self, action: BulkAction, key: str, why: str, mark: BulkMark, start_in_s: float
+    ) -> None:
+        """The engine's own operation of one flow, marked with the bulk action."""
+        by = action.run_by
+        if action.action is BulkKind.RETRY:
+            self._engine.retry(key, reason=why, by=by, bulk=mark, start_in_s=start_in_s)
+        elif action.action is BulkKind.RESET:
+            assert action.step is not None  # create() refuses a reset without its step
+            self._engine.reset(key, action.step, undo=action.undo, reason=why, by=by, bulk=mark)
+        else:
+            self._engine.cancel(key, why, by=by, bulk=mark)
 
     def _write_rows(
         self,

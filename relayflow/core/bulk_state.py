@@ -132,6 +132,9 @@ class BulkAction(_Model):
 
     id: str
     action: BulkKind
+    # A reset's step, and whether what ran from it is undone first (``Engine.reset``).
+    step: str | None = None
+    undo: bool = True
     filter: dict[str, Any]  # ``core.bulk.filter_doc``
     tenant: str | None = None  # the filter's: who may see it (an unscoped one: everyone's)
     reason: str

@@ -413,15 +413,23 @@ class Harness:
         by: str = "a test",
         rate_per_s: float = DEFAULT_RATE_PER_S,
         dry_run: bool = False,
+        step: str | None = None,
+        undo: bool = True,
         **wanted: Any,
     ) -> BulkAction:
-        """A bulk ``action`` (retry, cancel) over the flows ``wanted`` matches (the listing's
-        filter: ``flow=``, ``status=``, ``version=``, ``tenant=``, ``updated_from=`` ...): its
-        dry run, then, unless ``dry_run``, run to its end in virtual time (``run_bulk``). The
-        bulk action as it stands; ``bulk_rows(id)`` has each flow's preview and outcome."""
+        """A bulk ``action`` (retry, cancel, or reset to ``step``) over the flows ``wanted``
+        matches (the listing's filter: ``flow=``, ``status=``, ``code=``, ``labels=`` ...):
+        its dry run, then, unless ``dry_run``, run to its end in virtual time (``run_bulk``).
+        The bulk action as it stands; ``bulk_rows(id)`` has each flow's preview and outcome."""
         runner = self.bulk_runner
         made = runner.create(
-            action, FlowFilter(**wanted), reason=reason, by=by, rate_per_s=rate_per_s
+            action,
+            FlowFilter(**wanted),
+            reason=reason,
+            by=by,
+            rate_per_s=rate_per_s,
+            step=step,
+            undo=undo,
         )
         if dry_run:
             return made

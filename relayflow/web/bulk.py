@@ -2,7 +2,7 @@
 
 | route | role | |
 |---|---|---|
-| ``POST /bulk`` | operator | ``{action, filter, reason, dry_run, rate_per_s}``: dry run |
+| ``POST /bulk`` | operator | ``{action, filter, reason, dry_run, rate_per_s, step?, undo?}`` |
 | ``GET /bulk`` | viewer | bulk actions, the newest first |
 | ``GET /bulk/{id}`` | viewer | its progress: state, counts, cursor, why it waits |
 | ``GET /bulk/{id}/previews?page=N`` | viewer | 100 of its flows: their previews, outcomes |
@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 from flask import Flask, request
+from werkzeug.datastructures import MultiDict
 
 from relayflow.core.bulk import (
     CHUNK_ROWS,
@@ -40,7 +41,18 @@ from relayflow.web import guard, params
 from relayflow.web.access import Caller, Role
 from relayflow.web.operations import Operations, caller, guarded
 
-FILTER_FIELDS = ("flow", "status", "version", "tenant", "updated_from", "updated_to", "parent")
+FILTER_FIELDS = (
+    "flow",
+    "status",
+    "version",
+    "tenant",
+    "updated_from",
+    "updated_to",
+    "parent",
+    "label",
+    "code",
+    "dependency",
+)
 ACTIONS = ("run", "pause", "resume", "cancel")
 
 
@@ -115,7 +127,20 @@ def create(runner: BulkRunner, body: dict[str, Any], who: Caller) -> BulkAction:
     wanted = who.narrow(bulk_filter(body.get("filter")))
     reason = params.reason(body.get("reason"), required=True)
     rate = rate_param(body.get("rate_per_s"))
-    return runner.create(action, wanted, reason=reason, by=who.identity, rate_per_s=rate)
+    step, undo = reset_params(action, body)
+    return runner.create(
+        action, wanted, reason=reason, by=who.identity, rate_per_s=rate, step=step, undo=undo
+    )
+
+
+def reset_params(action: BulkKind, body: dict[str, Any]) -> tuple[str | None, bool]:
+    """A reset's ``step`` (required) and ``undo`` (default true); neither for another action."""
+    if action is not BulkKind.RESET:
+        if body.get("step") is not None or body.get("undo") is not None:
+            raise params.BadRequest(f"step and undo are a reset's; a {action} takes neither")
+        return None, True
+    undo = params.boolean(body.get("undo"), name="undo", default=True)
+    return params.step_name(body.get("step")), undo
 
 
 def runner_of(ops: Operations) -> BulkRunner:
@@ -152,8 +177,9 @@ def bulk_kind(raw: Any) -> BulkKind:
 
 
 def bulk_filter(raw: Any) -> FlowFilter:
-    """A bulk action's filter: a JSON object of the list's filters (``GET /flows``'s), each
-    checked as there; at least one, so no bulk action takes every flow by an oversight."""
+    """A bulk action's filter: a JSON object of the list's filters (``GET /flows``'s; ``label``
+    a ``key=value`` or a list of them), each checked as there; at least one, so no bulk action
+    takes every flow by an oversight."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -163,8 +189,7 @@ def bulk_filter(raw: Any) -> FlowFilter:
         raise params.BadRequest(
             f"filter: no filter {unknown[0][:40]!r} (filters: {', '.join(FILTER_FIELDS)})"
         )
-    texts = {key: _text(value) for key, value in raw.items() if value not in (None, "")}
-    wanted = params.flow_filter(texts)
+    wanted = params.flow_filter(MultiDict(_texts(raw)))
     if wanted == FlowFilter():
         raise params.BadRequest(
             "filter: name at least one (a flow, a status, a time range...): a bulk action "
@@ -214,6 +239,16 @@ def bulk_json(action: BulkAction) -> dict[str, Any]:
         "progress": round(action.settled / action.matched, 4) if action.matched else 1.0,
         "eta_s": round(batches_left * pace, 1) if action.state.value == "running" else None,
     }
+
+
+def _texts(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """A filter object as a query's parameters: ``label`` may be a list (all of them)."""
+    found = []
+    for key, value in raw.items():
+        for each in value if key == "label" and isinstance(value, list) else [value]:
+            if each not in (None, ""):
+                found.append((key, _text(each)))
+    return found
 
 
 def _text(value: Any) -> str:

@@ -1,6 +1,7 @@
-"""The console's bulk actions: a form with the list's filters and the action, whose dry run
-lists each matching flow and what the action would do to it (steps run again, effects undone
-and kept), then a confirmation that asks why, and the run's progress, live.
+"""The console's bulk actions: a form with the list's filters and the action (retry, cancel,
+or reset to a step), whose dry run lists each matching flow and what the action would do to
+it (steps run again, effects undone and kept), then a confirmation that asks why, and the
+run's progress, live.
 
 The same ``BulkRunner`` calls as the api (``relayflow.web.bulk``), behind the same roles:
 viewers read bulk actions, operators make, run, pause, resume and cancel them.
@@ -59,12 +60,14 @@ def register(bp: Blueprint, ops: Operations) -> None:
     @operator
     def make_bulk() -> Any:
         form = request.form
-        body = {
+        body: dict[str, Any] = {
             "action": form.get("action"),
             "filter": {k: v for k in FILTER_FIELDS if (v := form.get(k))},
             "reason": form.get("reason"),
             "rate_per_s": form.get("rate_per_s"),
         }
+        if body["action"] == BulkKind.RESET.value:  # the step to reset to, and its undo
+            body |= {"step": form.get("step"), "undo": form.get("keep_effects") != "on"}
         made = create(runner_of(ops), body, g.caller)
         return redirect(url_for(".bulk_action", bulk_id=made.id), 303)
 

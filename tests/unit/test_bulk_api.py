@@ -179,7 +179,13 @@ def test_a_caller_scoped_to_a_tenant_acts_on_its_flows_and_sees_its_bulk_actions
 @pytest.mark.parametrize(
     ("body", "said"),
     [
-        ({"action": "delete"}, "action must be one of retry, cancel, not 'delete'"),
+        ({"action": "delete"}, "action must be one of retry, cancel, reset, not 'delete'"),
+        ({"action": "reset"}, "step is required: the step of the flow to reset to"),
+        ({"action": "reset", "step": "Bad Step"}, "step must be a step name"),
+        ({"action": "reset", "step": "reserve", "undo": "no"}, "undo must be true or false"),
+        ({"step": "reserve"}, "step and undo are a reset's; a retry takes neither"),
+        ({"filter": {"label": "no-equals"}}, "label: "),
+        ({"filter": {"dependency": "Not A Dep"}}, "dependency 'Not A Dep' is not a dependency"),
         ({"filter": {}}, "filter: name at least one"),
         ({"filter": {"colour": "red"}}, "filter: no filter 'colour' (filters: flow, status,"),
         ({"filter": {"status": "BROKEN"}}, "status 'BROKEN' is not one of"),
@@ -220,3 +226,28 @@ def test_an_operator_cancels_a_bulk_action_saying_why(h: Harness) -> None:
     assert cancelled["state"] == "cancelled"
     assert cancelled["log"][-1]["reason"] == "wrong filter"
     assert {h.flow(f"bad-{i}").status for i in range(3)} == {Status.FAILED}
+
+
+def test_a_filter_by_code_and_labels_and_a_bulk_reset_to_a_step(h: Harness) -> None:
+    api = client(h)
+    h.start("demo", {"bad": True}, flow_id="tagged", labels={"team": "a", "region": "eu"})
+    for _ in range(6):
+        h.deliver_next()
+
+    tagged = dry_run(api, filter={"label": ["team=a", "region=eu"], "code": "REFUSED"})
+    by_code = dry_run(api, filter={"code": "REFUSED", "tenant": "default"})
+    reset = dry_run(api, action="reset", step="reserve", undo=False)
+
+    assert tagged.status_code == 200, tagged.get_data(as_text=True)
+    made = tagged.get_json()
+    assert [r["flow_id"] for r in made["previews"]] == ["tagged"]
+    assert made["filter"] == {"labels": ["team=a", "region=eu"], "code": "REFUSED"}
+    assert by_code.get_json()["matched"] == 4
+    shown = reset.get_json()
+    assert (shown["action"], shown["step"], shown["undo"], shown["allowed"]) == (
+        "reset",
+        "reserve",
+        False,
+        4,
+    )
+    assert {r["detail"]["step"] for r in shown["previews"]} == {"reserve"}

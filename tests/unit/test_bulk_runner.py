@@ -284,7 +284,7 @@ def test_a_dry_run_over_too_many_flows_is_refused_with_what_to_do() -> None:
 @pytest.mark.parametrize(
     ("action", "rate", "message"),
     [
-        ("restart", 5.0, "action must be one of retry, cancel"),
+        ("restart", 5.0, "action must be one of retry, cancel, reset"),
         ("retry", 0.0, "rate_per_s must be 0.01..50"),
         ("retry", 1000.0, "rate_per_s must be 0.01..50"),
     ],
@@ -301,3 +301,60 @@ def test_a_bulk_action_over_no_flow_is_done_as_soon_as_it_runs() -> None:
     assert (done.state, done.matched, done.chunks) == (BulkState.DONE, 0, 0)
     assert h.bulk_runner.rows(done.id, 0) == []
     assert done.finished_at is not None and done.finished_at - h.now <= timedelta(0)
+
+
+def test_a_bulk_reset_undoes_and_reruns_from_the_step_as_each_flows_row_said() -> None:
+    api = ClientApi()
+    api.down = False
+    h = Harness(registration(api))
+    flows = [h.start("registration", {}, flow_id=f"r-{i}") for i in range(4)]
+    for flow_id in flows:
+        assert h.run(flow_id).status is Status.SUCCEEDED  # type: ignore[union-attr]
+
+    made = h.bulk("reset", step="register", status=Status.SUCCEEDED, dry_run=True)
+    (row, *_) = h.bulk_rows(made.id)
+    assert (row.rerun, row.undone, row.kept) == (
+        ["register", "await_active"],
+        ["register"],
+        ["prepare"],
+    )
+    assert row.detail["dependencies"] == [DEP] and row.detail["step"] == "register"
+    h.bulk_runner.run(made.id, by="ana@example.com")
+    done = h.run_bulk(made.id)
+    h.run()
+
+    assert (done.done, done.step, done.undo) == (4, "register", True)
+    for flow_id in flows:
+        record = h.flow(flow_id)
+        assert (record.status, record.position.generation) == (Status.SUCCEEDED, 1)
+        (entry,) = bulk_entries(h, flow_id, made.id)
+        assert (entry.outcome, entry.by) == ("reset", "ana@example.com")
+    undone = [c for c in h.calls if c.kind == "compensate" and c.step == "register"]
+    assert len(undone) == 4  # each flow's registration undone once, then made again
+    assert sum(api.registered.values()) == 8
+
+
+def test_a_bulk_action_finds_flows_by_their_code_and_labels() -> None:
+    api = ClientApi()
+    h = Harness(registration(api))
+    for i in range(3):
+        h.start("registration", {}, flow_id=f"eu-{i}", labels={"region": "eu"})
+    h.start("registration", {}, flow_id="us-0", labels={"region": "us"})
+    h.run()
+    api.down = False
+
+    by_label = h.bulk("retry", dry_run=True, labels=(("region", "eu"),))
+    by_code = h.bulk("retry", dry_run=True, code="RETRIES_EXHAUSTED")
+
+    assert sorted(r.flow_id for r in h.bulk_rows(by_label.id)) == ["eu-0", "eu-1", "eu-2"]
+    assert by_label.filter == {"labels": [{"pair": ["region", "eu"]}]}
+    assert by_code.matched == 4
+    assert h.bulk_runner.run(by_label.id, by="ana") and h.run_bulk(by_label.id).done == 3
+
+
+def test_a_reset_names_its_step_and_nothing_else_does() -> None:
+    h, _, _ = failed_flows(1)
+    with pytest.raises(BulkRefused, match="a reset, and only a reset, names the step"):
+        h.bulk("reset", dry_run=True, status=Status.FAILED)
+    with pytest.raises(BulkRefused, match="a reset, and only a reset, names the step"):
+        h.bulk("retry", step="register", dry_run=True, status=Status.FAILED)

@@ -176,3 +176,19 @@ def test_a_row_refused_by_the_dry_run_says_why_and_one_done_says_what_happened()
     assert lines[1].endswith("nothing: it is RUNNING: only an ended flow is retried")
     assert "skipped" in lines[2] and lines[2].endswith("(changed since the dry run)")
     assert lines[3].endswith("undo register; keep prepare")
+
+
+def test_a_bulk_reset_names_its_step_and_finds_flows_by_label_and_code(fake: FakeApi) -> None:
+    found_by = ["--label", "team=a", "--label", "region=eu", "--code", "DECLINED"]
+    argv = ["bulk", "reset", "--to-step", "charge", "--keep-effects", *found_by,
+            "--reason", "fixed", "--dry-run"]  # fmt: skip
+    assert commands.main(argv) == 0
+    (path, body), *_ = fake.posts
+    assert (path, body["action"], body["step"], body["undo"]) == ("/bulk", "reset", "charge", False)
+    assert body["filter"] == {"label": ["team=a", "region=eu"], "code": "DECLINED"}
+
+
+def test_a_bulk_reset_needs_its_step(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        commands.main(["bulk", "reset", "--reason", "x", "--status", "FAILED"])
+    assert "required: --to-step" in capsys.readouterr().err

@@ -97,3 +97,15 @@ def test_a_form_from_another_site_is_refused(local: tuple[Harness, FlaskClient])
     refused = client.post("/console/bulk", data=DRY_RUN, headers=other)
     assert refused.status_code == 403
     assert not h.bulk_store.actions
+
+
+def test_the_form_makes_a_bulk_reset_to_a_step(local: tuple[Harness, FlaskClient]) -> None:
+    h, client = local
+    form = {**DRY_RUN, "action": "reset", "step": "reserve", "keep_effects": "on"}
+    made = client.post("/console/bulk", data=form, headers=SAME_SITE)
+    assert made.status_code == 303
+    bulk_id = made.headers["Location"].rsplit("/", 1)[1]
+    action = h.bulk_runner.get(bulk_id)
+    assert (action.action.value, action.step, action.undo) == ("reset", "reserve", False)
+    page = text(client.get(f"/console/bulk/{bulk_id}"))
+    assert "reserve, keeping the effects" in page and "run again from reserve" in page
