@@ -168,7 +168,7 @@ class Offload:
         ref = Ref(bucket=self.blobs.bucket, name=object_name(slot, sha), sha256=sha, size=len(data))
         if not self._cache.written(ref.name):
             self.blobs.put(ref.name, data)
-            self._cache.keep(ref, data)
+            self._cache.wrote(ref.name)
         return envelope(REF, ref.model_dump())
 
     def decode(self, stored: Any, slot: Slot) -> Any:
@@ -197,13 +197,17 @@ class Offload:
 
 
 class _Cache:
-    """Objects read or written lately, by reference (their bytes never change), up to a size;
-    and the names written, so a value stored again is not written again."""
+    """Objects read lately, by name (their bytes never change, and were checked against their
+    reference when read), up to a size; and the names written lately, so a value stored again
+    is not written again. What is written is not kept: a reader reads it from the bucket, so
+    an object gone or changed there is seen as such."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_names: int = 10_000) -> None:
         self._max = max_bytes
         self._bytes = 0
         self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._names: OrderedDict[str, None] = OrderedDict()
+        self._max_names = max_names
         self._lock = threading.Lock()
 
     def get(self, ref: Ref) -> bytes | None:
@@ -215,7 +219,13 @@ class _Cache:
 
     def written(self, name: str) -> bool:
         with self._lock:
-            return name in self._data
+            return name in self._names
+
+    def wrote(self, name: str) -> None:
+        with self._lock:
+            self._names[name] = None
+            if len(self._names) > self._max_names:
+                self._names.popitem(last=False)
 
     def keep(self, ref: Ref, data: bytes) -> None:
         if len(data) > self._max // 2:
