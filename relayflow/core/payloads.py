@@ -134,6 +134,17 @@ def fingerprint(stored: Any) -> Any:
     return walk(stored, REF, lambda body: f"sha256:{_parsed(body).sha256}")
 
 
+def refs(stored: Any) -> list[Ref]:
+    """The payload references in ``stored`` (those nested in payloads not read)."""
+    found: list[Ref] = []
+
+    def note(body: Any) -> None:
+        found.append(_parsed(body))
+
+    walk(stored, REF, note)
+    return found
+
+
 class Offload:
     """The offload codec (see the module's docstring) over the bucket ``blobs``."""
 

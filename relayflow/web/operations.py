@@ -19,6 +19,9 @@ from relayflow.core.errors import (
     DeadLetterNotFound,
     FlowNotFound,
     InvalidTransition,
+    PayloadCorrupt,
+    PayloadMissing,
+    PayloadUnavailable,
     RelayflowError,
     Unauthorized,
     UnknownSchedule,
@@ -49,6 +52,10 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     InvalidTransition: (409, "FAILED_PRECONDITION"),
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
     UnknownSchedule: (404, "NOT_FOUND"),
+    PayloadMissing: (409, "PAYLOAD_MISSING"),
+    PayloadCorrupt: (409, "PAYLOAD_CORRUPT"),
+    PayloadUnavailable: (503, "UNAVAILABLE"),
+    params.PayloadTooLarge: (413, "PAYLOAD_TOO_LARGE"),
 }
 
 
