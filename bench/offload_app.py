@@ -83,7 +83,8 @@ FLOWS = (
                 "each",
                 items=lambda ctx: list(range(int(ctx.input["items"]))),
                 steps=(ActionStep("work", item),),
-                concurrency=50,
+                # 20 lanes: 100 items of 15 KB fill a page in each lane, 10,000 of 5 KiB forty.
+                concurrency=20,
             ),
             ActionStep("summarize", summarize),
         ),

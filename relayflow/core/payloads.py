@@ -60,8 +60,6 @@ MAX_PAYLOAD_BYTES = 100 * MIB
 MAX_OFFLOADED_INPUT_BYTES = 8 * MIB
 # A start message's longest deadline (core.messages.MAX_DEADLINE_S), in days.
 MAX_RUN_DAYS = 30
-# Resolved objects kept per process (they never change: their name is their hash).
-CACHE_BYTES = 128 * MIB
 # A ForEach lane moves its items' outputs into a page object once they take this much, so its
 # document stays small however many items it runs (``page``).
 PAGE_BYTES = 64 * KIB
@@ -155,7 +153,6 @@ class Offload:
         blobs: Blobs,
         *,
         threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         if not MIN_THRESHOLD_BYTES <= threshold_bytes <= MAX_THRESHOLD_BYTES:
             raise ValueError(
@@ -164,7 +161,7 @@ class Offload:
             )
         self.blobs = blobs
         self.threshold_bytes = threshold_bytes
-        self._cache = _Cache(cache_bytes)
+        self._written = _Written()
 
     def encode(self, value: Any, slot: Slot) -> Any:
         """``value``, or its reference if its JSON is over the threshold."""
@@ -177,9 +174,9 @@ class Offload:
         """Write ``data`` as ``slot``'s flow's object; its reference."""
         sha = hashlib.sha256(data).hexdigest()
         ref = Ref(bucket=self.blobs.bucket, name=object_name(slot, sha), sha256=sha, size=len(data))
-        if not self._cache.written(ref.name):
+        if ref.name not in self._written:
             self.blobs.put(ref.name, data)
-            self._cache.wrote(ref.name)
+            self._written.add(ref.name)
         return envelope(REF, ref.model_dump())
 
     def decode(self, stored: Any, slot: Slot) -> Any:
@@ -191,9 +188,6 @@ class Offload:
 
     def fetch(self, ref: Ref) -> bytes:
         """The bytes ``ref`` names, checked: PayloadMissing, PayloadCorrupt."""
-        cached = self._cache.get(ref)
-        if cached is not None:
-            return cached
         data = self.blobs.get(ref.bucket, ref.name)
         where = f"gs://{ref.bucket}/{ref.name}"
         if data is None:
@@ -203,52 +197,28 @@ class Offload:
                 f"the payload {where} does not match its reference: {len(data)} bytes, "
                 f"expected {ref.size} with SHA-256 {ref.sha256[:16]}…"
             )
-        self._cache.keep(ref, data)
         return data
 
 
-class _Cache:
-    """Objects read lately, by name (their bytes never change, and were checked against their
-    reference when read), up to a size; and the names written lately, so a value stored again
-    is not written again. What is written is not kept: a reader reads it from the bucket, so
-    an object gone or changed there is seen as such."""
+class _Written:
+    """The names this process wrote lately, so a value stored again is not written again.
+    Nothing read is kept: every read is checked against the bucket as it is now, so an object
+    gone or changed there is seen as such (PAYLOAD_MISSING, PAYLOAD_CORRUPT)."""
 
-    def __init__(self, max_bytes: int, max_names: int = 10_000) -> None:
-        self._max = max_bytes
-        self._bytes = 0
-        self._data: OrderedDict[str, bytes] = OrderedDict()
+    def __init__(self, max_names: int = 10_000) -> None:
         self._names: OrderedDict[str, None] = OrderedDict()
         self._max_names = max_names
         self._lock = threading.Lock()
 
-    def get(self, ref: Ref) -> bytes | None:
-        with self._lock:
-            data = self._data.get(ref.name)
-            if data is not None:
-                self._data.move_to_end(ref.name)
-            return data
-
-    def written(self, name: str) -> bool:
+    def __contains__(self, name: str) -> bool:
         with self._lock:
             return name in self._names
 
-    def wrote(self, name: str) -> None:
+    def add(self, name: str) -> None:
         with self._lock:
             self._names[name] = None
             if len(self._names) > self._max_names:
                 self._names.popitem(last=False)
-
-    def keep(self, ref: Ref, data: bytes) -> None:
-        if len(data) > self._max // 2:
-            return
-        with self._lock:
-            if ref.name in self._data:
-                return
-            self._data[ref.name] = data
-            self._bytes += len(data)
-            while self._bytes > self._max:
-                _, dropped = self._data.popitem(last=False)
-                self._bytes -= len(dropped)
 
 
 def page_due(lane: FlowRecord) -> bool:
