@@ -58,7 +58,7 @@ from relayflow.client.waiters import FlowResult, WaitKey
 from relayflow.core.codec import PLAIN, Chain, Slot
 from relayflow.core.errors import InvalidMessage, RelayflowError, UnknownFlow
 from relayflow.core.flows import Registry
-from relayflow.core.messages import validate_start
+from relayflow.core.messages import MAX_INPUT_BYTES, validate_start
 from relayflow.core.payloads import MAX_OFFLOADED_INPUT_BYTES, Offload, refs
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
 from relayflow.gcp import blobs
@@ -219,6 +219,10 @@ class Client:
         self._batched: PublisherClient | None = None
         self._subscription: ResultSubscription | None = None
         self._payloads: Chain | None = None
+        # A start input's limit: the deployment's, as its RELAYFLOW_OFFLOAD_BUCKET (set in this
+        # client's environment too) says: 8 MiB where it offloads large values, else 64 KiB.
+        offloads = bool(env.get("RELAYFLOW_OFFLOAD_BUCKET"))
+        self.max_input_bytes = MAX_OFFLOADED_INPUT_BYTES if offloads else MAX_INPUT_BYTES
 
     def __enter__(self) -> Client:
         return self
@@ -544,9 +548,7 @@ class Client:
         return self._prepare_body(body)
 
     def _prepare_body(self, body: dict[str, Any]) -> tuple[FlowHandle, str, bytes]:
-        # The deployment's own limit may be lower (64 KiB without an offload bucket): then its
-        # start function records the refusal in ``rejected``.
-        message, _ = validate_start(body, self.registry, max_input_bytes=MAX_OFFLOADED_INPUT_BYTES)
+        message, _ = validate_start(body, self.registry, max_input_bytes=self.max_input_bytes)
         assert message.flow_id is not None
         data = json.dumps(body, separators=(",", ":")).encode("utf-8")
         topic = self._topic(message.tenant)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from relayflow.core.errors import PermanentError
 from relayflow.core.flows import Flow, ForEach, StepContext
 from relayflow.core.kinds import REGISTRY
 from relayflow.core.kinds.child import children_output
@@ -20,7 +21,7 @@ from relayflow.core.kinds.foreach import cancel_lane, join_output, lane_reported
 from relayflow.core.planner import Plan
 from relayflow.core.ports import FlowDocuments, Snapshot
 from relayflow.core.records import Effect, EffectState, FlowRecord
-from relayflow.core.state import ACTIVE, TERMINAL
+from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.foreach")
@@ -32,6 +33,12 @@ MAX_ITEMS_BYTES = 512 * 1024
 
 def _as_stored(stored: Any, record: FlowRecord) -> Any:
     return stored
+
+
+class LaneFailed(PermanentError):
+    """Raised when a lane ended without running all its items (aborted: its document would
+    have been too large, its definition changed): the ForEach cannot be joined, and fails
+    with the lane's code rather than output a None for each item it did not run."""
 
 
 class BadItems(Exception):
@@ -153,6 +160,9 @@ def join(
         return children_output(parent, scope, lanes, fan.total), left_to_undo(lanes)
     outputs: dict[str, Any] = {}
     for lane in lanes:
+        if lane.status is not Status.SUCCEEDED and lane.result is not None:
+            message = f"lane {lane.lane} of {scope} ended {lane.status}: {lane.result.message}"
+            raise LaneFailed(message[:2000], code=lane.result.code)
         outputs.update(lane_outputs(lane, load))
     failed = {i for lane in lanes for i in lane.failed_items}
     return join_output(outputs, failed, fan.total), left_to_undo(lanes)
@@ -169,6 +179,7 @@ def lane_outputs(lane: FlowRecord, load: Load) -> dict[str, Any]:
 
 __all__ = [
     "BadItems",
+    "LaneFailed",
     "gather",
     "item_flow",
     "join",

@@ -90,6 +90,8 @@ class Lanes:
             outcome = Retry(exc)
         except Unreadable as exc:  # an item's output is gone or does not match
             outcome = Failed(exc)
+        except foreach.LaneFailed as exc:  # a lane aborted: its items' outputs are not there
+            outcome = Failed(exc)
         return self._delivery.commit(found, position, flow, outcome, adopt=left)
 
     def _fan_out(self, found: Snapshot, flow: Flow) -> Ran:
