@@ -206,8 +206,8 @@ def offload(settings: Settings, counters: Counters | None = None) -> Offload | N
     names (None: none is set, and values stay inline)."""
     if settings.offload_bucket is None:
         return None
-    client = blobs.build_client(settings.project_id)
-    bucket = blobs.GcsBlobs(client, settings.offload_bucket, counters=counters)
+    project = settings.project_id
+    bucket = blobs.GcsBlobs(settings.offload_bucket, project=project, counters=counters)
     return Offload(bucket, threshold_bytes=settings.offload_threshold_bytes)
 
 

@@ -401,7 +401,7 @@ class Client:
             return PLAIN.decode(data, READING)
         with self._lock:
             if self._payloads is None:
-                reader = blobs.GcsBlobs(blobs.build_client(self.project), bucket="")
+                reader = blobs.GcsBlobs("", project=self.project)  # refs name their bucket
                 self._payloads = Chain([Offload(reader)])
             payloads = self._payloads
         return payloads.decode(data, READING)

@@ -13,6 +13,7 @@ come near but for identical outputs of many items; those are written once per in
 from __future__ import annotations
 
 import os
+import threading
 
 from google.api_core.exceptions import (
     GoogleAPICallError,
@@ -43,11 +44,27 @@ class GcsBlobs:
     """One bucket's objects: what values too large for a flow document are written to."""
 
     def __init__(
-        self, client: storage.Client, bucket: str, *, counters: Counters | None = None
+        self,
+        bucket: str,
+        *,
+        project: str,
+        client: storage.Client | None = None,
+        counters: Counters | None = None,
     ) -> None:
-        self._client = client
+        """``client``: None builds one on first use (so a process that never offloads never
+        looks for credentials)."""
         self._bucket = bucket
+        self._project = project
+        self._made = client
+        self._lock = threading.Lock()
         self._counters = counters or Counters()
+
+    @property
+    def _client(self) -> storage.Client:
+        with self._lock:
+            if self._made is None:
+                self._made = build_client(self._project)
+            return self._made
 
     @property
     def bucket(self) -> str:

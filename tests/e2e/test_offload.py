@@ -124,7 +124,7 @@ def test_an_object_gone_or_changed_ends_the_flow_with_its_code(
     assert ref is not None
     client = blobs.build_client(PROJECT)
     if change == "delete":
-        blobs.GcsBlobs(client, OFFLOAD_BUCKET).delete(ref.name)
+        blobs.GcsBlobs(OFFLOAD_BUCKET, project=PROJECT, client=client).delete(ref.name)
     else:
         same_size = blob(1, "another value").encode()[: ref.size].ljust(ref.size, b" ")
         client.bucket(OFFLOAD_BUCKET).blob(ref.name).upload_from_string(same_size)

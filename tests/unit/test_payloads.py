@@ -263,3 +263,19 @@ def test_the_threshold_is_bounded() -> None:
     with pytest.raises(ValueError, match="threshold"):
         Offload(MemoryBlobs(), threshold_bytes=10)
     assert json.loads(serialized({"é": 1})) == {"é": 1}
+
+
+def test_the_offload_settings_are_checked_when_a_process_starts() -> None:
+    from pydantic import ValidationError
+
+    from relayflow.runtime import offload
+    from relayflow.settings import Settings
+
+    assert offload(Settings(offload_bucket="")) is None
+    built = offload(Settings(offload_bucket="acme-payloads", offload_threshold_bytes=2048))
+    assert built is not None and built.threshold_bytes == 2048
+    assert built.blobs.bucket == "acme-payloads"
+    with pytest.raises(ValidationError, match="offload_threshold_bytes"):
+        Settings(offload_bucket="acme-payloads", offload_threshold_bytes=10)
+    with pytest.raises(ValidationError, match="offload_bucket"):
+        Settings(offload_bucket="Not A Bucket")
