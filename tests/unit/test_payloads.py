@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from relayflow import ActionStep, Flow, StepContext
-from relayflow.core.codec import MARKER, PLAIN, Chain, EnvelopeError, Slot, escape, unescape
+from relayflow.core.codec import MARKER, Chain, Slot
 from relayflow.core.engine import Limits
 from relayflow.core.errors import PayloadCorrupt, PayloadMissing
 from relayflow.core.flows import ForEach
@@ -203,23 +203,6 @@ def test_a_foreach_of_many_items_pages_its_lanes_and_joins_every_output() -> Non
         for lane in lanes
     )
     assert doc_bytes(h, flow_id) < 64 * 1024
-
-
-def test_the_codec_escapes_a_caller_key_and_reads_it_back() -> None:
-    value = {"a": [{MARKER: 1, "b": {MARKER: {"ref": {}}}}], MARKER: "top"}
-
-    stored = escape(value)
-
-    assert unescape(stored) == value
-    assert PLAIN.decode(PLAIN.encode(value, SLOT), SLOT) == value
-    assert MARKER not in {k for k in stored if k != MARKER} and set(stored) == {MARKER}
-
-
-def test_an_envelope_no_codec_reads_is_refused() -> None:
-    with pytest.raises(EnvelopeError):
-        PLAIN.decode({"x": {MARKER: {"sealed": "abc"}}}, SLOT)
-    with pytest.raises(PayloadCorrupt):
-        PLAIN.decode({MARKER: {"a": 1, "b": 2}}, SLOT)
 
 
 def test_offload_names_objects_by_flow_incarnation_and_content_and_writes_each_once() -> None:
