@@ -108,3 +108,27 @@ class DeadLetterNotFound(RelayflowError):
 
 class UnknownSchedule(RelayflowError):
     """Raised when no schedule of the deployed app has the name an operator gives."""
+
+
+class PayloadMissing(PermanentError):
+    """Raised when a value a flow offloaded to its bucket is gone (deleted, or aged out by the
+    bucket's lifecycle): the flow ends rather than run on without it."""
+
+    code = "PAYLOAD_MISSING"
+
+
+class PayloadCorrupt(PermanentError):
+    """Raised when an offloaded value's object does not match its reference (its SHA-256 or
+    size), or a stored envelope cannot be read: never a wrong value."""
+
+    code = "PAYLOAD_CORRUPT"
+
+
+# What reading a stored value back may raise for good.
+Unreadable = (PayloadMissing, PayloadCorrupt)
+
+
+class PayloadUnavailable(RetryableError):
+    """Raised when the bucket cannot be reached for now (a timeout, a 5xx, a 429)."""
+
+    code = "PAYLOAD_UNAVAILABLE"

@@ -273,6 +273,26 @@ class Queue(Protocol):
         ...
 
 
+class Blobs(Protocol):
+    """Objects in one bucket (Cloud Storage): where values too large for a flow document go
+    (``core.payloads``). Names are chosen by content, so writing one twice is harmless."""
+
+    @property
+    def bucket(self) -> str:
+        """The bucket new objects are written to."""
+        ...
+
+    def put(self, name: str, data: bytes) -> None:
+        """Write object ``name`` unless it exists (PayloadUnavailable if the bucket cannot
+        be reached)."""
+        ...
+
+    def get(self, bucket: str, name: str) -> bytes | None:
+        """Object ``name`` of ``bucket``, or None if there is none (PayloadUnavailable if
+        the bucket cannot be reached)."""
+        ...
+
+
 class Events(Protocol):
     """Where a terminal flow announces its result."""
 

@@ -19,6 +19,9 @@ from relayflow.core.errors import (
     DeadLetterNotFound,
     FlowNotFound,
     InvalidTransition,
+    PayloadCorrupt,
+    PayloadMissing,
+    PayloadUnavailable,
     RelayflowError,
     Unauthorized,
     UnknownSchedule,
@@ -51,6 +54,10 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
     UnknownSchedule: (404, "NOT_FOUND"),
     Uncountable: (400, "INVALID_ARGUMENT"),
+    PayloadMissing: (409, "PAYLOAD_MISSING"),
+    PayloadCorrupt: (409, "PAYLOAD_CORRUPT"),
+    PayloadUnavailable: (503, "UNAVAILABLE"),
+    params.PayloadTooLarge: (413, "PAYLOAD_TOO_LARGE"),
 }
 
 

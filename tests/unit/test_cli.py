@@ -323,3 +323,19 @@ def test_reset_prints_its_dry_run_first_and_stops_there_when_refused(
     assert out[0].split() == ["FLOW", "ACTION", "OK", "RUN", "AGAIN", "UNDONE", "(NEWEST",
                               "FIRST)", "KEPT"]  # fmt: skip
     assert out[1].split(None, 3) == ["f-1", "reset", "no", "refused: the flow is RUNNING"]
+
+
+def test_status_resolve_asks_the_api_to_read_offloaded_payloads_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[tuple[str, Any]] = []
+
+    class Recording(FakeApi):
+        def get(self, path: str, query: Any = None) -> dict[str, Any]:
+            asked.append((path, query))
+            return super().get(path, query)
+
+    monkeypatch.setattr(operate, "api", lambda: Recording([doc("SUCCEEDED", ["ready"])] * 2))
+    assert commands.main(["status", "f-1", "--json", "--resolve"]) == 0
+    assert commands.main(["status", "f-1", "--json"]) == 0
+    assert asked == [("/flows/f-1", {"resolve": "true"}), ("/flows/f-1", {})]

@@ -51,6 +51,7 @@ from relayflow.core.engine.tenancy import Tenancy
 from relayflow.core.errors import FlowNotFound, InvalidMessage
 from relayflow.core.flows import Registry
 from relayflow.core.metrics import Metrics
+from relayflow.core.payloads import Offload, Sizes
 from relayflow.core.planner import Preview, QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
@@ -75,7 +76,10 @@ class Engine:
         breakers: Breakers | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
+        offload: Offload | None = None,
     ) -> None:
+        """``offload``: where values too large for a flow document go (None: none do, and
+        the inline limits hold: ``core.payloads``)."""
         kernel = Kernel(
             registry=registry,
             store=store,
@@ -88,6 +92,7 @@ class Engine:
             breakers=breakers,
             tracer=tracer,
             metrics=metrics or Metrics(),  # the base class records nothing
+            offload=offload,
         )
         protection = Protection(kernel)
         execution = Execution.standard(kernel, breaker=protection.outcome)
@@ -216,6 +221,17 @@ class Engine:
         """The flow by its key (``FlowRecord.key``: for the default tenant's flows, the id),
         or FlowNotFound."""
         return self._operations.get(flow_id)
+
+    @property
+    def sizes(self) -> Sizes:
+        """How large a flow's input, a step's output and a child's input may be."""
+        return self._kernel.sizes
+
+    def loaded(self, stored: Any, record: FlowRecord) -> Any:
+        """One of ``record``'s stored values (its input, an output, its result's data) as
+        its consumers see it: offloaded payloads read back (PayloadMissing, PayloadCorrupt,
+        PayloadUnavailable)."""
+        return self._kernel.loaded(stored, record)
 
     def find(
         self,

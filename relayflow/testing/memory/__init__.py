@@ -1,4 +1,4 @@
-"""In-memory implementations of the engine's ports (Store, Queue, Events, Breakers).
+"""In-memory implementations of the engine's ports (Store, Queue, Events, Breakers, Blobs).
 
 They behave like the real services in the ways the engine relies on: a flow document is
 written whole and goes through its Firestore form on every write; a conditional write against
@@ -13,6 +13,7 @@ over the shared dicts of ``base``; ``MemoryStore`` is all of them.
 from __future__ import annotations
 
 from relayflow.testing.memory.base import EPOCH
+from relayflow.testing.memory.blobs import MemoryBlobs
 from relayflow.testing.memory.breakers import MemoryBreakers
 from relayflow.testing.memory.events import MemoryEvents
 from relayflow.testing.memory.flow_documents import MemoryFlowDocuments
@@ -39,6 +40,7 @@ class MemoryStore(
 
 __all__ = [
     "EPOCH",
+    "MemoryBlobs",
     "MemoryBreakers",
     "MemoryEvents",
     "MemoryFlowDocuments",
