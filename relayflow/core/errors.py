@@ -108,3 +108,8 @@ class DeadLetterNotFound(RelayflowError):
 
 class UnknownSchedule(RelayflowError):
     """Raised when no schedule of the deployed app has the name an operator gives."""
+
+
+class UnknownTenant(RelayflowError):
+    """Raised when an operator names a tenant that has no policy, no operator's state and is
+    not the default one (or one the caller may not see)."""

@@ -22,6 +22,7 @@ from relayflow.core.errors import (
     RelayflowError,
     Unauthorized,
     UnknownSchedule,
+    UnknownTenant,
     VerifierUnavailable,
 )
 from relayflow.core.flows import Registry
@@ -49,6 +50,7 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     InvalidTransition: (409, "FAILED_PRECONDITION"),
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
     UnknownSchedule: (404, "NOT_FOUND"),
+    UnknownTenant: (404, "NOT_FOUND"),
 }
 
 
