@@ -99,6 +99,11 @@ def caller() -> Caller:
     return found
 
 
+def tenants_seen(ops: Operations, viewer: Caller) -> list[dict[str, Any]]:
+    """Every tenant's view (``Engine.tenant_views``) that ``viewer`` may see."""
+    return [view for view in ops.engine.tenant_views() if viewer.sees(view["tenant"])]
+
+
 def refusal(exc: RelayflowError) -> tuple[int, str]:
     """The HTTP status and status name ``exc`` is answered with."""
     return next((v for t, v in ERRORS.items() if isinstance(exc, t)), (500, "INTERNAL"))
