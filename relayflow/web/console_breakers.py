@@ -1,7 +1,7 @@
 """The console's breakers page: each dependency's circuit breaker (closed, open, half-open,
 since when, when an open one probes again), its failure rate over its window against the rate
 that opens it, its retry budget (retries against what the window allows), p95 latency and
-its last transitions with why. Read only, for viewers: ``Engine.breaker_views``, as the api's
+its transitions with why. Read only, for viewers: ``Engine.breaker_views``, as the api's
 ``GET /breakers`` and ``relayflow breakers`` show it."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from flask import Blueprint, render_template
 from relayflow.web.access import Role
 from relayflow.web.operations import Operations, guarded
 
-# Transitions shown per breaker, newest first (its document keeps up to 20).
+# Transitions shown per breaker, newest first; the older ones its document keeps (up to 20)
+# fold away: a breaker probing a dependency still down adds two a round.
 SHOWN_TRANSITIONS = 6
 
 

@@ -58,7 +58,8 @@ def tenant_view(ops: Operations, raw: str) -> dict[str, Any]:
     """The view of the tenant a URL names, if the caller may see it; UnknownTenant (404) for
     one with no policy and no operator's state, as for one the caller may not see."""
     name = params.tenant(raw)
-    found = next((v for v in tenants_seen(ops, g.caller) if v["tenant"] == name), None)
+    assert name is not None  # a route segment is never empty
+    found = ops.engine.tenant_view(name) if g.caller.sees(name) else None
     if found is None:
         raise UnknownTenant(
             f"no tenant {name!r}: the tenants are the default one and those named in "

@@ -38,16 +38,27 @@ class Tenancy:
     def views(self) -> list[dict[str, Any]]:
         """Every tenant with a policy or a state: its limits, paused or not (by whom, why and
         since when), flows running and waiting."""
-        store, tenants = self._k.store, self._k.admission.tenants
-        states = {s.tenant: s for s in store.tenant_states()}
-        views = []
-        for name in sorted(set(tenants.tenants) | set(states) | {DEFAULT_TENANT}):
-            counts = store.count_by_status(FlowFilter(tenant=name))
-            waiting = store.count_waiting(name)
-            running = sum(counts[s] for s in ACTIVE) - waiting
-            state = states.get(name, TenantState(name))
-            views.append(_view(tenants.policy(name), state, running=running, waiting=waiting))
-        return views
+        states = {s.tenant: s for s in self._k.store.tenant_states()}
+        known = set(self._k.admission.tenants.tenants) | set(states) | {DEFAULT_TENANT}
+        return [self._view(name, states.get(name, TenantState(name))) for name in sorted(known)]
+
+    def view(self, tenant: str) -> dict[str, Any] | None:
+        """One tenant's view, as ``views`` shows it; None for a tenant with neither a policy
+        nor a state (not the default one)."""
+        states = {s.tenant: s for s in self._k.store.tenant_states()}
+        known = tenant in self._k.admission.tenants.tenants or tenant == DEFAULT_TENANT
+        if not known and tenant not in states:
+            return None
+        return self._view(tenant, states.get(tenant, TenantState(tenant)))
+
+    def _view(self, name: str, state: TenantState) -> dict[str, Any]:
+        store = self._k.store
+        counts = store.count_by_status(FlowFilter(tenant=name))
+        waiting = store.count_waiting(name)
+        running = sum(counts[s] for s in ACTIVE) - waiting
+        return _view(
+            self._k.admission.tenants.policy(name), state, running=running, waiting=waiting
+        )
 
 
 def _view(

@@ -90,3 +90,13 @@ def test_views_show_every_tenant_with_a_policy_or_a_state_and_its_flows() -> Non
     assert views["default"]["since"] is None  # never paused or resumed
     gamma = views["gamma"]  # paused in its policy: no operator did it, none can lift it
     assert (gamma["paused"], gamma["configured_paused"], gamma["paused_by"]) == (True, True, "")
+
+
+def test_one_tenants_view_is_as_the_list_shows_it_and_none_for_an_unknown_tenant() -> None:
+    h = Harness(flow(), tenants=Tenants(tenants={"acme": TenantPolicy(max_running=2)}))
+    h.start("job", flow_id="a0", tenant="acme")
+    h.engine.pause_tenant("beta", by="ops", reason="unpaid")  # no policy: known by its state
+    listed = {view["tenant"]: view for view in h.engine.tenant_views()}
+    for name in ("acme", "beta", "default"):
+        assert h.engine.tenant_view(name) == listed[name]
+    assert h.engine.tenant_view("nobody") is None
