@@ -26,8 +26,8 @@ def tenant_row(console: Console) -> WebElement:
     return console.driver.find_element(By.CSS_SELECTOR, f'tr.tenant-row[data-tenant="{TENANT}"]')
 
 
-def confirm(console: Console, button: str, reason: str) -> None:
-    console.driver.find_element(By.ID, button).click()
+def confirm(console: Console, reason: str) -> None:
+    """On a confirmation page: say why, confirm, and wait for the tenants page's notice."""
     console.driver.find_element(By.ID, "reason").send_keys(reason)
     console.driver.find_element(By.ID, "confirm").click()
     console.wait(lambda d: d.find_elements(By.ID, "notice"))
@@ -41,7 +41,8 @@ def test_pause_a_tenant_see_its_flow_wait_then_resume_it(console: Console) -> No
     assert "/ 2 running" in row.find_element(By.CSS_SELECTOR, "td.quota").text
 
     # when an operator pauses it, saying why
-    confirm(console, f"pause-{TENANT}", "their API is down")
+    console.driver.find_element(By.ID, f"pause-{TENANT}").click()
+    confirm(console, "their API is down")
 
     # then the page shows it paused, by whom and why
     assert "Pause recorded" in console.driver.find_element(By.ID, "notice").text
@@ -49,7 +50,9 @@ def test_pause_a_tenant_see_its_flow_wait_then_resume_it(console: Console) -> No
     assert row.get_attribute("data-paused") == "true"
     state = row.find_element(By.CSS_SELECTOR, "td.state").text
     assert "paused by local since" in state and "their API is down" in state
-    assert console.driver.find_element(By.ID, f"resume-{TENANT}").is_displayed()
+    resume = console.driver.find_element(By.ID, f"resume-{TENANT}")
+    assert resume.is_displayed()
+    resume_url = resume.get_attribute("href") or ""
 
     # and a flow of the tenant started now waits for it, counted on the page
     flow_id = new_id("paused")
@@ -76,9 +79,9 @@ def test_pause_a_tenant_see_its_flow_wait_then_resume_it(console: Console) -> No
     shown = console.driver.find_element(By.ID, "tenant-filter").get_attribute("value")
     assert shown == TENANT
 
-    # when the operator resumes it
-    console.open("/console/tenants")
-    confirm(console, f"resume-{TENANT}", "they are back")
+    # when the operator resumes it (the Resume button's page)
+    console.driver.get(resume_url)
+    confirm(console, "they are back")
 
     # then it is active again, and its flow is admitted and runs to its end
     assert "Resume recorded" in console.driver.find_element(By.ID, "notice").text
