@@ -303,15 +303,16 @@ def tenant_table(tenants: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _tenant_state(t: Mapping[str, Any]) -> str:
-    """``active``, ``paused (configured)`` or ``paused by WHO since WHEN: WHY``."""
+    """``active``, ``paused (configured)`` or ``paused by WHO: WHY (since WHEN)``."""
     if not t.get("paused"):
         return "active"
     if t.get("configured_paused"):
         return "paused (configured)"
     state = "paused"
     if t.get("paused_by"):
-        since = f" since {stamp(t['since'])}" if t.get("since") else ""
-        state += f" by {t['paused_by']}{since}: {t.get('reason', '')}"
+        state += f" by {t['paused_by']}: {t.get('reason', '')}"
+        if t.get("since"):
+            state += f" (since {stamp(t['since'])})"
     return state
 
 

@@ -179,7 +179,7 @@ def test_the_tenants_table_shows_limits_state_and_counts() -> None:
     lines = table.splitlines()
     assert lines[1].split() == ["acme", "high", "50", "5.0", "50", "950", "active"]
     assert lines[2].split()[:6] == ["default", "low", "-", "-", "2", "0"]
-    assert lines[2].endswith("paused by op@x since 2026-03-01 12:00:05: drill")
+    assert lines[2].endswith("paused by op@x: drill (since 2026-03-01 12:00:05)")
     assert lines[3].endswith("paused (configured)")
 
 
