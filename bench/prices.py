@@ -342,6 +342,62 @@ def cost_at_rate(
     return RateCost(rate_per_s, location, instances, lines)
 
 
+@dataclass(frozen=True)
+class CostTerms:
+    """A flow's list-price cost as a result event can tell it (docs/analytics.md prices each
+    ended flow in BigQuery this way): ``per_flow_usd`` whatever it did, and ``per_try_usd`` for
+    each of its polls and attempts."""
+
+    per_flow_usd: float
+    per_try_usd: float
+
+    def usd(self, tries: float) -> float:
+        return self.per_flow_usd + self.per_try_usd * tries
+
+
+def cost_terms(
+    ops: FlowOps = MEASURED,
+    location: str = DEFAULT_LOCATION,
+    service: CloudRunService | None = None,
+) -> CostTerms:
+    """Split what a measured flow costs into what every flow costs and what each try adds.
+
+    A try (a poll or an attempt) is one task, created once and dispatched once, so a flow's
+    tries are its task operations / 2 (the reference flow: 1 attempt and 2.86 polls). Per flow:
+    Pub/Sub (the start message and the result event), the TTL delete and the Cloud Run
+    requests beyond the tries (the start push). Per try: its task operations, its request and
+    that request's CPU and memory, and every Firestore read and write, spread over the tries
+    (a poll chain writes at checkpoints only, so this prices a poll's writes high and a step's
+    low). Cloud Run at request-based list prices with billed time = CPU time: a busy instance
+    at a sustained rate, the stricter reading's opposite only when traffic is sparse.
+    """
+    service = service or CloudRunService()
+    firestore = firestore_prices(location)
+    prices = CLOUD_RUN["request_based"]
+    tries = ops.task_operations / 2
+    if tries <= 0:
+        raise ValueError("the figures price no try: task_operations must be positive")
+    instance_s = ops.cpu_s_per_request / service.vcpu
+    per_request = (
+        prices.request
+        + instance_s * service.vcpu * prices.vcpu_s
+        + instance_s * service.memory_gib * prices.gib_s
+    )
+    others = _other_lines(ops, location)
+    per_flow = (
+        others["pubsub"]
+        + others["firestore_deletes"]
+        + max(ops.cloud_run_requests - tries, 0.0) * per_request
+    )
+    per_tries = (
+        tries * per_request
+        + others["cloud_tasks"]
+        + ops.firestore_reads * firestore.read
+        + ops.firestore_writes * firestore.write
+    )
+    return CostTerms(per_flow_usd=per_flow, per_try_usd=per_tries / tries)
+
+
 def beyond_task_price_list(ops: FlowOps, rate_per_s: float) -> bool:
     """Whether a month at this rate makes more task operations than Cloud Tasks prices."""
     per_month = ops.task_operations * rate_per_s * HOURS_PER_MONTH * 3600
@@ -443,6 +499,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(header(ops, cost, service))
     print()
     print(table(cost, others))
+    terms = cost_terms(ops, args.location, service)
+    print(
+        f"\nper ended flow, as docs/analytics.md prices a result event: "
+        f"{terms.per_flow_usd * 1e6:.2f} + {terms.per_try_usd * 1e6:.2f} x (polls + attempts) "
+        "USD per million flows"
+    )
     if beyond_task_price_list(ops, args.rate):
         print(
             "\nnote: a month at this rate makes more than the 5 billion task operations Cloud "

@@ -59,9 +59,7 @@ class Api:
         return cls(url, environ.get(API_TOKEN_ENV) or None)
 
     def get(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        shown = {k: str(v) for k, v in (query or {}).items() if v not in (None, "", False)}
-        suffix = f"?{parse.urlencode(shown)}" if shown else ""
-        return self._call("GET", path + suffix, None)
+        return self._call("GET", path + query_string(query, unset=(None, "", False)), None)
 
     def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self._call("POST", path, json.dumps(body).encode("utf-8"))
@@ -93,6 +91,19 @@ class Api:
             raise _api_error(response.status, response.reason, body)
         found: dict[str, Any] = json.loads(body)
         return found
+
+
+def query_string(query: Mapping[str, Any] | None, *, unset: tuple[Any, ...] = (None, "")) -> str:
+    """``?name=value&…`` of ``query`` (empty: ''), leaving out the ``unset`` values; a list is
+    the parameter repeated (``label=a=1&label=b=2``)."""
+    shown: dict[str, Any] = {}
+    for name, value in (query or {}).items():
+        if isinstance(value, list | tuple):
+            if value:
+                shown[name] = [str(v) for v in value]
+        elif value not in unset:
+            shown[name] = str(value)
+    return f"?{parse.urlencode(shown, doseq=True)}" if shown else ""
 
 
 def quoted(segment: str) -> str:

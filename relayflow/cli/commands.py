@@ -4,10 +4,13 @@
     relayflow status FLOW_ID          relayflow watch FLOW_ID
     relayflow list --status RUNNING --flow registration --counts
     relayflow cancel FLOW_ID --reason "duplicate order"    relayflow retry FLOW_ID --reason …
+    relayflow reset FLOW_ID --to-step STEP --reason … [--keep-effects] [--dry-run]
     relayflow tenants list | pause TENANT --reason … | resume TENANT --reason …
     relayflow schedules list | pause NAME --reason … | resume NAME --reason … | trigger NAME …
     relayflow breakers
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
+    relayflow versions list | check [--app module:attr]
+    relayflow drain --flow F --version V    (wait until no flow runs on the version)
     relayflow demo                    relayflow local up | down | status
     relayflow migrate-shards          (once, after upgrading to sharded indexes)
 
@@ -40,9 +43,15 @@ if TYPE_CHECKING:
 # checking an argument imports nothing.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 SCHEDULE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+STEP = re.compile(r"[a-z][a-z0-9_]{0,62}")  # a step name (core.position.STEP_NAME_PATTERN)
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
+LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE = re.compile(r"[A-Za-z0-9_.@:/+-]{1,63}")
+MAX_LABELS = 16
+DEPENDENCY = re.compile(r"[a-z][a-z0-9-]{0,62}")
+MAX_CODE_CHARS = 100
 STATUSES = ("PENDING", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
 # How often ``watch`` reads a poll chain's task for the polls its flow's document has not
 # recorded yet (a GetTask per candidate the chain may have made: only while someone watches).
@@ -128,6 +137,45 @@ def _status(text: str) -> str:
     return text.upper()
 
 
+def _label(text: str) -> str:
+    """``key=value``: a label a flow carries (``relayflow.core.labels``)."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} is not key=value (e.g. order_id=123)")
+    if not LABEL_KEY.fullmatch(key):
+        raise argparse.ArgumentTypeError(f"label key {key!r} must match {LABEL_KEY.pattern}")
+    if not LABEL_VALUE.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"label {key}'s value {value!r} must match {LABEL_VALUE.pattern}"
+        )
+    return text
+
+
+def _labels(given: Sequence[str]) -> dict[str, str]:
+    """Repeated ``--label key=value`` as a start message's ``labels`` (each key once)."""
+    if len(given) > MAX_LABELS:
+        raise UsageError(f"at most {MAX_LABELS} labels, got {len(given)}")
+    found: dict[str, str] = {}
+    for text in given:
+        key, _, value = text.partition("=")
+        if key in found:
+            raise UsageError(f"--label {key} is given twice ({found[key]!r}, {value!r})")
+        found[key] = value
+    return found
+
+
+def _dependency(text: str) -> str:
+    if not DEPENDENCY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a dependency ({DEPENDENCY.pattern})")
+    return text
+
+
+def _code(text: str) -> str:
+    if not 1 <= len(text) <= MAX_CODE_CHARS or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"a code is 1..{MAX_CODE_CHARS} printable characters")
+    return text
+
+
 def _time(text: str) -> str:
     try:
         datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -182,6 +230,12 @@ def _reason(text: str) -> str:
     return reason
 
 
+def _step(text: str) -> str:
+    if not STEP.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a step name (^[a-z][a-z0-9_]{{0,62}}$)")
+    return text
+
+
 def _message_id(text: str) -> str:
     if not 0 < len(text) <= 200 or not text.isprintable():
         raise argparse.ArgumentTypeError("not a message id (1..200 printable characters)")
@@ -220,6 +274,14 @@ def _register_flows(sub: Any) -> None:
         "own topic, flow-requests.TENANT",
     )
     pub.add_argument("--priority", choices=("high", "low"), help="default: the tenant's priority")
+    pub.add_argument(
+        "--label",
+        type=_label,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"a label to find the flow by, e.g. order_id=123 (repeat: up to {MAX_LABELS})",
+    )
 
     st = sub.add_parser("status", help="show a flow (through the api)")
     st.add_argument("flow_id", type=_flow_id)
@@ -237,6 +299,20 @@ def _register_flows(sub: Any) -> None:
     ls.add_argument("--version", type=_version, help="only flows started on this version")
     ls.add_argument("--tenant", type=_tenant, help="only this tenant's flows")
     ls.add_argument("--parent", metavar="ID", help="only the child flows of flow ID")
+    ls.add_argument(
+        "--label",
+        type=_label,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only flows with this label (repeat: with all of them; put the rarest first)",
+    )
+    ls.add_argument("--code", type=_code, help="only flows that ended with this result code")
+    ls.add_argument(
+        "--dependency",
+        type=_dependency,
+        help="only flows put off for, or failed at a step calling, this dependency",
+    )
     ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
     ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
     ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")
@@ -265,7 +341,9 @@ def _register_operations(sub: Any) -> None:
         action.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
         action.add_argument("--wait", action="store_true", help=f"follow it until {waits}")
 
+    _register_reset(sub)
     _register_signal(sub)
+    _register_versions(sub)
     tenants = sub.add_parser("tenants", help="tenants' limits and state; pause and resume them")
     tenants_sub = tenants.add_subparsers(dest="tenants_action", required=True)
     tenants_sub.add_parser("list", help="limits, paused or not, flows running and waiting")
@@ -302,6 +380,28 @@ def _register_operations(sub: Any) -> None:
     )
 
 
+def _register_reset(sub: Any) -> None:
+    reset = sub.add_parser(
+        "reset", help="reset a flow to a step: run an ended flow again from it (operator role)"
+    )
+    reset.add_argument("flow_id", type=_flow_id)
+    _whose(reset)
+    reset.add_argument(
+        "--to-step", dest="step", type=_step, required=True, help="the step to run again from"
+    )
+    reset.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+    reset.add_argument(
+        "--keep-effects",
+        action="store_true",
+        help="do not undo the effects of the step and those after it: each step replays its "
+        "effect under the same idempotency key",
+    )
+    reset.add_argument(
+        "--dry-run", action="store_true", help="print what it would do, and do nothing"
+    )
+    reset.add_argument("--wait", action="store_true", help="follow it until it ends")
+
+
 def _register_signal(sub: Any) -> None:
     signal = sub.add_parser(
         "signal", help="send a signal to a flow's WaitForSignal step (signaller or operator role)"
@@ -317,6 +417,34 @@ def _register_signal(sub: Any) -> None:
         "--item", type=int, help="the ForEach item it is for, if an item's step waits for it"
     )
     _whose(signal)
+
+
+def _register_versions(sub: Any) -> None:
+    versions = sub.add_parser(
+        "versions", help="flows not ended on each deployed version; check a deploy drops none"
+    )
+    versions_sub = versions.add_subparsers(dest="versions_action", required=True)
+    listed = versions_sub.add_parser("list", help="flows not ended on each deployed version")
+    listed.add_argument("--flow", type=_flow_name, help="only this flow's versions")
+    check = versions_sub.add_parser(
+        "check",
+        help="exit 1, naming them, if the app to deploy drops a version flows still run on",
+    )
+    check.add_argument(
+        "--app",
+        help="the app about to be deployed, as package.module:attribute (default $RELAYFLOW_APP)",
+    )
+    drain = sub.add_parser(
+        "drain", help="show how many flows are left on a version and wait until none is"
+    )
+    drain.add_argument("--flow", type=_flow_name, required=True, help="flow name")
+    drain.add_argument("--version", type=_version, required=True, help="the version to drain")
+    drain.add_argument(
+        "--timeout-s", type=_positive, default=1800.0, help="give up (exit 1) after this long"
+    )
+    drain.add_argument(
+        "--interval-s", type=_positive, default=5.0, help="how often to count (default 5)"
+    )
 
 
 def _register_tools(sub: Any) -> None:
@@ -407,6 +535,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from relayflow.cli.batch import start_topic
     from relayflow.gcp.events import Events, build_publisher
 
+    labels = _labels(getattr(args, "label", None) or [])  # before anything is set up
     settings = _settings()
     body: dict[str, Any] = {"flow": args.flow, "input": args.input}
     if args.flow_id:
@@ -416,6 +545,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     for field in ("tenant", "priority"):
         if getattr(args, field, None):
             body[field] = getattr(args, field)
+    if labels:
+        body["labels"] = labels
     events = Events(build_publisher(), project=settings.project_id)
     topic = start_topic(body.get("tenant"))
     message_id = render.text(events.publish(topic, body))
@@ -573,6 +704,25 @@ def _app_settings(args: argparse.Namespace) -> Settings:
         raise UsageError(f"bad configuration: {describe(exc)}") from None
 
 
+def cmd_versions(args: argparse.Namespace) -> int:
+    """``versions list``, or ``versions check`` against the app ``--app`` names (loaded here,
+    as ``graph`` loads it: no emulator, no cloud)."""
+    from relayflow.cli import versions
+
+    if args.versions_action == "list":
+        return versions.cmd_list(args)
+    from relayflow.app import load_registry
+
+    settings = _app_settings(args)
+    return versions.cmd_check(load_registry(settings.app, settings), settings.app)
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    from relayflow.cli import versions
+
+    return versions.cmd_drain(args)
+
+
 def _operation(name: str) -> Callable[[argparse.Namespace], int]:
     """A command of relayflow.cli.operate, imported when it runs."""
 
@@ -597,12 +747,15 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cancel": _operation("cmd_cancel"),
     "retry": _operation("cmd_retry"),
     "undo": _operation("cmd_undo"),
+    "reset": _operation("cmd_reset"),
     "tenants": _operation("cmd_tenants"),
     "schedules": _operation("cmd_schedules"),
     "signal": _operation("cmd_signal"),
     "breakers": _operation("cmd_breakers"),
     "rejected": _operation("cmd_rejected"),
     "dead-letters": _operation("cmd_dead_letters"),
+    "versions": cmd_versions,
+    "drain": cmd_drain,
 }
 
 
@@ -627,10 +780,12 @@ def _failed(command: str, exc: Exception) -> int:
     needs fixing, 1: the call failed). Anything else is a bug, raised with its traceback."""
     from relayflow.cli import render
     from relayflow.cli.api import ApiError, ApiUnreachable
+    from relayflow.cli.versions import VersionsUnavailable
     from relayflow.core.errors import ConfigError, UnknownFlow
 
     # An error's message may quote data (an api's refusal, a Google error's detail).
-    if isinstance(exc, UsageError | ConfigError | ApiUnreachable | UnknownFlow):
+    usage = UsageError | ConfigError | ApiUnreachable | UnknownFlow | VersionsUnavailable
+    if isinstance(exc, usage):
         print(f"relayflow: {render.text(exc)}", file=sys.stderr)
         return 2
     if isinstance(exc, ApiError | TimeoutError) or _is_google_error(exc):

@@ -33,6 +33,7 @@ class Follower:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen = 0  # history entries the document has had, dropped ones included
+        self._introduced = False  # its labels were printed
         self._in_flight: set[tuple[Any, ...]] = set()
         # Entries printed from a document: a read of the chain's task against an older
         # document can still find polls a checkpoint has written since.
@@ -46,7 +47,9 @@ class Follower:
             total = int(record.get("history_dropped") or 0) + len(history)
             new = history[max(0, len(history) - (total - self._seen)) :]
             self._seen = max(self._seen, total)
-            lines = []
+            # What it was started with, once: the labels people know it by.
+            lines = [] if self._introduced else render.labelled(record)
+            self._introduced = True
             for e in new:
                 key = entry_key(e)
                 self._written.add(key)

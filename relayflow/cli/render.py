@@ -202,6 +202,7 @@ def flow(doc: Mapping[str, Any], *, history: int = 20) -> str:
         f"  position  {position_label(position)}",
         f"  polls     {doc.get('polls', 0)}   attempts {doc.get('attempts', 0)}",
         f"  tenant    {doc.get('tenant', 'default')} ({doc.get('priority', 'low')} priority)",
+        *labelled(doc),
         f"  created   {doc.get('created_at')}",
     ]
     if doc.get("admission") == "waiting" and doc["status"] not in TERMINAL:
@@ -222,6 +223,21 @@ def flow(doc: Mapping[str, Any], *, history: int = 20) -> str:
     lines.append("history:")
     lines.extend(entry(e) for e in entries[-history:])
     return "\n".join(lines)
+
+
+def labelled(doc: Mapping[str, Any]) -> list[str]:
+    """A flow's labels and the dependency that holds it up or failed it, if it has them."""
+    lines = []
+    if doc.get("labels"):
+        lines.append(f"  labels    {labels(doc['labels'])}")
+    if doc.get("dependency"):
+        lines.append(f"  dependency {text(doc['dependency'])} (relayflow list --dependency)")
+    return lines
+
+
+def labels(found: Mapping[str, Any]) -> str:
+    """``order_id=123 region=eu``, in key order."""
+    return " ".join(f"{text(k)}={text(v)}" for k, v in sorted(found.items()))
 
 
 def family(doc: Mapping[str, Any]) -> list[str]:
@@ -272,13 +288,14 @@ def flow_table(flows: Sequence[Mapping[str, Any]]) -> str:
     flows = clean(flows)
     lines = [
         f"{'FLOW ID':<40} {'FLOW':<18} {'STATUS':<13} {'POSITION':<32} {'POLLS':>5}  "
-        f"{'UPDATED':<19}  CODE"
+        f"{'UPDATED':<19}  {'CODE':<20}  LABELS"
     ]
     for f in flows:
         name = f"{f['flow']} v{f.get('version', 1)}"
         lines.append(
             f"{f['flow_id']:<40} {name:<18} {f['status']:<13} {f['position']:<32} "
-            f"{f.get('polls', 0):>5}  {stamp(f.get('updated_at')):<19}  {f.get('code') or ''}"
+            f"{f.get('polls', 0):>5}  {stamp(f.get('updated_at')):<19}  "
+            f"{f.get('code') or '':<20}  {labels(f.get('labels') or {})}".rstrip()
         )
     if not flows:
         lines.append("(no flows)")
@@ -361,6 +378,26 @@ def breaker_table(breakers: Sequence[Mapping[str, Any]]) -> str:
     if not breakers:
         lines.append("(no dependency has been called yet)")
     return "\n".join(lines)
+
+
+def preview_table(previews: Sequence[Mapping[str, Any]]) -> str:
+    """Dry runs, one flow a line: the action, whether it would be done, the steps that would
+    run again, the effects that would be undone (newest first) and those kept; or why not."""
+    rows: list[tuple[str, ...]] = [
+        ("FLOW", "ACTION", "OK", "RUN AGAIN", "UNDONE (NEWEST FIRST)", "KEPT")
+    ]
+    for p in clean(previews):
+        if p.get("allowed"):
+            listed = [", ".join(p.get(k) or ()) or "-" for k in ("rerun", "undone", "kept")]
+            rows.append((str(p["key"]), str(p["action"]), "yes", *listed))
+        else:
+            why = f"refused: {p.get('reason', '')}"
+            rows.append((str(p["key"]), str(p["action"]), "no", why, "", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join([*(f"{c:<{w}}" for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip()
+        for r in rows
+    )
 
 
 def rejected_table(messages: Sequence[Mapping[str, Any]]) -> str:

@@ -89,6 +89,19 @@ class Start:
     tenant: str | None = None
     priority: str | None = None
     deadline_s: float | None = None
+    # What people find the flow by, e.g. {"order_id": "123"} (relayflow.core.labels).
+    labels: Mapping[str, str] | None = None
+
+
+def label_params(label: str | Iterable[str] | Mapping[str, str] | None) -> list[str]:
+    """``label`` as the api's repeated ``label=key=value`` parameters."""
+    if label is None:
+        return []
+    if isinstance(label, str):
+        return [label]
+    if isinstance(label, Mapping):
+        return [f"{key}={value}" for key, value in label.items()]
+    return list(label)
 
 
 class StartManyFailed(RelayflowError):
@@ -159,6 +172,25 @@ class FlowHandle:
         # The new run ends after this answer: the subscription, if it runs, will see it.
         self.client._expect(self)
         return status
+
+    def reset(self, step: str, reason: str, *, undo: bool = True) -> FlowStatus:
+        """Run an ended flow again from ``step`` as a new generation (the operator role): with
+        ``undo``, what ``step`` and the steps after it did is undone first, newest first;
+        without, each replays its effect under the same key. Waits from now on are for that
+        generation's end. ``preview_reset`` says first what it would do."""
+        path = f"/flows/{quoted(self.flow_id)}:reset?tenant={quoted(self.tenant)}"
+        body = {"step": step, "reason": reason, "undo": undo}
+        status = FlowStatus.from_document(self.client.api.post(path, body))
+        self.generation = status.generation
+        self.client._expect(self)  # as a retry: the new run ends after this answer
+        return status
+
+    def preview_reset(self, step: str, *, undo: bool = True) -> dict[str, Any]:
+        """What ``reset`` would do now, changing nothing: ``allowed`` (and ``reason``), the
+        steps that would run again (``rerun``), the effects undone (``undone``, newest first)
+        and kept (``kept``)."""
+        path = f"/flows/{quoted(self.flow_id)}:reset?tenant={quoted(self.tenant)}"
+        return self.client.api.post(path, {"step": step, "undo": undo, "dry_run": True})
 
     def signal(
         self,
@@ -238,10 +270,12 @@ class Client:
         tenant: str | None = None,
         priority: str | None = None,
         deadline_s: float | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> FlowHandle:
         """Publish one start message and wait for Pub/Sub to take it; the flow's handle.
-        ``InvalidMessage`` (nothing published) if the start function would reject it."""
-        request = Start(flow, input, flow_id, tenant, priority, deadline_s)
+        ``InvalidMessage`` (nothing published) if the start function would reject it (a
+        label it would refuse too: ``labels`` are checked here first)."""
+        request = Start(flow, input, flow_id, tenant, priority, deadline_s, labels)
         handle, topic, data = self._prepare(request)
         self._expect(handle)
         publisher = self._publisher(single=True)
@@ -295,16 +329,25 @@ class Client:
         flow: str | None = None,
         status: str | None = None,
         tenant: str | None = None,
+        label: str | Iterable[str] | Mapping[str, str] | None = None,
+        code: str | None = None,
+        dependency: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
         view: Literal["summary", "full"] = "summary",
         counts: bool = False,
     ) -> FlowPage:
-        """A page of flows, newest first (``GET /flows``); ``cursor`` is the last page's."""
+        """A page of flows, newest first (``GET /flows``); ``cursor`` is the last page's.
+        ``label``: ``"order_id=123"``, several (flows with all of them, the first asked of the
+        index), or a mapping; ``code``: an ended flow's result code; ``dependency``: what the
+        step that holds a flow up or failed it calls."""
         query = {
             "flow": flow,
             "status": status,
             "tenant": tenant or self.tenant,
+            "label": label_params(label),
+            "code": code,
+            "dependency": dependency,
             "limit": limit,
             "cursor": cursor,
             "view": view,
@@ -517,6 +560,7 @@ class Client:
             "tenant": tenant,
             "priority": request.priority,
             "deadline_s": request.deadline_s,
+            "labels": dict(request.labels) if request.labels else None,
         }
         body |= {k: v for k, v in optional.items() if v is not None}
         return self._prepare_body(body)

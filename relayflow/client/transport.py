@@ -30,7 +30,14 @@ import google.auth.transport.requests
 from google.auth import exceptions as auth_exceptions
 from google.oauth2 import id_token
 
-from relayflow.cli.api import API_TOKEN_ENV, API_URL_ENV, ApiError, ApiUnreachable, quoted
+from relayflow.cli.api import (
+    API_TOKEN_ENV,
+    API_URL_ENV,
+    ApiError,
+    ApiUnreachable,
+    query_string,
+    quoted,
+)
 
 __all__ = ["ApiError", "ApiUnreachable", "TokenSource", "Transport", "quoted"]
 TIMEOUT_S = 60.0
@@ -113,9 +120,7 @@ class Transport:
     def get(
         self, path: str, query: Mapping[str, Any] | None = None, *, timeout_s: float = TIMEOUT_S
     ) -> dict[str, Any]:
-        shown = {k: str(v) for k, v in (query or {}).items() if v not in (None, "")}
-        suffix = f"?{parse.urlencode(shown)}" if shown else ""
-        return self.call("GET", path + suffix, None, timeout_s=timeout_s)
+        return self.call("GET", path + query_string(query), None, timeout_s=timeout_s)
 
     def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self.call("POST", path, json.dumps(body).encode("utf-8"))

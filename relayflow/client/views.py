@@ -27,6 +27,7 @@ class FlowStatus:
     poll: int
     result: FlowResult | None
     document: Mapping[str, Any] = field(repr=False, compare=False)
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> FlowStatus:
@@ -43,6 +44,7 @@ class FlowStatus:
             poll=int(position.get("poll") or 0),
             result=FlowResult.from_document(doc),
             document=doc,
+            labels={str(k): str(v) for k, v in (doc.get("labels") or {}).items()},
         )
 
     @property

@@ -11,12 +11,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from relayflow.core import labels as label_rules
 from relayflow.core.errors import RelayflowError
 from relayflow.core.position import Position, is_document_id
 from relayflow.core.records import FlowRecord, parent_spread
@@ -46,11 +48,23 @@ SUMMARY_FIELDS = (
     "finished_at",
     "result.code",
     "cleanup.state",
+    "labels",
+    "dependency",
 )
+# Firestore takes one array-contains filter a query
+# (https://cloud.google.com/firestore/docs/query-data/queries#limitations): a list by several
+# labels asks the index for the first and checks the others on the flows it finds, at most this
+# many past those a page shows. A page that reaches it ends early, its cursor after the last
+# flow checked (the reads a page costs stay bounded however rare the other labels are).
+MAX_SIFTED = 1000
 
 
 class InvalidCursor(RelayflowError):
     """Raised when a page cursor was not made by ``Cursor.encode`` (edited, or cut short)."""
+
+
+class Uncountable(RelayflowError):
+    """Raised when flows are counted by more labels than a count can ask (one)."""
 
 
 class OutOfRange(ValueError):
@@ -124,7 +138,8 @@ class FlowFilter:
     """Which flows a list shows. Every field narrows it; None leaves it open.
 
     ``updated_from`` is inclusive and ``updated_to`` exclusive, so consecutive windows never
-    show a flow twice.
+    show a flow twice. ``labels`` are (key, value) pairs a flow must all carry; the first is
+    asked of the index (``label``), the others checked on what it finds (``sifted``).
     """
 
     flow: str | None = None
@@ -135,9 +150,14 @@ class FlowFilter:
     updated_to: datetime | None = None
     # A parent flow's key: only its child flows (``ChildFlow`` steps', its ForEach items' too).
     parent: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    # The result code an ended flow has (``RETRIES_EXHAUSTED``), and the dependency that holds
+    # a flow up or failed it (``FlowRecord.dependency``).
+    code: str | None = None
+    dependency: str | None = None
 
     def equalities(self) -> list[tuple[str, str | int]]:
-        """The ``field == value`` conditions, for a query."""
+        """The ``field == value`` conditions, for a query (a dotted field is inside a map)."""
         status = self.status.value if self.status is not None else None
         fields = (
             ("flow", self.flow),
@@ -145,20 +165,60 @@ class FlowFilter:
             ("version", self.version),
             ("tenant", self.tenant),
             ("parent_spread", None if self.parent is None else parent_spread(self.parent)),
+            ("result.code", self.code),
+            ("dependency", self.dependency),
         )
         return [(name, value) for name, value in fields if value is not None]
+
+    @property
+    def label(self) -> str | None:
+        """The label a query asks of the index, as indexed (``key=value``), or None."""
+        return label_rules.entry(*self.labels[0]) if self.labels else None
+
+    @property
+    def sifted(self) -> bool:
+        """Whether a list checks labels on the flows its query finds (it has more than one)."""
+        return len(self.labels) > 1
+
+    def carries(self, labels: Mapping[str, str] | None) -> bool:
+        """Whether a flow with ``labels`` carries every label of the filter."""
+        found = labels or {}
+        return all(found.get(key) == value for key, value in self.labels)
 
     def without_status(self) -> FlowFilter:
         """The same list over every status (what the counts per status are taken over)."""
         return replace(self, status=None)
 
+    def counted(self) -> FlowFilter:
+        """``without_status``, if a count can ask it: Uncountable for more than one label
+        (a count reads no document to check the others on)."""
+        if self.sifted:
+            raise Uncountable(
+                "flows are counted by one label at most (a count asks the index one label); "
+                "the list itself checks the others"
+            )
+        return self.without_status()
+
     def matches(self, record: FlowRecord) -> bool:
         """Whether ``record`` is in the list (what a query with this filter returns)."""
         return (
-            all(getattr(record, name) == value for name, value in self.equalities())
+            all(_value_of(record, name) == value for name, value in self.equalities())
+            and self.carries(record.labels)
             and (self.updated_from is None or record.updated_at >= self.updated_from)
             and (self.updated_to is None or record.updated_at < self.updated_to)
         )
+
+    def asked(self, record: FlowRecord) -> bool:
+        """Whether a query with this filter finds ``record``: ``matches`` but for the labels
+        after the first, which are checked on what it finds."""
+        return replace(self, labels=self.labels[:1]).matches(record)
+
+
+def _value_of(record: FlowRecord, name: str) -> Any:
+    """A document field's value on ``record`` (``result.code``: None until it ends)."""
+    if name == "result.code":
+        return record.result.code if record.result is not None else None
+    return getattr(record, name)
 
 
 class _Model(BaseModel):
@@ -182,6 +242,8 @@ class FlowSummary(_Model):
     finished_at: datetime | None = None
     code: str | None = None  # the result's code, once ended
     cleanup: str | None = None  # the clean-up's state, if it ended with one
+    labels: dict[str, str] = {}
+    dependency: str | None = None
 
     @classmethod
     def from_record(cls, record: FlowRecord) -> FlowSummary:
@@ -244,6 +306,24 @@ class RejectedMessage(_Model):
         return Cursor(self.rejected_at, self.id)
 
 
+def sifted(
+    found: Iterable[T], keep: Callable[[T], bool], *, limit: int, cursor_of: Callable[[T], Cursor]
+) -> Page[T]:
+    """A page of at most ``limit`` of the items ``found`` (in list order, lazily) that
+    ``keep`` admits, reading at most ``limit + 1 + MAX_SIFTED`` of them. A page that ends
+    before it is full has a cursor after the last item read, so a later page goes on from
+    there; it ends after the last shown item once one more is admitted."""
+    shown: list[T] = []
+    for read, item in enumerate(found, start=1):
+        if keep(item):
+            if len(shown) == limit:
+                return Page(shown, cursor_of(shown[-1]))
+            shown.append(item)
+        if read >= limit + 1 + MAX_SIFTED:
+            return Page(shown, cursor_of(item))
+    return Page(shown)
+
+
 def paged(items: list[T], limit: int, cursor_of: Any) -> Page[T]:
     """A page of at most ``limit`` from ``items`` (fetched with one extra, to know whether a
     next page exists)."""
@@ -255,6 +335,7 @@ def paged(items: list[T], limit: int, cursor_of: Any) -> Page[T]:
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "MAX_SIFTED",
     "SUMMARY_FIELDS",
     "Cursor",
     "FlowFilter",
@@ -263,7 +344,9 @@ __all__ = [
     "OutOfRange",
     "Page",
     "RejectedMessage",
+    "Uncountable",
     "in_utc",
     "paged",
     "record_cursor",
+    "sifted",
 ]

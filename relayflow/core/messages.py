@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from relayflow.core.errors import InvalidMessage, UnknownFlow
 from relayflow.core.flows import Flow, Registry
+from relayflow.core.labels import Labels
 from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
 from relayflow.core.tenants import TENANT_PATTERN, Priority
 from relayflow.core.values import UnstorableValue, check_storable
@@ -25,7 +26,7 @@ MAX_DEADLINE_S = 30 * 24 * 3600  # Cloud Tasks schedules at most 30 days ahead
 
 class StartMessage(BaseModel):
     """``{"flow": name, "input": {...}, "flow_id"?: id, "deadline_s"?: seconds,
-    "tenant"?: name, "priority"?: "high" | "low"}``."""
+    "tenant"?: name, "priority"?: "high" | "low", "labels"?: {key: value}}``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -35,6 +36,11 @@ class StartMessage(BaseModel):
     deadline_s: float | None = Field(default=None, gt=0, le=MAX_DEADLINE_S)
     tenant: str | None = Field(default=None, pattern=TENANT_PATTERN)
     priority: Priority | None = None
+    labels: Labels | None = Field(
+        default=None,
+        description='What people find the flow by, e.g. {"order_id": "123"}: at most 16 '
+        "(relayflow.core.labels), kept for good.",
+    )
 
     @field_validator("flow_id")
     @classmethod

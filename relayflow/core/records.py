@@ -260,6 +260,25 @@ class Cleanup(_Model):
     from_position: Position | None = None
 
 
+class Reset(_Model):
+    """An operator's reset to ``step``: generation ``generation`` runs the flow again from
+    that step (``planner.reset``).
+
+    With ``undo`` it first undoes the effects in ``to_undo`` (names, newest first; each leaves
+    the list once undone) on the undo track, the flow RUNNING; then it drops the outputs of
+    ``rerun`` (an undo still reads them) and starts every step that is ready. Kept on the
+    document for that generation: who reset it, why, to which step.
+    """
+
+    step: str
+    generation: int
+    undo: bool = True
+    rerun: list[str] = Field(default_factory=list)
+    to_undo: list[str] = Field(default_factory=list)
+    by: str = ""
+    reason: str = ""
+
+
 ADMIT_TRACK = "~admit"  # a waiting flow's retry for a slot, once one has rested
 
 
@@ -281,6 +300,14 @@ class FlowRecord(_Model):
     # Whose flow it is, and how urgent: high-priority tasks go to their own queues.
     tenant: str = "default"
     priority: str = "low"
+    # What people find it by (the start message's ``labels``, ``relayflow.core.labels``): set
+    # at its start and kept for good, across retries.
+    labels: dict[str, str] = Field(default_factory=dict)
+    # The dependency of the step that holds it up or ended it (``planner.dependency``): set
+    # when a step is put off for its dependency's breaker or budget, and when the flow fails
+    # at a step that names one; cleared when that step is done and when a run starts again.
+    # What ``relayflow list --dependency`` lists by.
+    dependency: str | None = None
     # The queue shard all of its tasks go to (QueueNames.for_kind), chosen from its key when
     # it was created and kept for good, so a later change of the count moves no flow; None:
     # written before queues had shards, shard 0 (the queue named as before).
@@ -309,6 +336,8 @@ class FlowRecord(_Model):
     result_published: bool = False
     # The undo that goes on after the flow's end (None: nothing was left to undo).
     cleanup: Cleanup | None = None
+    # The operator's reset that started this generation, if one did (``Reset``).
+    reset: Reset | None = None
     message_id: str | None = None
     polls: int = 0
     attempts: int = 0

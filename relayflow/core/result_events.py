@@ -7,6 +7,7 @@ generation and ``event``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +27,9 @@ class ResultEvent(BaseModel):
     flow: str = Field(description="The flow's name.")
     version: int = Field(description="The version of the flow's definition it ran.")
     tenant: str
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="The labels it was started with (none: {})."
+    )
     generation: int = Field(description="0, then one more for each operator retry.")
     status: Status = Field(description="How it ended: SUCCEEDED, FAILED, TIMED_OUT, CANCELLED.")
     code: str = Field(description="OK, or the error code that ended it.")
@@ -36,6 +40,17 @@ class ResultEvent(BaseModel):
         description="result when it ends; cleanup once the clean-up it ended with is over."
     )
     cleanup: Cleanup | None = None
+    # What analytics measure (docs/analytics.md): run time and the tries a flow's cost follows.
+    created_at: datetime | None = Field(
+        default=None, description="When the flow was created; a retry keeps it."
+    )
+    finished_at: datetime | None = Field(
+        default=None, description="When it ended (the generation's end, for a cleanup event too)."
+    )
+    polls: int = Field(default=0, description="Polls it ran, over every generation.")
+    attempts: int = Field(
+        default=0, description="Tries of its actions and compensations, over every generation."
+    )
 
 
 def event_kind(record: FlowRecord) -> str:
@@ -54,10 +69,15 @@ def result_event(record: FlowRecord) -> dict[str, Any]:
         flow=record.flow,
         version=record.version,
         tenant=record.tenant,
+        labels=record.labels,
         generation=record.position.generation,
         **record.result.model_dump(),
         event="cleanup" if event_kind(record) == "cleanup" else "result",
         cleanup=record.cleanup,
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        polls=record.polls,
+        attempts=record.attempts,
     )
     return event.model_dump(mode="json")
 

@@ -32,7 +32,7 @@ from relayflow.core.engine import (
 from relayflow.core.errors import RelayflowError
 from relayflow.core.flows import Flow, Handler, Registry, Step, StepContext
 from relayflow.core.kinds import REGISTRY
-from relayflow.core.planner import QueueNames
+from relayflow.core.planner import Preview, QueueNames
 from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
@@ -41,6 +41,7 @@ from relayflow.core.scheduler import Scheduler, TickReport
 from relayflow.core.schedules import FLOW_ID_PREFIX, next_ticks
 from relayflow.core.state import TERMINAL
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
+from relayflow.core.versions import VersionUse, dropped, keeps, pairs, version_uses
 from relayflow.metrics import Metrics
 from relayflow.testing.memory import (
     MemoryBreakers,
@@ -163,12 +164,15 @@ class Harness:
         deadline_s: float | None = None,
         tenant: str | None = None,
         priority: str | None = None,
+        labels: dict[str, str] | None = None,
     ) -> str:
         """Publish a start message (on ``tenant``'s own topic, as its publishers do); the flow
-        id. AssertionError if the message is rejected."""
+        id. AssertionError if the message is rejected (a bad label too)."""
         body = _message(flow, input or {}, flow_id, deadline_s)
         if priority:
             body["priority"] = priority
+        if labels:
+            body["labels"] = labels
         result = self.publish(body, tenant=tenant or DEFAULT_TENANT)
         if result.flow_id is None or result.reason:
             raise AssertionError(f"start rejected: {result.reason}")
@@ -368,6 +372,17 @@ class Harness:
         """Retry an ended flow as an operator would (a new generation)."""
         return self.engine.retry(self.key(flow_id))
 
+    def reset(
+        self, flow_id: str, step: str, undo: bool = True, reason: str = "", by: str = ""
+    ) -> FlowRecord:
+        """Run an ended flow again from ``step``, as an operator would (a new generation;
+        with ``undo``, what ``step`` and the steps after it did is undone first)."""
+        return self.engine.reset(self.key(flow_id), step, undo=undo, reason=reason, by=by)
+
+    def preview_reset(self, flow_id: str, step: str, undo: bool = True) -> Preview:
+        """What ``reset`` would do now (its dry run), changing nothing."""
+        return self.engine.preview_reset(self.key(flow_id), step, undo=undo)
+
     def undo(self, flow_id: str, reason: str = "undone again in a test") -> FlowRecord:
         """Undo again what an ended flow left live, as an operator would (a new clean-up)."""
         return self.engine.undo(self.key(flow_id), reason=reason)
@@ -424,6 +439,15 @@ class Harness:
     def breaker(self, dependency: str) -> BreakerState:
         """A dependency's breaker, as stored."""
         return self.breakers.breaker(dependency)[0]
+
+    def versions(self) -> list[VersionUse]:
+        """Each registered version and the flows not ended on it, as ``GET /versions``."""
+        return version_uses(self.store, self._registry, pairs(self._registry))
+
+    def dropped_by(self, registry: Registry | Flow | Iterable[Flow]) -> list[VersionUse]:
+        """What ``relayflow versions check`` would refuse before deploying ``registry``: the
+        versions it drops that flows not ended still run on."""
+        return dropped(self.versions(), keeps(_as_registry(registry)))
 
     def results(self, flow_id: str | None = None) -> list[dict[str, Any]]:
         """The result events published (for ``flow_id``), in order."""

@@ -1,15 +1,19 @@
-"""The operator api and its console: read flows, cancel, retry, replay — each by role.
+"""The operator api and its console: read flows, cancel, retry, reset, replay — each by role.
 
 | route | role | what |
 |---|---|---|
 | ``GET /flows`` | viewer | a page of flows: filters, ``cursor``, ``limit``, ``view``, ``counts`` |
-| ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
+| | | filters: ``flow``, ``status``, ``version``, ``tenant``, ``parent``, ``label=k=v`` |
+| | | (repeatable: all), ``code``, ``dependency``, ``updated_from``, ``updated_to`` |
+| ``GET /flows:counts`` | viewer | how many flows in each status (same filters, one label) |
 | ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
 | ``GET /flows/{id}?wait_s=`` | viewer | long-poll: answers once the flow ends (``longpoll``) |
 | | | and ``family``: a child's parent, the list of its children (``?parent=``) |
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
 | ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
 | ``POST /flows/{id}:undo`` | operator | ``{"reason"}``: undo again what an ended flow left live |
+| ``POST /flows/{id}:reset`` | operator | ``{"step", "reason", "undo", "dry_run"}``: run it again |
+| | | from a step (``dry_run``: say what it would do, change nothing) |
 | ``GET /rejected`` | viewer | refused messages with their reasons (``cursor``, ``limit``) |
 | ``GET /dead-letters`` | viewer | held dead-lettered start messages |
 | ``POST /dead-letters/{id}:replay`` | operator | ``{"reason", "data"?}``: publish, then ack |
@@ -22,6 +26,7 @@
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /schemas``, ``/schemas/{name}`` | viewer | the messages' published JSON Schemas |
 | ``GET /definitions`` | viewer | each flow's steps and input/output JSON Schemas (``flow``) |
+| ``GET /versions`` | viewer, unscoped | flows not ended on each version (``flow``, ``version``) |
 | ``GET /stats``, ``/metrics`` | viewer, unscoped | this process's cost counters and metrics |
 | ``POST /callbacks``, ``/signals`` | completer | complete a callback token (never in a URL) |
 | ``POST /flows/{id}/signals/{name}`` | signaller | ``{"data", "signal_id", "reason", "item"}`` |
@@ -67,10 +72,12 @@ from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
 from relayflow.web.signals import add_signal_routes
+from relayflow.web.versions import add_version_routes
 
 log = logging.getLogger("relayflow.web.api")
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
 DEFAULT_UNDO_REASON = "undone again by an operator"
+DEFAULT_RESET_REASON = "reset by an operator"
 # What a caller below the operator role sees of a live callback token: a viewer may not
 # complete it, and a token it could read it could complete through any completer.
 REDACTED = "(redacted: operators only)"
@@ -101,6 +108,7 @@ def build_api(ops: Operations) -> Flask:
     _register_timing(app)
     _register_errors(app)
     _register_flows(app, ops)
+    _register_reset(app, ops)
     _register_messages(app, ops)
     _register_tenants(app, ops)
     add_schedule_routes(app, ops)
@@ -113,6 +121,7 @@ def build_api(ops: Operations) -> Flask:
         app, ops.registry, guarded(ops.access, Role.VIEWER, "read the flows' definitions")
     )
     add_signal_routes(app, ops.engine, guarded(ops.access, Role.SIGNALLER, "send signals"))
+    add_version_routes(app, ops)
     app.register_blueprint(console.blueprint(ops))
 
     @app.get("/")
@@ -224,6 +233,23 @@ def _register_flows(app: Flask, ops: Operations) -> None:
             "role": caller().role.label,
             "tenants": sorted(tenants) if tenants is not None else None,
         }
+
+
+def _register_reset(app: Flask, ops: Operations) -> None:
+    @app.post("/flows/<flow_id>:reset")
+    @guarded(ops.access, Role.OPERATOR, "reset flows")
+    def reset_flow(flow_id: str) -> Any:
+        """Run an ended flow again from a step; ``dry_run``: what that would do, nothing done."""
+        sent = guard.body()
+        step = params.step_name(sent.get("step"))
+        undo = params.boolean(sent.get("undo"), name="undo", default=True)
+        dry_run = params.boolean(sent.get("dry_run"), name="dry_run", default=False)
+        why = params.reason(sent.get("reason"), required=False, default=DEFAULT_RESET_REASON)
+        flow = shown_flow(ops, flow_id).key
+        if dry_run:
+            return {"dry_run": True, **ops.engine.preview_reset(flow, step, undo=undo).as_json()}
+        record = ops.engine.reset(flow, step, undo=undo, reason=why, by=caller().identity)
+        return flow_json(record, caller())
 
 
 def _register_messages(app: Flask, ops: Operations) -> None:

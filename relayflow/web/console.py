@@ -2,11 +2,12 @@
 
 Flows (filters, counts per status, cursor paging, newest first); one flow (its timeline,
 input, outputs, result, next due task, refreshed every second while it runs); cancel and
-retry behind a confirmation page that asks why; rejected messages; dead letters and their
-replay. Jinja templates, one stylesheet and a few lines of JavaScript for the live view: no
-build step, and nothing inline (the Content-Security-Policy admits the api's own files only).
-Every action goes through the same engine and store calls as the JSON api; its forms pass the
-api's guard (``relayflow.web.guard``: only from the api's own origins).
+retry behind a confirmation page that asks why; reset to a step behind its dry run; rejected
+messages; dead letters and their replay. Jinja templates, one stylesheet and a few lines of
+JavaScript for the live view: no build step, and nothing inline (the Content-Security-Policy
+admits the api's own files only). Every action goes through the same engine and store calls
+as the JSON api; its forms pass the api's guard (``relayflow.web.guard``: only from the api's
+own origins).
 
 A flow is named by its id and, when it is not the default tenant's, ``?tenant=``: flow ids
 are each tenant's own.
@@ -26,10 +27,11 @@ from relayflow.core import planner
 from relayflow.core.definitions import definitions
 from relayflow.core.errors import RelayflowError, UnknownFlow
 from relayflow.core.flows import Flow
-from relayflow.core.listing import FlowFilter
+from relayflow.core.listing import FlowFilter, Uncountable
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT
+from relayflow.core.versions import VersionUse, pairs, version_uses
 from relayflow.web import console_breakers, console_schedules, console_tenants, params, timeline
 from relayflow.web.access import Caller, Role
 from relayflow.web.family import family_json
@@ -44,11 +46,15 @@ FILTER_FIELDS = (
     "updated_to",
     "limit",
     "parent",
+    "label",
+    "code",
+    "dependency",
 )
 NOTICES = {
     "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
     "retried": "Retry recorded: a new generation has started.",
     "undone": "Undo recorded: a new clean-up undoes what the flow left live, newest first.",
+    "reset": "Reset recorded: a new generation undoes what its dry run listed, then runs again.",
     "signalled": "Signal sent: the step that waited for it goes on, your name and reason recorded.",
 }
 
@@ -68,6 +74,7 @@ def blueprint(ops: Operations) -> Blueprint:
     _register_guards(bp)
     _register_flow_pages(bp, ops, viewer)
     _register_actions(bp, ops, operator)
+    _register_reset(bp, ops, operator)
     _register_message_pages(bp, ops, viewer, operator)
     console_schedules.register(bp, ops)
     console_tenants.register(bp, ops)
@@ -104,13 +111,16 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
         query = params.list_query(request.args, default_limit=50)
         query = replace(query, filter=g.caller.narrow(_whose(query.filter, g.caller)))
         page = ops.store.summaries(query.filter, after=query.after, limit=query.limit)
-        kept: dict[str, Any] = {k: v for k in FILTER_FIELDS if (v := request.args.get(k))}
+        # Several labels travel as one field, spaces between (params.labels splits them).
+        kept: dict[str, Any] = {
+            k: v for k in FILTER_FIELDS if (v := " ".join(filter(None, request.args.getlist(k))))
+        }
         if query.filter.tenant:
             kept["tenant"] = query.filter.tenant  # the one a scoped caller sees, if it named none
         return render_template(
             "console/flows.html",
             page=page,
-            counts=ops.store.count_by_status(query.filter),
+            counts=_counts(ops, query.filter),
             statuses=list(Status),
             args=kept,
             tenants=sorted(g.caller.tenants) if g.caller.tenants is not None else None,
@@ -130,7 +140,10 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
     def definitions_page() -> str:
         shown = definitions(ops.registry) if ops.registry is not None else []
         return render_template(
-            "console/definitions.html", definitions=shown, unavailable=ops.registry is None
+            "console/definitions.html",
+            definitions=shown,
+            unavailable=ops.registry is None,
+            running=_running(ops),
         )
 
     @bp.get("/flows/<flow_id>/live")
@@ -146,6 +159,24 @@ def _whose(wanted: FlowFilter, caller: Caller) -> FlowFilter:
     if wanted.tenant is None and caller.tenants:
         return replace(wanted, tenant=min(caller.tenants))
     return wanted
+
+
+def _running(ops: Operations) -> dict[tuple[str, int], VersionUse] | None:
+    """Flows not ended on each registered version (the Definitions page's versions panel);
+    None for a caller scoped to tenants: the counts span them all."""
+    if ops.registry is None or g.caller.scoped:
+        return None
+    uses = version_uses(ops.store, ops.registry, pairs(ops.registry))
+    return {(u.flow, u.version): u for u in uses}
+
+
+def _counts(ops: Operations, wanted: FlowFilter) -> dict[Status, int] | None:
+    """How many flows ``wanted`` admits in each status; None when a count cannot ask it (more
+    than one label: the page says so)."""
+    try:
+        return ops.store.count_by_status(wanted)
+    except Uncountable:
+        return None
 
 
 def flow_url(endpoint: str, flow: Any, **values: Any) -> str:
@@ -176,6 +207,8 @@ def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
         and record.status is not Status.SUCCEEDED
         and not record.cleaning,
         "can_undo": bool(planner.undoable(record)),
+        # Whatever its definition says: the reset page's dry run says why a step cannot be.
+        "can_reset": record.status in TERMINAL and not record.cleaning and not record.child_of,
         "timeline": timeline.build(
             record, definition, now=now, in_flight=ops.engine.polls_in_flight(record)
         ),
@@ -273,6 +306,32 @@ def _register_actions(bp: Blueprint, ops: Operations, operator: Guard) -> None:
         why = params.reason(request.form.get("reason"), required=True)
         ops.engine.undo(record.key, reason=why, by=g.caller.identity)
         return redirect(flow_url(".flow", record, notice="undone"), 303)
+
+
+def _register_reset(bp: Blueprint, ops: Operations, operator: Guard) -> None:
+    @bp.route("/flows/<flow_id>/reset", methods=["GET", "POST"])
+    @operator
+    def reset(flow_id: str) -> Any:
+        """Reset to a step: choose the step (and whether to keep the effects), see the dry
+        run, confirm with a reason; the page is its own form until then."""
+        record = _shown(ops, flow_id)
+        form = request.form if request.method == "POST" else request.args
+        step = params.step_name(form["step"]) if form.get("step") else None
+        undo = form.get("keep") != "on"
+        if request.method == "GET" or step is None:
+            return _reset_page(ops, record, step, undo=undo)
+        why = params.reason(request.form.get("reason"), required=True)
+        ops.engine.reset(record.key, step, undo=undo, reason=why, by=g.caller.identity)
+        return redirect(flow_url(".flow", record, notice="reset"), 303)
+
+
+def _reset_page(ops: Operations, record: FlowRecord, step: str | None, *, undo: bool) -> str:
+    definition = _definition(ops, record)
+    steps = list(definition.graph.order) if definition is not None else []
+    preview = ops.engine.preview_reset(record.key, step, undo=undo) if step else None
+    return render_template(
+        "console/reset.html", record=record, steps=steps, step=step, undo=undo, preview=preview
+    )
 
 
 def _confirm(record: FlowRecord, action: str, **extra: Any) -> str:

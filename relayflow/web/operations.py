@@ -26,6 +26,7 @@ from relayflow.core.errors import (
     VerifierUnavailable,
 )
 from relayflow.core.flows import Registry
+from relayflow.core.listing import Uncountable
 from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Listing
 from relayflow.core.scheduler import Scheduler
@@ -51,6 +52,7 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
     UnknownSchedule: (404, "NOT_FOUND"),
     UnknownTenant: (404, "NOT_FOUND"),
+    Uncountable: (400, "INVALID_ARGUMENT"),
 }
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from relayflow.core import labels as label_rules
+from relayflow.core.breaker_policy import DEPENDENCY_PATTERN
 from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.errors import InvalidMessage, RelayflowError
 from relayflow.core.listing import (
@@ -29,13 +31,14 @@ from relayflow.core.listing import (
     in_utc,
 )
 from relayflow.core.messages import StartMessage, decode_json, describe
-from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
+from relayflow.core.position import FLOW_ID_PATTERN, STEP_NAME_PATTERN, is_document_id
 from relayflow.core.records import flow_key
 from relayflow.core.signal_messages import shape_problem
 from relayflow.core.state import Status
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
 
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+STEP_NAME = re.compile(STEP_NAME_PATTERN)
 # ASCII digits only: str.isdigit() admits "²", which int() refuses, and int() refuses more
 # than 4,300 digits; seven digits bound every number a parameter here may be.
 SMALL_NUMBER = re.compile(r"[0-9]{1,7}")
@@ -49,6 +52,10 @@ MAX_REASON_CHARS = 500
 MAX_MESSAGE_ID = 200
 MAX_REPLAY_BYTES = 256 * 1024
 VIEWS = ("summary", "full")
+# A result code as the engine stores it (bounded to 100 characters: planner.history.error_of).
+MAX_CODE_CHARS = 100
+# Labels a filter takes: ``label=k=v`` repeated, or several in one, spaces or commas between.
+LABEL_SEPARATORS = re.compile(r"[\s,]+")
 
 
 class BadRequest(RelayflowError):
@@ -97,7 +104,9 @@ def list_query(args: Mapping[str, str], *, default_limit: int = 50) -> ListQuery
 
 
 def flow_filter(args: Mapping[str, str]) -> FlowFilter:
-    """``flow``, ``status``, ``version``, ``updated_from`` and ``updated_to``; empty is unset."""
+    """``flow``, ``status``, ``version``, ``tenant``, ``updated_from`` and ``updated_to``,
+    ``parent``, ``label`` (repeatable: all of them), ``code`` and ``dependency``; empty is
+    unset."""
     window = (timestamp(args, "updated_from"), timestamp(args, "updated_to"))
     if window[0] and window[1] and window[0] >= window[1]:
         raise BadRequest("updated_from must be before updated_to")
@@ -109,7 +118,47 @@ def flow_filter(args: Mapping[str, str]) -> FlowFilter:
         updated_from=window[0],
         updated_to=window[1],
         parent=parent(args.get("parent"), args.get("tenant")),
+        labels=labels(_every(args, "label")),
+        code=code(args.get("code")),
+        dependency=dependency(args.get("dependency")),
     )
+
+
+def _every(args: Mapping[str, str], name: str) -> list[str]:
+    """Every value of a repeated parameter (a request's MultiDict), or its one value."""
+    getlist = getattr(args, "getlist", None)
+    if getlist is not None:
+        return [str(v) for v in getlist(name)]
+    one = args.get(name)
+    return [one] if one else []
+
+
+def labels(raw: list[str]) -> tuple[tuple[str, str], ...]:
+    """``label``: ``key=value`` labels a flow must all carry (in order: the first is the one
+    asked of the index, so the most selective should come first)."""
+    texts = [t for each in raw for t in LABEL_SEPARATORS.split(each) if t]
+    try:
+        return tuple(label_rules.parse_all(texts).items())
+    except label_rules.InvalidLabel as exc:
+        raise BadRequest(f"label: {exc}") from None
+
+
+def code(raw: str | None) -> str | None:
+    """``code``: an ended flow's result code, as it ended with it (``RETRIES_EXHAUSTED``)."""
+    if not raw:
+        return None
+    if len(raw) > MAX_CODE_CHARS or not raw.isprintable():
+        raise BadRequest(f"code must be 1..{MAX_CODE_CHARS} printable characters")
+    return raw
+
+
+def dependency(raw: str | None) -> str | None:
+    """``dependency``: what a step calls (its breaker's name)."""
+    if not raw:
+        return None
+    if not re.fullmatch(DEPENDENCY_PATTERN, raw):
+        raise BadRequest(f"dependency {raw[:80]!r} is not a dependency ({DEPENDENCY_PATTERN})")
+    return raw
 
 
 def parent(raw: str | None, tenant_raw: str | None) -> str | None:
@@ -216,6 +265,25 @@ def reason(raw: Any, *, required: bool, default: str = "") -> str:
     if len(text) > MAX_REASON_CHARS or not text.isprintable():
         raise BadRequest(f"reason must be at most {MAX_REASON_CHARS} printable characters")
     return text
+
+
+def step_name(raw: Any) -> str:
+    """A step of a flow, as a body or a form names it (required)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        raise BadRequest("step is required: the step of the flow to reset to")
+    if not isinstance(raw, str) or not STEP_NAME.fullmatch(raw):
+        shown = raw[:70] if isinstance(raw, str) else type(raw).__name__
+        raise BadRequest(f"step must be a step name ([a-z][a-z0-9_]*, ≤ 63), got {shown!r}")
+    return raw
+
+
+def boolean(raw: Any, *, name: str, default: bool) -> bool:
+    """A JSON body's yes/no field: true or false (absent: ``default``)."""
+    if raw is None:
+        return default
+    if not isinstance(raw, bool):
+        raise BadRequest(f"{name} must be true or false, got {_json(raw)[:20]}")
+    return raw
 
 
 def replay_data(raw: Any) -> bytes | None:

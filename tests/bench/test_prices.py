@@ -20,6 +20,7 @@ from bench.prices import (
     billed_instance_s_per_s,
     cost_at_rate,
     cost_per_million,
+    cost_terms,
     instances_needed,
     main,
 )
@@ -256,3 +257,41 @@ def test_a_bad_flag_value_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -
     assert "firestore_writes" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--rate", "0"])
+
+
+def test_a_flow_priced_by_its_tries_costs_what_its_lines_add_up_to() -> None:
+    # docs/analytics.md prices each ended flow as per_flow + per_try x (polls + attempts): for
+    # the measured flow (3.86 tries) that is every line at request-based prices with billed
+    # time = CPU time.
+    usage = FlowUsage(
+        cloud_run_cpu_s=MEASURED.cloud_run_requests * MEASURED.cpu_s_per_request,
+        cloud_run_requests=MEASURED.cloud_run_requests,
+        firestore_reads=MEASURED.firestore_reads,
+        firestore_writes=MEASURED.firestore_writes,
+        firestore_deletes=MEASURED.firestore_deletes,
+        tasks_operations=MEASURED.task_operations,
+        pubsub_requests=2 * MEASURED.pubsub_messages,
+    )
+    whole = cost_per_million(usage, Instance(instance_s_per_cpu_s=1.0))["total"]
+    terms = cost_terms()
+    assert terms.usd(MEASURED.task_operations / 2) * 1e6 == pytest.approx(whole, abs=0.01)
+
+
+def test_each_try_adds_a_task_a_request_and_the_firestore_share() -> None:
+    terms = cost_terms(FLOW, "us-central1")
+    tries = FLOW.task_operations / 2
+    firestore = FIRESTORE["us-central1"]
+    request = 0.40e-6 + FLOW.cpu_s_per_request * (0.000024 + 0.5 * 0.0000025)
+    assert terms.per_try_usd == pytest.approx(
+        request
+        + 2 * 0.40e-6
+        + (FLOW.firestore_reads * firestore.read + FLOW.firestore_writes * firestore.write) / tries
+    )
+    start_requests = FLOW.cloud_run_requests - tries
+    assert terms.per_flow_usd == pytest.approx(
+        FLOW.firestore_deletes * firestore.delete
+        + 2 * FLOW.pubsub_messages * 1000 / 2**40 * 40
+        + start_requests * request
+    )
+    with pytest.raises(ValueError, match="no try"):
+        cost_terms(replace(FLOW, task_operations=0))

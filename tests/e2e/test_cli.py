@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import requests
 from google.pubsub_v1 import PubsubMessage
 
 from relayflow.core.state import Status
@@ -228,3 +229,58 @@ def test_watch_shows_a_chains_polls_in_flight_marked_not_yet_written(
     assert {"0", "1", "2", "3"} <= set(polls), watched.stdout
     cancelled = _run(harness, "cancel", flow_id, "--reason", "tidy")
     assert cancelled.returncode == 0, cancelled.stderr
+
+
+def test_a_flow_is_found_by_its_labels_code_and_dependency_in_the_cli_api_and_console(
+    harness: Harness, new_id: Callable[[str], str]
+) -> None:
+    # given a flow published with labels, which the client API rejects (it fails polling)
+    flow_id, order = new_id("cli-labels"), new_id("ORD")
+    rejected = json.dumps({"resource": f"reject-{flow_id}"})
+    published = _run(
+        harness, "publish", "registration", "--input", rejected, "--flow-id", flow_id,
+        "--label", f"order_id={order}", "--label", "region=eu",
+    )  # fmt: skip
+    assert published.returncode == 0, published.stderr
+    record = harness.wait_terminal(flow_id)
+    assert record.labels == {"order_id": order, "region": "eu"}
+    code = record.result.code if record.result else ""
+    assert (record.status, code, record.dependency) == (
+        Status.FAILED,
+        "REJECTED",
+        "client-api",  # what await_registration calls
+    )
+
+    # then the CLI finds it by label (several: all of them), code and dependency, and shows them
+    found = _run(harness, "list", "--label", f"order_id={order}", "--label", "region=eu",
+                 "--code", "REJECTED", "--dependency", "client-api")  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    (row,) = [line for line in found.stdout.splitlines() if flow_id in line]
+    assert f"order_id={order} region=eu" in row and "REJECTED" in row
+    status = _run(harness, "status", flow_id)
+    assert f"labels    order_id={order} region=eu" in status.stdout
+    assert "dependency client-api" in status.stdout
+
+    # and so does the api, counts included (one label), and a bad label is a 400
+    api = harness.url(harness.ports.api, "/flows")
+    listed = requests.get(api, params={"label": [f"order_id={order}", "region=eu"]}, timeout=10)
+    assert [f["flow_id"] for f in listed.json()["flows"]] == [flow_id]
+    other = requests.get(api, params={"label": [f"order_id={order}", "region=us"]}, timeout=10)
+    assert other.json()["flows"] == []
+    assert listed.json()["flows"][0]["labels"] == {"order_id": order, "region": "eu"}
+    counted = requests.get(f"{api}:counts", params={"label": f"order_id={order}"}, timeout=10)
+    assert counted.json()["counts"]["FAILED"] == 1 and counted.json()["total"] == 1
+    refused = requests.get(api, params={"label": "Order=1"}, timeout=10)
+    assert refused.status_code == 400 and "label key 'Order' must match" in refused.text
+
+    # and the console: its label filter, the labels on the list and on the flow's page
+    page = requests.get(
+        harness.url(harness.ports.api, "/console/flows"),
+        params={"label": f"order_id={order} region=eu", "dependency": "client-api"},
+        timeout=10,
+    )
+    assert page.status_code == 200 and page.text.count(f'data-flow-id="{flow_id}"') == 1
+    assert f'value="order_id={order} region=eu"' in page.text
+    assert 'id="counts-none"' in page.text  # two labels: no counts per status
+    shown = requests.get(harness.url(harness.ports.api, f"/console/flows/{flow_id}"), timeout=10)
+    assert f"order_id={order}</a>" in shown.text and 'id="dependency"' in shown.text

@@ -37,11 +37,22 @@ ROLE_FOR_TYPE = {
     "google_firestore_database": "roles/datastore.owner",
     "google_firestore_index": "roles/datastore.owner",
     "google_firestore_field": "roles/datastore.owner",
+    "google_bigquery_dataset": "roles/bigquery.dataOwner",
+    "google_bigquery_table": "roles/bigquery.dataOwner",
+    "google_bigquery_table_iam_member": "roles/bigquery.dataOwner",
+    "google_storage_bucket": "roles/storage.admin",
+    "google_storage_bucket_iam_member": "roles/storage.admin",
+    "google_kms_key_ring": "roles/cloudkms.admin",
+    "google_kms_crypto_key": "roles/cloudkms.admin",
+    "google_kms_crypto_key_iam_member": "roles/cloudkms.admin",
     "google_monitoring_alert_policy": "roles/monitoring.alertPolicyEditor",
     "google_monitoring_dashboard": "roles/monitoring.dashboardEditor",
     "google_monitoring_metric_descriptor": "roles/monitoring.metricWriter",
     "terraform_data": None,
 }
+# What the apply reads that needs a role of its own: BigQuery's encryption account (CMEK on) is
+# read with projects.getServiceAccount, which asks bigquery.jobs.create of the caller.
+ROLE_FOR_DATA = {"google_bigquery_default_service_account": "roles/bigquery.jobUser"}
 # Not tied to a resource type: a build running as a user-specified account writes its own logs,
 # and the dev deploy reads how the test build of its commit ended (deploy/await-tests.sh).
 FOR_THE_BUILD_ITSELF = {"roles/logging.logWriter", "roles/cloudbuild.builds.viewer"}
@@ -126,6 +137,13 @@ def test_the_build_roles_are_exactly_what_an_environment_apply_needs() -> None:
     types = _environment_types()
     assert types <= set(ROLE_FOR_TYPE), f"say which role creates {types - set(ROLE_FOR_TYPE)}"
     needed = {ROLE_FOR_TYPE[t] for t in types} - {None}
+    read = {
+        d.type
+        for path in all_dirs()
+        if path.name != "bootstrap" and path.parent.name != "bootstrap"
+        for d in load(path).data
+    }
+    needed |= {role for t, role in ROLE_FOR_DATA.items() if t in read}
     assert set(_build_roles()) == needed | FOR_THE_BUILD_ITSELF
 
 
@@ -171,7 +189,14 @@ def test_the_build_acts_as_exactly_the_accounts_the_apply_runs_or_signs_as() -> 
     identities = boot.locals["identities"]
     by_key = {k: v["account_id"] for k, v in identities.items()}
     env = _env_account_ids()
-    assert set(by_key.values()) == env["acted"] | env["read"]
+    # The build account reads itself: the api admits it to check each deploy's versions.
+    assert set(by_key.values()) == env["acted"] | env["read"] - {"relayflow-build"}
+    itself = boot.resource("google_service_account_iam_member", "build_reads_itself").body
+    assert (itself["service_account_id"], itself["role"], itself["member"]) == (
+        "${google_service_account.build.name}",
+        "roles/iam.serviceAccountViewer",
+        "${local.build_member}",
+    )
     acts = boot.resource("google_service_account_iam_member", "build_acts_as").body
     assert acts["for_each"] == "${toset(local.acted_as)}"
     assert acts["service_account_id"] == "${google_service_account.relayflow[each.key].name}"
@@ -185,7 +210,8 @@ def test_the_build_acts_as_exactly_the_accounts_the_apply_runs_or_signs_as() -> 
     reads = boot.resource("google_service_account_iam_member", "build_reads").body
     assert reads["role"] == "roles/iam.serviceAccountViewer"
     assert reads["for_each"] == "${local.read_only}"
-    assert {by_key[k] for k in set(identities) - acted} == env["read"] == {"relayflow-tasks"}
+    assert {by_key[k] for k in set(identities) - acted} == env["read"] - {"relayflow-build"}
+    assert env["read"] == {"relayflow-tasks", "relayflow-build"}
 
 
 def test_the_bootstrap_grants_relayflows_accounts_what_the_env_no_longer_can() -> None:

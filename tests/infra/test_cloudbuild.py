@@ -155,8 +155,11 @@ def test_only_the_dev_pipeline_builds_and_it_records_provenance() -> None:
     for pipeline in ("promote", "apply"):
         assert "images" not in _config(pipeline)
         for step in _steps(pipeline).values():
-            assert "docker" not in step["name"], step["id"]
+            assert "cloud-builders/docker" not in step["name"], step["id"]
             assert not re.search(r"docker build|pip install|ci-test\.sh", _text(step)), step["id"]
+    # Promotion runs the image it promotes (the versions check), by that digest only.
+    (runs,) = [s for s in _steps("promote").values() if ".pkg.dev/" in s["name"]]
+    assert runs["name"].endswith("/relayflow@${_IMAGE_DIGEST}")
 
 
 def test_dev_pushes_only_what_passed_and_plans_with_the_pushed_digest() -> None:
@@ -278,6 +281,41 @@ def test_promotion_copies_the_upstream_digest_then_plans_and_saves_the_plan() ->
     assert steps["check-env"]["args"][5] == "${_AUTO_APPLY}"
 
 
+@pytest.mark.parametrize("pipeline", ["build", "promote"])
+def test_no_plan_is_made_before_the_app_is_checked_against_the_flows_running_here(
+    pipeline: str,
+) -> None:
+    steps, waits = _steps(pipeline), _waits_on(pipeline)
+    assert steps["api-access"]["args"] == [
+        "deploy/api-access.sh",
+        "${PROJECT_ID}",
+        "${_REGION}",
+        "/workspace/api-access.env",
+    ]
+    check = steps["versions-check"]
+    assert check["entrypoint"] == "sh"
+    app = "${_APP}" if pipeline == "build" else ""
+    assert check["args"] == [
+        "deploy/versions-check.sh",
+        "/workspace/api-access.env",
+        "/workspace/${_ENV}.tfvars",
+        app,
+        "${_VERSIONS_CHECK}",
+    ]
+    assert {"api-access", "fetch-tfvars"} <= waits["versions-check"]
+    assert "versions-check" in waits["plan"] and "plan" in waits["apply"]
+    assert _config(pipeline)["substitutions"]["_VERSIONS_CHECK"] == "check"
+    # The check loads the app from the image being deployed: the one built here (once its
+    # commit's tests passed), or the digest promoted.
+    if pipeline == "build":
+        built = next(a for a in steps["build"]["args"] if a.startswith("--tag="))
+        assert check["name"] == built.removeprefix("--tag=")
+        assert {"build", "tested"} <= waits["versions-check"]
+    else:
+        assert check["name"].endswith("/relayflow@${_IMAGE_DIGEST}")
+        assert "promote" in waits["versions-check"]
+
+
 def test_the_approved_apply_applies_the_saved_plan_of_its_own_commit_and_never_plans() -> None:
     steps, waits = _steps("apply"), _waits_on("apply")
     assert steps["fetch-plan"]["args"] == [
@@ -317,6 +355,9 @@ case "$1 $2" in
       echo "${FAKE_COPIED_DIGEST:-}"
     fi ;;
   "container images") ;;
+  "run services") [[ -z "${FAKE_RUN_FAILS:-}" ]] || exit 1; echo "${FAKE_SERVICES:-}" ;;
+  "projects describe") echo "${FAKE_PROJECT_NUMBER:-}" ;;
+  "auth print-identity-token") echo "${FAKE_TOKEN:-}" ;;
   "builds list")
     # One line of comma-separated statuses per call, from $FAKE_BUILDS (the last one repeats).
     n=$(($(cat "$FAKE_LOG.builds" 2>/dev/null || echo 0) + 1)); echo "$n" > "$FAKE_LOG.builds"
@@ -324,6 +365,11 @@ case "$1 $2" in
     tr ',' '\n' <<<"$line" | sed '/^$/d' ;;
   *) echo "fake gcloud: unexpected $*" >&2; exit 2 ;;
 esac
+"""
+
+FAKE_RELAYFLOW = r"""#!/bin/sh
+echo "relayflow $* url=${RELAYFLOW_API_URL:-} token=${RELAYFLOW_API_TOKEN:-}" >> "$FAKE_LOG"
+exit "${FAKE_RELAYFLOW_EXIT:-0}"
 """
 
 FAKE_TERRAFORM = r"""#!/bin/sh
@@ -346,7 +392,12 @@ class Sandbox:
         self.bin = root / "bin"
         for d in (self.workspace, self.gcs, self.bin):
             d.mkdir()
-        for name, body in (("gcloud", FAKE_GCLOUD), ("terraform", FAKE_TERRAFORM)):
+        fakes = (
+            ("gcloud", FAKE_GCLOUD),
+            ("terraform", FAKE_TERRAFORM),
+            ("relayflow", FAKE_RELAYFLOW),
+        )
+        for name, body in fakes:
             (self.bin / name).write_text(body, encoding="utf-8")
             (self.bin / name).chmod(0o755)
         self.log.touch()
@@ -371,7 +422,8 @@ class Sandbox:
             "WORKSPACE": str(self.workspace),
             **self.env,
         }
-        shell = "sh" if argv[0].endswith("terraform.sh") else "bash"
+        # The scripts that run in the terraform image and in relayflow's have no bash.
+        shell = "sh" if argv[0] in ("terraform.sh", "versions-check.sh") else "bash"
         return subprocess.run(
             [shell, str(REPO / "deploy" / argv[0]), *argv[1:]],
             cwd=cwd,
@@ -589,3 +641,95 @@ def test_the_gate_refuses_a_build_without_a_commit(sandbox: Sandbox) -> None:
     result = _await(sandbox, "SUCCESS", commit="")
     assert result.returncode == 1 and "is not a commit" in result.stderr
     assert sandbox.calls() == []
+
+
+# --- The versions check before a deploy ---------------------------------------------------------
+
+
+def test_api_access_finds_no_api_on_a_first_deploy_and_leaves_nothing_to_check(
+    sandbox: Sandbox,
+) -> None:
+    out = sandbox.workspace / "api-access.env"
+    result = sandbox.run("api-access.sh", "rf-dev", "us-central1", str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.read_text(encoding="utf-8") == ""
+    assert "a first deploy" in result.stdout
+    assert not any("print-identity-token" in c for c in sandbox.calls())
+
+
+def test_api_access_writes_the_apis_own_url_and_a_token_minted_for_it(sandbox: Sandbox) -> None:
+    sandbox.env |= {"FAKE_SERVICES": "api", "FAKE_PROJECT_NUMBER": "123", "FAKE_TOKEN": "t.k.n"}
+    out = sandbox.workspace / "api-access.env"
+    result = sandbox.run("api-access.sh", "rf-dev", "us-central1", str(out))
+    assert result.returncode == 0, result.stderr
+    url = "https://api-123.us-central1.run.app"
+    assert out.read_text(encoding="utf-8") == (
+        f"RELAYFLOW_API_URL={url}\nRELAYFLOW_API_TOKEN=t.k.n\n"
+    )
+    assert f"gcloud auth print-identity-token --audiences={url}" in sandbox.calls()
+
+
+def test_api_access_stops_the_build_when_it_cannot_tell_whether_an_api_exists(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.env |= {"FAKE_RUN_FAILS": "1"}
+    out = sandbox.workspace / "api-access.env"
+    result = sandbox.run("api-access.sh", "rf-dev", "us-central1", str(out))
+    assert result.returncode == 1
+    assert "cannot list the Cloud Run services" in result.stderr
+
+
+def _access(sandbox: Sandbox) -> Path:
+    access = sandbox.workspace / "api-access.env"
+    access.write_text(
+        "RELAYFLOW_API_URL=https://api-1.r.run.app\nRELAYFLOW_API_TOKEN=tok\n", encoding="utf-8"
+    )
+    return access
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_the_check_runs_against_the_environments_app_and_its_answer_is_the_steps(
+    sandbox: Sandbox, refused: bool
+) -> None:
+    access, tfvars = _access(sandbox), sandbox.workspace / "dev.tfvars"
+    tfvars.write_text('project_id = "rf-dev"\napp = "team.flows:registry"\n', encoding="utf-8")
+    sandbox.env |= {"FAKE_RELAYFLOW_EXIT": "1" if refused else "0"}
+    result = sandbox.run("versions-check.sh", str(access), str(tfvars), "default.app:reg", "check")
+    assert result.returncode == (1 if refused else 0)
+    assert sandbox.calls() == [
+        "relayflow versions check --app team.flows:registry url=https://api-1.r.run.app token=tok"
+    ]
+    assert not access.exists(), "the token is gone once read"
+
+
+def test_without_an_app_in_the_tfvars_the_check_takes_the_builds(sandbox: Sandbox) -> None:
+    access = _access(sandbox)
+    result = sandbox.run("versions-check.sh", str(access), "/nonexistent.tfvars", "a.b:c")
+    assert result.returncode == 0, result.stderr
+    assert sandbox.calls()[0].startswith("relayflow versions check --app a.b:c ")
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "says"),
+    [
+        ("", "check", "no api deployed yet"),
+        ("RELAYFLOW_API_URL=x\n", "skip", "skipped (_VERSIONS_CHECK=skip)"),
+    ],
+)
+def test_a_first_deploy_or_a_skip_runs_no_check(
+    sandbox: Sandbox, content: str, mode: str, says: str
+) -> None:
+    access = sandbox.workspace / "api-access.env"
+    access.write_text(content, encoding="utf-8")
+    result = sandbox.run("versions-check.sh", str(access), "/nonexistent.tfvars", "a.b:c", mode)
+    assert result.returncode == 0, result.stderr
+    assert says in result.stdout
+    assert sandbox.calls() == []
+
+
+def test_a_missing_access_file_or_a_bad_mode_stops_the_build(sandbox: Sandbox) -> None:
+    gone = sandbox.run("versions-check.sh", "/nonexistent.env", "/x.tfvars", "a.b:c")
+    assert gone.returncode == 1 and "deploy/api-access.sh runs first" in gone.stderr
+    access = _access(sandbox)
+    bad = sandbox.run("versions-check.sh", str(access), "/x.tfvars", "a.b:c", "maybe")
+    assert bad.returncode == 1 and "check or skip, not 'maybe'" in bad.stderr

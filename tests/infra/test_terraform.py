@@ -7,7 +7,6 @@ topology invariants it would not.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -33,17 +32,18 @@ from tfconfig import (
     topology,
 )
 
-from relayflow.core.listing import FlowFilter
 from relayflow.core.records import FlowRecord
-from relayflow.core.state import Status
 from relayflow.settings import Settings
 
 MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
 EXPECTED_MODULES = {
+    "analytics",
     "bootstrap",
     "firestore",
+    "kms",
     "messaging",
     "monitoring",
+    "offload",
     "queues",
     "relayflow",
     "service",
@@ -221,6 +221,9 @@ def _topology_names() -> set[str]:
     names = set(topo["topics"].values())
     names |= {s["name"] for s in topo["subscriptions"].values()}
     names |= {q["name"] for q in topo["queues"].values()}
+    analytics = topo["analytics"]
+    names |= {analytics["dataset"], analytics["table"], analytics["dead_letter"]["topic"]}
+    names |= {analytics[k]["name"] for k in ("subscription", "dead_letter")}
     return names
 
 
@@ -587,13 +590,14 @@ def test_flows_have_the_composite_indexes_of_the_store_queries() -> None:
 def _flows_indexes() -> set[tuple[tuple[str, str], ...]]:
     indexes = load(RELAYFLOW).modules["firestore"].body["composite_indexes"]
     return {
-        tuple((f["field_path"], f["order"]) for f in index["fields"])
+        tuple((f["field_path"], f.get("order") or f["array_config"]) for f in index["fields"])
         for index in indexes.values()
         if index["collection"] == "${local.topology.firestore.flows_collection}"
     }
 
 
-# How GET /flows pages (relayflow.gcp.store.listing's _listing): newest update first, ties by id.
+# How GET /flows pages (relayflow.gcp.store.listing's _listing): newest update first, ties by
+# id (test_list_indexes checks every list and count the store makes against the indexes).
 LIST_ORDER = (("updated_at", "DESCENDING"), ("flow_id", "DESCENDING"))
 # The first field of every index over a time that moves forward (relayflow.gcp.store.keys).
 SHARD = ("shard", "ASCENDING")
@@ -617,35 +621,6 @@ def _store_module(name: str) -> str:
     """The source of one of the Firestore store's modules (``relayflow/gcp/store/{name}.py``)."""
     path = TERRAFORM.parents[1] / "relayflow" / "gcp" / "store" / f"{name}.py"
     return path.read_text(encoding="utf-8")
-
-
-def _list_filters() -> set[str]:
-    """The fields a list may filter on with ==, as the store's filter gives them."""
-    every = FlowFilter(flow="f", status=Status.RUNNING, version=1, **_tenant_filter())
-    return {name for name, _ in every.equalities()}
-
-
-def _tenant_filter() -> dict[str, str]:
-    # Issue 11 lets lists filter by tenant; until FlowFilter has the field, its index is
-    # required all the same (below).
-    names = {f.name for f in dataclasses.fields(FlowFilter)}
-    return {"tenant": "t"} if "tenant" in names else {}
-
-
-def test_every_list_filter_has_its_index_in_the_order_the_store_pages() -> None:
-    store = _store_module("listing")
-    listing = store[store.index("def _listing(") :]
-    assert re.search(
-        r'\.order_by\("updated_at", direction=descending\)\s*'
-        r'\.order_by\("flow_id", direction=descending\)',
-        listing,
-    ), "the store pages another way: change the indexes with it"
-    flows = _flows_indexes()
-    # The unfiltered list, and one index per equality filter: Firestore merges those that share
-    # the order for any mix of filters.
-    assert (SHARD, *LIST_ORDER) in flows
-    for field in _list_filters() | {"tenant"}:
-        assert (SHARD, (field, "ASCENDING"), *LIST_ORDER) in flows, field
 
 
 def test_a_tenant_list_in_one_status_has_its_own_index() -> None:
@@ -696,11 +671,7 @@ def test_lanes_have_the_composite_indexes_of_the_sweeper_queries() -> None:
     assert {tuple(f["field_path"] for f in fields) for fields in lanes} == sharded
     assert len(lanes) == len(SWEEPER_QUERIES)
     assert all(f["order"] == "ASCENDING" for fields in lanes for f in fields)
-    flows = {
-        tuple((f["field_path"], f["order"]) for f in index["fields"])
-        for index in indexes.values()
-        if index["collection"] == "${local.topology.firestore.flows_collection}"
-    }
+    flows = _flows_indexes()
     assert {tuple((f["field_path"], f["order"]) for f in fields) for fields in lanes} <= flows
 
 
@@ -747,14 +718,19 @@ def test_each_component_is_a_service_module_call_with_a_distinct_service_account
     assert set(calls) == set(COMPONENTS)
     assert {c["name"] for c in calls.values()} == set(COMPONENTS.values())
     account_ids = [c["service_account_id"] for c in calls.values()]
-    account_ids += [
-        sa.body["account_id"] for sa in relayflow.data if sa.type == "google_service_account"
-    ]
+    read = [sa.body["account_id"] for sa in relayflow.data if sa.type == "google_service_account"]
+    # The build account is read too (the api admits it to check each deploy's versions); it
+    # is not one of relayflow's runtime identities.
+    assert "relayflow-build" in read
+    account_ids += [a for a in read if a != "relayflow-build"]
     assert len(account_ids) == len(set(account_ids)) == 7
     assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", a) for a in account_ids)
     # Each one the bootstrap creates, and only those: the environment creates no account.
-    boot = load(MODULES / "bootstrap").locals["identities"]
-    assert sorted(i["account_id"] for i in boot.values()) == sorted(account_ids)
+    boot = load(MODULES / "bootstrap")
+    assert sorted(i["account_id"] for i in boot.locals["identities"].values()) == sorted(
+        account_ids
+    )
+    assert boot.resource("google_service_account", "build").body["account_id"] == "relayflow-build"
     for path in [RELAYFLOW, MODULES / "service", MODULES / "messaging"]:
         assert load(path).resources_of("google_service_account") == [], path.name
 
@@ -778,6 +754,8 @@ PENDING_IN_CORE = {
     "RELAYFLOW_METRICS_EXPORTER",
     "RELAYFLOW_DEPENDENCIES",
     "RELAYFLOW_API_SCOPES",
+    # The payload offload bucket, read by issue 24's offload (relayflow's Python side).
+    "RELAYFLOW_OFFLOAD_BUCKET",
 }
 
 
@@ -886,7 +864,11 @@ def test_the_api_reads_the_same_callers_iam_lets_in_each_by_its_role() -> None:
     relayflow = load(RELAYFLOW)
     env = relayflow.modules["api"].body["env"]
     emails = 'jsonencode([for m in var.{} : split(":", m)[1]])'
-    assert f"RELAYFLOW_API_VIEWERS = {emails.format('api_viewers')}" in env
+    # The build account views too: each deploy first asks GET /versions (versions check).
+    assert (
+        'RELAYFLOW_API_VIEWERS = jsonencode(concat([for m in var.api_viewers : split(":", m)[1]], '
+        "[data.google_service_account.build.email]))"
+    ) in env
     assert f"RELAYFLOW_API_OPERATORS = {emails.format('api_operators')}" in env
     # The push account completes the tokens of signals it pushes to /signals, nothing more.
     assert (
@@ -950,7 +932,12 @@ IDENTITY_PATTERNS = {
     r"google_service_account\.tasks_invoker\b": "tasks-invoker",
     r"google_service_account\.pubsub_push\b": "pubsub-push",
     r"google_service_account\.scheduler\b": "scheduler",
+    r"google_service_account\.build\b": "build",
     r"google_project_service_identity\.pubsub\b": "pubsub-service-agent",
+    r"google_project_service_identity\.firestore\b": "firestore-service-agent",
+    r"google_project_service_identity\.cloudtasks\b": "tasks-service-agent",
+    r"data\.google_storage_project_service_account\.main\b": "storage-service-agent",
+    r"data\.google_bigquery_default_service_account\.main\b": "bigquery-service-agent",
     r"var\.pubsub_service_agent\b": "pubsub-service-agent",
     r"var\.api_(?:viewers|operators)\b": "api-people",
     r"var\.api_completers\b": "api-completers",
@@ -983,7 +970,7 @@ def _members(resource: Block, config: Config) -> set[str]:
 
 _NAMED_TARGET = re.compile(
     r'\w+\.\w+\["([\w-]+)"\]|\["([\w-]+)"\]|google_service_account\.(\w+)'
-    r"|google_pubsub_\w+\.(\w+)|var\.start_subscription\.(\w+)"
+    r"|google_pubsub_\w+\.(\w+)|var\.start_subscription\.(\w+)|google_bigquery_table\.(\w+)"
 )
 
 
@@ -996,7 +983,14 @@ def _targets(resource: Block, config: Config) -> set[str]:
         return {"project"}
     if kind == "cloud_tasks_queue":
         return {"queue:each"}
-    key = body.get("topic") or body.get("service_account_id") or body.get("subscription")
+    if kind == "storage_bucket":  # the bucket a module makes: module.offload.name
+        return {f"{kind}:{m}" for m in re.findall(r"module\.(\w+)\.name", body["bucket"])}
+    key = (
+        body.get("topic")
+        or body.get("service_account_id")
+        or body.get("subscription")
+        or body.get("table_id")
+    )
     if key.startswith("${each."):
         key = _expand(body["for_each"], config)
     named = {next(g for g in m.groups() if g) for m in _NAMED_TARGET.finditer(key)}
@@ -1021,17 +1015,46 @@ def _run_grants(relayflow: Config) -> set[tuple[str, str, str]]:
     return grants
 
 
+def _keyed_grants(resource: Block, config: Config) -> set[tuple[str, str]]:
+    """(who, target) of a grant whose for_each maps each key to its own member, on the key's
+    own resource (a Cloud KMS key by store: crypto_key_id = module.kms.ids[each.key])."""
+    kind = resource.type.removeprefix("google_").removesuffix("_iam_member")
+    source = str(config.locals[references(resource.body["for_each"], "local").pop()])
+    literal = re.search(r"\{([^{}]+)\}", source)  # the map literal: {KEY = MEMBER, ...}
+    assert literal, source
+    pairs = re.findall(r"(\w+)\s*=\s*([^\s,]+)", literal.group(1))
+    return {(who, f"{kind}:{key}") for key, member in pairs for who in _identities(member, config)}
+
+
 def _iam_matrix() -> set[tuple[str, str, str]]:
     relayflow = load(RELAYFLOW)
     messaging = load(MODULES / "messaging")
     grants = _run_grants(relayflow) | _bootstrap_identity_grants()
-    for config in (relayflow, messaging):
+    # The analytics module's targets are its own (its dead-letter topic is not messaging's).
+    for config, where in (
+        (relayflow, ""),
+        (messaging, ""),
+        (load(MODULES / "analytics"), "analytics/"),
+    ):
         for resource in config.resources:
-            if resource.type.endswith("_iam_member"):
+            if resource.type.endswith("_iam_member") and "[each.key]" in str(resource.body):
+                grants |= {
+                    (w, resource.body["role"], t) for w, t in _keyed_grants(resource, config)
+                }
+            elif resource.type.endswith("_iam_member"):
                 for who in _members(resource, config):
                     for target in _targets(resource, config):
-                        grants.add((who, resource.body["role"], target))
+                        for role in _roles(resource, config):
+                            grants.add((who, role, f"{where}{target}"))
     return grants
+
+
+def _roles(resource: Block, config: Config) -> set[str]:
+    """The role a grant gives, or each its for_each names (``each.value``)."""
+    role = str(resource.body["role"])
+    if not role.startswith("${each."):
+        return {role}
+    return set(re.findall(r"roles/[\w.]+", _expand(resource.body["for_each"], config)))
 
 
 def _bootstrap_identity_grants() -> set[tuple[str, str, str]]:
@@ -1057,6 +1080,7 @@ def _bootstrap_identity_grants() -> set[tuple[str, str, str]]:
 
 
 RUNTIME = sorted(COMPONENTS.values())
+ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 EXPECTED_IAM = {
     # Project-wide only because Firestore has nothing finer.
     *{(c, "roles/datastore.user", "project") for c in RUNTIME},
@@ -1096,6 +1120,16 @@ EXPECTED_IAM = {
     # replayed there.
     ("signal-producers", "roles/pubsub.publisher", "pubsub_topic:signals"),
     ("replayers", "roles/pubsub.publisher", "pubsub_topic:signals"),
+    # Offloaded payloads: every component writes some (inputs, outputs, results, callback
+    # outputs, signals) and reads them back; none may replace or delete one.
+    *{(c, "roles/storage.objectCreator", "storage_bucket:offload") for c in RUNTIME},
+    *{(c, "roles/storage.objectViewer", "storage_bucket:offload") for c in RUNTIME},
+    # With CMEK on, each store's service agent may use its own store's key and no other.
+    ("firestore-service-agent", ENCRYPTER, "kms_crypto_key:firestore"),
+    ("pubsub-service-agent", ENCRYPTER, "kms_crypto_key:pubsub"),
+    ("tasks-service-agent", ENCRYPTER, "kms_crypto_key:tasks"),
+    ("storage-service-agent", ENCRYPTER, "kms_crypto_key:storage"),
+    ("bigquery-service-agent", ENCRYPTER, "kms_crypto_key:bigquery"),
     # Who may call which service.
     ("pubsub-push", "roles/run.invoker", "cloud_run:start-flow"),
     # Signals are pushed to the api's /signals as the same account.
@@ -1108,6 +1142,14 @@ EXPECTED_IAM = {
     ("api-people", "roles/run.viewer", "cloud_run:api"),
     # Systems that complete callback tokens over HTTP only invoke.
     ("api-completers", "roles/run.invoker", "cloud_run:api"),
+    # Each deploy first asks the api how many flows run on each version (versions check).
+    ("build", "roles/run.invoker", "cloud_run:api"),
+    # The BigQuery subscription writes result events as the Pub/Sub agent: this table only,
+    # and what it gives up goes to the analytics dead-letter topic (acked on its subscription).
+    ("pubsub-service-agent", "roles/bigquery.dataEditor", "analytics/bigquery_table:main"),
+    ("pubsub-service-agent", "roles/bigquery.metadataViewer", "analytics/bigquery_table:main"),
+    ("pubsub-service-agent", "roles/pubsub.publisher", "analytics/pubsub_topic:dead_letter"),
+    ("pubsub-service-agent", "roles/pubsub.subscriber", "analytics/pubsub_subscription:main"),
 }
 
 
@@ -1306,7 +1348,10 @@ def test_operators_reach_the_api_through_the_proxy_and_nothing_else_is_reachable
     assert api["viewer_members"] == "${local.api_people_members}"
     assert api["invoker_members"] == (
         "${merge(local.api_people_members, local.api_completer_members, "
-        "{pubsub_push = local.pubsub_push_member})}"
+        "{pubsub_push = local.pubsub_push_member, versions_check = local.build_member})}"
+    )
+    assert relayflow.locals["build_member"] == (
+        "serviceAccount:${data.google_service_account.build.email}"
     )
     command = relayflow.outputs["api_proxy_command"].body["value"]
     assert command.startswith("gcloud run services proxy ${module.api.name} --project")
@@ -1327,6 +1372,9 @@ QUERIED = {
     "tenant",
     "created_at",
     "id_spread",  # Store.find: which tenants' flows have an id (the api, by id)
+    # Counts by label and by dependency merge these single-field indexes (test_list_indexes)
+    "label_index",
+    "dependency",
 }
 # Ids callers number (relayflow.capacity.rules.CALLER_ORDERED): they rise with the flows, so no
 # single-field index; flow_id stays in the listings' composites (after shard and updated_at) to
@@ -1340,6 +1388,10 @@ LARGE |= SIGNALS
 # A child flow's parent and the tasks its end makes (their run_at times rise with the flows).
 CHILDREN = {"child_of"}
 LARGE |= CHILDREN
+LARGE |= {"reset"}  # an operator's reset to a step: its steps run again, its undos left
+# A flow's labels (a map: an entry a key): queried through label_index, never themselves.
+LABELS = {"labels"}
+LARGE |= LABELS
 # A lane's own key and its flow's: they rise with the flows' ids and nothing finds lanes by them.
 LANE_KEYS = {"flow_id", "parent", "message_id"}
 # A ForEach lane's document: a flow document plus its items and their outputs.
@@ -1355,7 +1407,7 @@ LANE_LARGE = {
     "pending_result",
     "cleanup",  # a lane that undoes its item keeps its clean-up (with times) here too
 }
-LANE_LARGE |= SIGNALS | CHILDREN
+LANE_LARGE |= SIGNALS | CHILDREN | LABELS
 
 
 def test_the_large_flow_fields_are_exempt_from_indexing_and_the_queried_ones_are_not() -> None:

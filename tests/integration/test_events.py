@@ -49,6 +49,10 @@ def test_a_success_is_published_with_its_data(
         "error": None,
         "event": "result",
         "cleanup": None,
+        "created_at": record.model_dump(mode="json")["created_at"],
+        "finished_at": "2026-03-01T12:00:00Z",
+        "polls": 0,
+        "attempts": 0,
     }
 
 
@@ -85,6 +89,10 @@ def test_a_failure_is_published_with_its_error(
         "error": error,
         "event": "result",
         "cleanup": None,
+        "created_at": record.model_dump(mode="json")["created_at"],
+        "finished_at": "2026-03-01T12:00:00Z",
+        "polls": 0,
+        "attempts": 0,
     }
 
 

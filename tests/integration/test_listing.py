@@ -7,9 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from google.cloud import firestore
 
 from relayflow.core.state import Status
 from relayflow.gcp.store import FlowStore
+from relayflow.topology import Topology
 from tests.unit.test_listing import ListingContract
 
 from .support import make_record
@@ -19,10 +21,20 @@ pytestmark = pytest.mark.emulators
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
+# The contract holds for any count of index shards; 8 merge pages as the topology's 128 do, at
+# a sixteenth of the queries (tests/integration/test_store_shards.py covers the shards' count).
+CONTRACT_SHARDS = 8
+
+
 class TestFirestoreListing(ListingContract):
     @pytest.fixture
-    def store(self, flow_store: FlowStore) -> FlowStore:
-        return flow_store
+    def store(self, firestore_client: firestore.Client, topology: Topology) -> FlowStore:
+        return FlowStore(
+            firestore_client,
+            flows=topology.firestore.flows_collection,
+            rejected=topology.firestore.rejected_collection,
+            shards=CONTRACT_SHARDS,
+        )
 
 
 def test_recent_filters_by_status_newest_update_first(flow_store: FlowStore) -> None:

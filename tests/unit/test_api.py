@@ -343,7 +343,7 @@ def test_lists_are_summaries_by_default_and_whole_documents_on_request(local_api
     assert set(summary) == {
         "flow_id", "flow", "version", "tenant", "status", "position", "generation", "polls",
         "attempts",
-        "created_at", "updated_at", "finished_at", "code", "cleanup",
+        "created_at", "updated_at", "finished_at", "code", "cleanup", "labels", "dependency",
     }  # fmt: skip
     # a list shows the position the document has: poll 0's check was not ready and wrote
     # nothing (its poll chain carries it in poll 1's task; GET /flows/{id} shows it)
@@ -393,6 +393,11 @@ def test_filters_and_counts_per_status(local_api: Api) -> None:
             "updated_from must be before updated_to",
         ),
         ("counts=maybe", "counts must be true or false"),
+        ("label=order_id", "label: label 'order_id' must be key=value, e.g. order_id=123"),
+        ("label=Order%3D1", "label: label key 'Order' must match"),
+        ("label=a%3D1&label=a%3D2", "label: label 'a' is given twice"),
+        ("code=" + "X" * 101, "code must be 1..100 printable characters"),
+        ("dependency=Payments", "dependency 'Payments' is not a dependency"),
     ],
 )
 def test_bad_list_parameters_get_400_naming_the_parameter(
@@ -571,3 +576,49 @@ def test_an_edited_dead_signal_message_is_checked_against_the_signal_schema(
     assert "a signal message: signal: String should match pattern" in message(refused)
     assert taken.status_code == 200
     assert [json.loads(r["data"]) for r in local_api.dead_letters.replays] == [good]
+
+
+# -- labels, codes and dependencies (issue 23) ---------------------------------------------------
+
+
+def test_flows_are_listed_by_labels_given_repeated_or_in_one_parameter(local_api: Api) -> None:
+    h = local_api.harness
+    h.start("demo", {}, flow_id="l-1", labels={"order_id": "123", "region": "eu"})
+    h.start("demo", {}, flow_id="l-2", labels={"order_id": "123", "region": "us"})
+    h.start("demo", {}, flow_id="l-3")
+
+    def listed(query: str) -> list[str]:
+        response = local_api.client.get(f"/flows?{query}")
+        assert response.status_code == 200, response.get_json()
+        return [f["flow_id"] for f in response.get_json()["flows"]]
+
+    assert listed("label=order_id%3D123") == ["l-2", "l-1"]
+    assert listed("label=order_id%3D123&label=region%3Deu") == ["l-1"]
+    assert listed("label=order_id%3D123+region%3Deu") == ["l-1"]  # the console's one field
+    assert local_api.client.get("/flows/l-1").get_json()["labels"] == {
+        "order_id": "123",
+        "region": "eu",
+    }
+    counts = local_api.client.get("/flows:counts?label=order_id%3D123").get_json()
+    assert counts["total"] == 2
+
+
+def test_counts_by_more_than_one_label_are_refused_saying_why(local_api: Api) -> None:
+    response = local_api.client.get("/flows:counts?label=a%3D1&label=b%3D2")
+    assert response.status_code == 400
+    assert "flows are counted by one label at most" in message(response)
+    listed = local_api.client.get("/flows?label=a%3D1&label=b%3D2")
+    assert listed.status_code == 200  # the list itself checks the second on what it finds
+
+
+def test_flows_are_listed_by_result_code_and_dependency(local_api: Api) -> None:
+    h = local_api.harness
+    h.start("demo", {"bad": True}, flow_id="c-1")
+    ended = h.run("c-1")
+    assert ended is not None and ended.result is not None
+    h.start("demo", {}, flow_id="c-2")
+    by_code = local_api.client.get(f"/flows?code={ended.result.code}").get_json()
+    assert [f["flow_id"] for f in by_code["flows"]] == ["c-1"]
+    assert by_code["flows"][0]["code"] == ended.result.code
+    by_dependency = local_api.client.get("/flows?dependency=nothing-calls-this").get_json()
+    assert by_dependency["flows"] == []

@@ -12,8 +12,11 @@ import pytest
 
 from relayflow.cli import commands, operate, render
 from relayflow.cli.api import Api, ApiUnreachable
+from relayflow.cli.follow import Follower
+from relayflow.core import labels
+from relayflow.core.breaker_policy import DEPENDENCY_PATTERN
 from relayflow.core.messages import MAX_DEADLINE_S
-from relayflow.core.position import FLOW_ID_PATTERN, TaskKind
+from relayflow.core.position import FLOW_ID_PATTERN, STEP_NAME_PATTERN, TaskKind
 from relayflow.core.records import HistoryEntry
 from relayflow.core.state import TERMINAL, Status
 from relayflow.core.tenants import TENANT_PATTERN
@@ -22,11 +25,19 @@ from relayflow.web import params
 
 def test_the_clis_own_rules_are_the_cores() -> None:
     assert commands.FLOW_ID.pattern == FLOW_ID_PATTERN[1:-1]
+    assert commands.STEP.pattern == STEP_NAME_PATTERN[1:-1]
     assert commands.FLOW_NAME.pattern == params.FLOW_NAME.pattern
     assert commands.TENANT.pattern == TENANT_PATTERN[1:-1]
     assert commands.STATUSES == render.STATUSES == tuple(s.value for s in Status)
     assert {s.value for s in TERMINAL} == render.TERMINAL
     assert commands.MAX_DEADLINE_S == MAX_DEADLINE_S
+    assert (commands.LABEL_KEY.pattern, commands.LABEL_VALUE.pattern) == (
+        labels.KEY_PATTERN[1:-1],
+        labels.VALUE_PATTERN[1:-1],
+    )
+    assert commands.MAX_LABELS == labels.MAX_LABELS
+    assert commands.DEPENDENCY.pattern == DEPENDENCY_PATTERN[1:-1]
+    assert commands.MAX_CODE_CHARS == params.MAX_CODE_CHARS
     assert (commands.MAX_LIST, commands.MAX_REASON_CHARS) == (
         params.MAX_LIMIT,
         params.MAX_REASON_CHARS,
@@ -53,6 +64,19 @@ def test_the_clis_own_rules_are_the_cores() -> None:
         (["tenants", "pause", "Acme Corp", "--reason", "x"], "is not a tenant name"),
         (["publish", "registration", "--priority", "urgent"], "invalid choice: 'urgent'"),
         (["list", "--tenant", "-x"], "expected one argument"),
+        (["publish", "registration", "--label", "order_id"], "'order_id' is not key=value"),
+        (["publish", "registration", "--label", "Order=1"], "label key 'Order' must match"),
+        (["list", "--label", "order_id=a b"], "label order_id's value 'a b' must match"),
+        (["list", "--dependency", "Payments"], "'Payments' is not a dependency"),
+        (["list", "--code", ""], "a code is 1..100 printable characters"),
+        (["reset", "f-1", "--reason", "x"], "the following arguments are required: --to-step"),
+        (["reset", "f-1", "--to-step", "Charge!", "--reason", "x"], "is not a step name"),
+        (["drain", "--flow", "orders"], "the following arguments are required: --version"),
+        (["drain", "--flow", "orders", "--version", "0"], "is not a version"),
+        (["drain", "--flow", "Orders", "--version", "1"], "is not a flow name"),
+        (["drain", "--flow", "o", "--version", "1", "--timeout-s", "-1"], "must be in (0,"),
+        (["versions"], "the following arguments are required"),
+        (["versions", "list", "--flow", "Orders"], "is not a flow name"),
     ],
 )
 def test_bad_arguments_exit_2_before_anything_runs(
@@ -236,3 +260,70 @@ def test_migrate_shards_is_a_command_that_takes_no_arguments() -> None:
     assert commands.COMMANDS[args.command] is commands.cmd_migrate_shards
     with pytest.raises(SystemExit):
         commands.build_parser().parse_args(["migrate-shards", "extra"])
+
+
+def test_publish_refuses_a_label_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["publish", "registration", "--label", "a=1", "--label", "a=2"]
+    assert commands.main(argv) == 2
+    assert "--label a is given twice ('1', '2')" in capsys.readouterr().err
+
+
+def test_list_sends_every_label_and_the_code_and_dependency(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+
+    class Recording(Api):
+        def _call(self, method: str, path: str, data: bytes | None) -> dict[str, Any]:
+            asked.append(path)
+            return {"flows": [], "next_cursor": None}
+
+    monkeypatch.setattr(operate, "api", lambda: Recording("http://api.invalid"))
+    argv = ["list", "--label", "order_id=1", "--label", "region=eu", "--code", "DECLINED",
+            "--dependency", "payments"]  # fmt: skip
+    assert commands.main(argv) == 0
+    (path,) = asked
+    assert "label=order_id%3D1&label=region%3Deu" in path
+    assert "code=DECLINED" in path and "dependency=payments" in path
+
+
+def test_a_flows_labels_and_dependency_are_shown_by_status_list_and_watch() -> None:
+    doc = {
+        "flow_id": "f-1", "flow": "orders", "status": "FAILED", "dependency": "payments",
+        "labels": {"region": "eu", "order_id": "1"}, "position": {"step": "pay", "kind": "action"},
+        "history": [],
+    }  # fmt: skip
+    shown = render.flow(doc)
+    assert "  labels    order_id=1 region=eu" in shown
+    assert "  dependency payments (relayflow list --dependency)" in shown
+    row = render.flow_table([{**doc, "position": "pay attempt 0", "code": "DECLINED"}])
+    assert row.splitlines()[1].endswith("DECLINED              order_id=1 region=eu")
+    follower = Follower()
+    assert follower.document(doc)[0] == "  labels    order_id=1 region=eu"  # watch: once
+    assert follower.document(doc) == []
+
+
+def test_reset_prints_its_dry_run_first_and_stops_there_when_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    posted: list[dict[str, Any]] = []
+    refused = {"key": "f-1", "action": "reset", "allowed": False, "reason": "the flow is RUNNING"}
+
+    class Posting:
+        def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            posted.append({"path": path, **body})
+            return refused
+
+    monkeypatch.setattr(operate, "api", Posting)
+    args = commands.build_parser().parse_args(
+        ["reset", "f-1", "--to-step", "charge", "--reason", "redo", "--keep-effects"]
+    )
+    assert operate.cmd_reset(args) == 1
+    assert posted == [
+        {"path": "/flows/f-1:reset", "step": "charge", "reason": "redo", "undo": False,
+         "dry_run": True}
+    ]  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["FLOW", "ACTION", "OK", "RUN", "AGAIN", "UNDONE", "(NEWEST",
+                              "FIRST)", "KEPT"]  # fmt: skip
+    assert out[1].split(None, 3) == ["f-1", "reset", "no", "refused: the flow is RUNNING"]

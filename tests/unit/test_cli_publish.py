@@ -73,6 +73,15 @@ def test_publish_goes_on_the_topic_of_the_tenant_it_names(
     assert f"on {topic}; flow id f-1" in capsys.readouterr().out
 
 
+def test_publish_sends_its_labels_in_the_start_message(
+    published: list[tuple[str, bytes]],
+) -> None:
+    argv = ["publish", "registration", "--label", "order_id=ORD-1", "--label", "region=eu"]
+    assert commands.main(argv) == 0
+    ((_, data),) = published
+    assert json.loads(data)["labels"] == {"order_id": "ORD-1", "region": "eu"}
+
+
 def test_the_start_topic_of_a_tenant_is_the_topologys() -> None:
     topology = load_topology()
     assert start_topic("acme") == topology.tenant_requests.topic_of("acme")

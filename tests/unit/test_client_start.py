@@ -40,6 +40,8 @@ def client(**kwargs: object) -> Client:
         ("orders", {"order": 1}, {"priority": "urgent"}),
         ("orders", {"order": 1}, {"deadline_s": -1}),
         ("orders", {"deep": "x" * 70_000}, {}),
+        ("orders", {"order": 1}, {"labels": {"Order": "1"}}),
+        ("orders", {"order": 1}, {"labels": {f"k{i}": "v" for i in range(17)}}),
     ],
 )
 def test_a_bad_start_fails_with_the_start_functions_reason(
@@ -70,3 +72,16 @@ def test_bad_client_settings_are_refused_at_construction() -> None:
         client(wait="poll")
     with pytest.raises(ValueError, match="exactly one"):
         client().complete_callback("t", output={}, error={})
+
+
+def test_a_starts_labels_go_in_its_start_message_and_a_list_asks_by_label() -> None:
+    c = client()
+    _, _, data = c._prepare_one("orders", {"order": 1}, labels={"order_id": "ORD-1"})
+    assert json.loads(data)["labels"] == {"order_id": "ORD-1"}
+    assert "labels" not in json.loads(c._prepare_one("orders", {"order": 1})[2])
+    asked: list[tuple[str, dict[str, object]]] = []
+    c.api.get = lambda path, query=None, **_: asked.append((path, query or {})) or {"flows": []}  # type: ignore[method-assign]
+    c.list(label={"order_id": "ORD-1", "region": "eu"}, code="DECLINED", dependency="payments")
+    c.list(label="order_id=ORD-1")
+    assert [q["label"] for _, q in asked] == [["order_id=ORD-1", "region=eu"], ["order_id=ORD-1"]]
+    assert (asked[0][1]["code"], asked[0][1]["dependency"]) == ("DECLINED", "payments")

@@ -326,3 +326,36 @@ def test_the_definitions_page_shows_each_flow_with_its_steps_and_schemas(console
     listed = text(console.client.get("/console/flows"))
     assert flow_id in listed
     assert 'href="/console/definitions#def-demo-v1">demo v1</a>' in listed
+
+
+def test_the_list_filters_by_labels_and_shows_them(console: Api) -> None:
+    h = console.harness
+    h.start("demo", {}, flow_id="l-1", labels={"order_id": "123", "region": "eu"})
+    h.start("demo", {}, flow_id="l-2", labels={"order_id": "456"})
+    page = text(console.client.get("/console/flows?label=order_id%3D123"))
+    assert re.findall(r'data-flow-id="([^"]+)"', page) == ["l-1"]
+    assert 'id="label-filter" value="order_id=123"' in page  # the filter, kept in its field
+    assert '<a class="label" href="/console/flows?label=region%3Deu">region=eu</a>' in page
+    assert 'id="counts"' in page  # counted by one label
+    both = text(console.client.get("/console/flows?label=order_id%3D123+region%3Deu"))
+    assert re.findall(r'data-flow-id="([^"]+)"', both) == ["l-1"]
+    assert 'id="counts-none"' in both and 'id="counts"' not in both  # two labels: no counts
+    (next_url,) = re.findall(r'href="([^"]+)" data-status="FAILED"', page)
+    assert "label=order_id%3D123" in next_url  # a status link keeps the label
+
+
+def test_a_flows_page_shows_its_labels_and_the_dependency_that_failed_it(console: Api) -> None:
+    console.harness.start("demo", {}, flow_id="l-1", labels={"order_id": "123"})
+    page = text(console.client.get("/console/flows/l-1"))
+    assert '<dd id="labels"><a class="label" href="/console/flows?label=order_id%3D123">' in page
+    assert 'id="dependency"' not in page  # nothing holds it up
+    held = {"dependency": "payments"}  # as a put-off for payments' breaker writes it
+    console.harness.store.change("l-1", lambda record: record.model_copy(update=held))
+    page = text(console.client.get("/console/flows/l-1"))
+    assert '<dd id="dependency"><a href="/console/flows?dependency=payments">payments</a>' in page
+
+
+def test_bad_label_filters_are_an_error_page_naming_the_parameter(console: Api) -> None:
+    response = console.client.get("/console/flows?label=order_id")
+    assert response.status_code == 400
+    assert "label: label &#39;order_id&#39; must be key=value" in text(response)

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from relayflow.core.listing import Cursor, FlowFilter, FlowSummary, InvalidCursor
+from relayflow.core import listing
+from relayflow.core.listing import Cursor, FlowFilter, FlowSummary, InvalidCursor, Uncountable
 from relayflow.core.ports import Store
 from relayflow.core.position import Position, TaskKind
 from relayflow.core.records import FlowRecord, Result, parent_spread
@@ -114,6 +115,84 @@ class ListingContract:
         assert store.flows(FlowFilter(parent="p-3")).items == []
         assert store.count_by_status(FlowFilter(parent="p-1"))[Status.RUNNING] == 3
 
+    def test_a_label_lists_the_flows_that_carry_it_a_page_at_a_time(self, store: Store) -> None:
+        # given flows labelled by order, and others
+        seed(store)
+        for n, order in enumerate(["123", "456", "123", "123"]):
+            labelled = record(
+                f"o-{n}", minute=20 + n, status=Status.FAILED if n else Status.RUNNING
+            )
+            store.create(labelled.model_copy(update={"labels": {"order_id": order, "n": str(n)}}))
+        by_order = FlowFilter(labels=(("order_id", "123"),))
+        # then a list by label shows them newest first, and pages like any list
+        first = store.flows(by_order, limit=2)
+        rest = store.summaries(by_order, after=first.next, limit=2)
+        assert ids(first.items) + ids(rest.items) == ["o-3", "o-2", "o-0"]
+        assert rest.next is None
+        assert rest.items[0].labels == {"order_id": "123", "n": "0"}  # summaries carry them
+        assert ids(store.flows(FlowFilter(labels=(("order_id", "789"),))).items) == []
+        # and combines with the other filters; counts take it too
+        failed = FlowFilter(labels=(("order_id", "123"),), status=Status.FAILED)
+        assert ids(store.flows(failed).items) == ["o-3", "o-2"]
+        counts = store.count_by_status(failed)
+        assert (counts[Status.FAILED], counts[Status.RUNNING], sum(counts.values())) == (2, 1, 3)
+
+    def test_several_labels_list_the_flows_that_carry_them_all(self, store: Store) -> None:
+        eu, us = {"order_id": "1", "region": "eu"}, {"order_id": "1", "region": "us"}
+        made = [
+            record(f"m-{n}", minute=n).model_copy(update={"labels": labels})
+            for n, labels in enumerate([eu, {"order_id": "1"}, us, eu, {"region": "eu"}])
+        ]
+        for r in made:
+            store.create(r)
+        both = FlowFilter(labels=(("order_id", "1"), ("region", "eu")))
+        assert ids(store.flows(both).items) == ["m-3", "m-0"]
+        assert [r.flow_id for r in reversed(made) if both.matches(r)] == ["m-3", "m-0"]
+        # a page of one: the flows in between that lack the second label are passed over
+        first = store.summaries(both, limit=1)
+        rest = store.summaries(both, after=first.next, limit=1)
+        assert (ids(first.items), ids(rest.items), rest.next) == (["m-3"], ["m-0"], None)
+        with pytest.raises(Uncountable, match="one label at most"):
+            store.count_by_status(both)
+
+    def test_a_page_that_checks_labels_stops_after_max_sifted_flows_and_goes_on_from_there(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(listing, "MAX_SIFTED", 2)
+        for n in range(6):  # only the oldest carries both
+            labels = {"order_id": "1", "region": "eu" if n == 0 else "us"}
+            store.create(record(f"s-{n}", minute=n).model_copy(update={"labels": labels}))
+        both = FlowFilter(labels=(("order_id", "1"), ("region", "eu")))
+        # a page of 1 reads at most 1 + 1 + 2 flows: s-5..s-2, none of them in the list
+        first = store.flows(both, limit=1)
+        assert first.items == [] and first.next == Cursor(T0 + timedelta(minutes=2), "s-2")
+        rest = store.flows(both, after=first.next, limit=1)
+        assert (ids(rest.items), rest.next) == (["s-0"], None)
+
+    def test_flows_are_listed_by_result_code_and_by_dependency(self, store: Store) -> None:
+        seed(store)
+        ended = [
+            ("RETRIES_EXHAUSTED", "payments"),
+            ("DECLINED", "payments"),
+            ("RETRIES_EXHAUSTED", None),
+        ]
+        for n, (code, dependency) in enumerate(ended):
+            result = Result(status=Status.FAILED, code=code, message="no")
+            done = record(f"e-{n}", minute=30 + n, status=Status.FAILED, result=result)
+            store.create(done.model_copy(update={"dependency": dependency}))
+        held = record("h-0", minute=40).model_copy(update={"dependency": "payments"})
+        store.create(held)
+        by_code = FlowFilter(code="RETRIES_EXHAUSTED")
+        assert ids(store.flows(by_code).items) == ["e-2", "e-0"]
+        assert store.count_by_status(by_code) == {s: 2 if s is Status.FAILED else 0 for s in Status}
+        by_dependency = FlowFilter(dependency="payments")
+        assert ids(store.summaries(by_dependency).items) == ["h-0", "e-1", "e-0"]
+        assert store.summaries(by_dependency).items[0].dependency == "payments"
+        both = FlowFilter(dependency="payments", code="RETRIES_EXHAUSTED", status=Status.FAILED)
+        assert ids(store.flows(both).items) == ["e-0"]
+        counts = store.count_by_status(FlowFilter(dependency="payments"))
+        assert (counts[Status.FAILED], counts[Status.RUNNING]) == (2, 1)
+
     def test_ties_in_time_are_broken_by_id(self, store: Store) -> None:
         for flow_id in ("t-a", "t-c", "t-b"):
             store.create(record(flow_id, minute=0))
@@ -175,6 +254,17 @@ class ListingContract:
         orders = [r for r in made if r.flow == "orders"]
         assert counts == {s: sum(1 for r in orders if r.status is s) for s in Status}
         assert sum(counts.values()) == len(orders) == 8
+
+    def test_counts_only_the_statuses_asked_for(self, store: Store) -> None:
+        # What GET /versions counts: the flows not ended on one version, never the ended ones.
+        made = seed(store)
+        asked = (Status.PENDING, Status.RUNNING, Status.COMPENSATING)
+        counts = store.count_by_status(FlowFilter(flow="orders", version=2), statuses=asked)
+        on_v2 = [r for r in made if (r.flow, r.version) == ("orders", 2)]
+        assert counts == {
+            s: sum(1 for r in on_v2 if r.status is s) if s in asked else 0 for s in Status
+        }
+        assert counts[Status.PENDING] == 2 and len(on_v2) == 4  # the two SUCCEEDED not counted
 
     def test_rejected_messages_are_listed_newest_first_with_their_reasons(
         self, store: Store

@@ -22,6 +22,7 @@ def ended(cleanup: CleanupState | None = None) -> FlowRecord:
         flow="orders",
         version=3,
         tenant="acme",
+        labels={"order_id": "ORD-7"},
         input={},
         status=Status.FAILED,
         position=position,
@@ -43,6 +44,7 @@ def test_a_flow_that_ended_with_nothing_left_to_undo_announces_its_result() -> N
         "flow": "orders",
         "version": 3,
         "tenant": "acme",
+        "labels": {"order_id": "ORD-7"},  # what the flow was started with, kept for good
         "generation": 2,
         "status": "FAILED",
         "code": "DECLINED",
@@ -51,6 +53,10 @@ def test_a_flow_that_ended_with_nothing_left_to_undo_announces_its_result() -> N
         "error": {"step": "pay"},
         "event": "result",
         "cleanup": None,
+        "created_at": "2026-03-01T12:00:00Z",
+        "finished_at": None,
+        "polls": 0,
+        "attempts": 0,
     }
     assert result_attributes(record) == {
         "flow_id": "order-7",
@@ -80,3 +86,16 @@ def test_once_its_clean_up_is_over_the_flow_announces_it_as_a_second_event() -> 
         assert (attributes["event"], attributes["cleanup"]) == ("cleanup", str(state))
         # the same flow, generation and result: a subscriber tells them apart by ``event``
         assert result_event(record)["code"] == "DECLINED"
+
+
+def test_an_event_carries_when_the_flow_was_created_and_ended_and_its_tries() -> None:
+    # What analytics reads (docs/analytics.md): run time, and the tries its cost follows.
+    record = ended().model_copy(
+        update={"finished_at": NOW + timedelta(seconds=42), "polls": 5, "attempts": 3}
+    )
+    event = result_event(record)
+    assert (event["created_at"], event["finished_at"]) == (
+        "2026-03-01T12:00:00Z",
+        "2026-03-01T12:00:42Z",
+    )
+    assert (event["polls"], event["attempts"]) == (5, 3)

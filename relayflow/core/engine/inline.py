@@ -67,8 +67,15 @@ class Onward:
         if not runs_now(plan, planned):
             return planned
         if self.holder is None:
-            assert self.verdict is not None and self.verdict.until is not None
-            return planner.defer(plan, planned, until=self.verdict.until, why=self.verdict.detail)
+            verdict = self.verdict
+            assert verdict is not None and verdict.until is not None
+            return planner.defer(
+                plan,
+                planned,
+                until=verdict.until,
+                why=verdict.detail,
+                dependency=verdict.dependency,
+            )
         claimed = planner.claim(plan, planned, lease_s=lease_s, holder=self.holder)
         return planned if planner.exhausted(plan, claimed) else claimed
 

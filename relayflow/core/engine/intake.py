@@ -89,6 +89,7 @@ class Intake:
             priority=capped(message.priority, policy.priority),
             waiting=k.admission.must_wait(tenant),
             first_lease_s=k.limits.claim_lease_s + k.limits.first_delivery_within_s,
+            labels=message.labels,
         ).model_copy(update={"trace": tracing.current_traceparent()})
         if not k.store.create(record):
             return self._duplicate(record, data, message_id, attributes)
@@ -106,10 +107,14 @@ class Intake:
         existing = self._k.store.get(record.key)
         if existing is None:  # created and deleted meanwhile; Pub/Sub will redeliver
             raise RuntimeError(f"flow {record.flow_id} exists and does not")
-        if (existing.flow, existing.input) != (record.flow, record.input):
+        if (existing.flow, existing.input, existing.labels) != (
+            record.flow,
+            record.input,
+            record.labels,
+        ):
             reason = (
                 f"flow_id {record.flow_id!r} already names a {existing.flow!r} flow with a "
-                "different input; choose a new flow_id"
+                "different input or labels; choose a new flow_id"
             )
             self._reject(data, message_id, attributes, reason)
             self._k.metrics.message_rejected(existing.flow, "FLOW_ID_CONFLICT")

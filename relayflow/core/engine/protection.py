@@ -89,10 +89,11 @@ class Protection:
         *,
         then: Then | None = None,
         hand_over: bool = False,
+        dependency: str | None = None,
     ) -> Ran:
         """Put the focused task off until ``until`` (a new task then, no attempt spent).
-        ``then``: what runs once that is committed, before it is settled; ``hand_over``: see
-        ``planner.defer``."""
+        ``then``: what runs once that is committed, before it is settled; ``hand_over`` and
+        ``dependency``: see ``planner.defer``."""
         position = found.record.position
         plan = self._k.plan_for(found.record)
 
@@ -100,7 +101,9 @@ class Protection:
             current = focused_at(latest, position, found.carried)
             if current is None:
                 return None
-            planned = planner.defer(plan, current, until=until, why=why, hand_over=hand_over)
+            planned = planner.defer(
+                plan, current, until=until, why=why, hand_over=hand_over, dependency=dependency
+            )
             ended = marked(planned)  # a hand-over ends the flow: its result is published
             marks[:] = [ended is not planned]
             return ended
@@ -114,7 +117,14 @@ class Protection:
         it goes on as the flow's clean-up."""
         assert verdict.until is not None
         remember = functools.partial(self.remember, verdict.dependency)
-        return self.put_off(found, verdict.detail, verdict.until, then=remember, hand_over=True)
+        return self.put_off(
+            found,
+            verdict.detail,
+            verdict.until,
+            then=remember,
+            hand_over=True,
+            dependency=verdict.dependency,
+        )
 
     def remember(self, dependency: str, committed: Snapshot) -> None:
         """Remember the task of a step just put off for ``dependency``'s breaker, to bring it

@@ -16,14 +16,24 @@ from relayflow.core.state import Status
 
 
 def defer(
-    plan: Plan, record: FlowRecord, *, until: datetime, why: str, hand_over: bool = False
+    plan: Plan,
+    record: FlowRecord,
+    *,
+    until: datetime,
+    why: str,
+    hand_over: bool = False,
+    dependency: str | None = None,
 ) -> FlowRecord:
     """Put off the focused task until ``until`` (its tenant paused, its dependency's breaker
     open, its retry budget spent): a new task under a new name, no attempt spent. A step
     that cannot run before its deadline ends the flow TIMED_OUT now (and undoes its effects);
     an undo is never timed out. ``hand_over`` (its dependency is down): an undo of a
     compensating flow is handed to the flow's clean-up, so the flow ends now; a clean-up's
-    undo is put off at most to the end of its window, and given up once that has passed."""
+    undo is put off at most to the end of its window, and given up once that has passed.
+    ``dependency``: the one whose breaker or budget put it off, recorded on the flow (what
+    ``relayflow list --dependency`` finds)."""
+    if dependency is not None:
+        record = record.model_copy(update={"dependency": dependency})
     pos = record.position
     if pos.kind is not TaskKind.COMPENSATE and until > deadline_of(plan, record):
         err = timeout_of(record, "DEADLINE_EXCEEDED", f"the deadline passes while {why}")

@@ -18,8 +18,9 @@ from relayflow.core.planner.cleanup import clean_up_after
 from relayflow.core.planner.effects import forget_first_try
 from relayflow.core.planner.history import error_of, log, new_entry, timeout_of
 from relayflow.core.planner.lanes import item_done
-from relayflow.core.planner.plan import Outcome, Plan
-from relayflow.core.planner.saga import after_compensation, begin_failure
+from relayflow.core.planner.plan import Outcome, Plan, dependency_at
+from relayflow.core.planner.reset import after_undo
+from relayflow.core.planner.saga import begin_failure
 from relayflow.core.planner.starts import start_ready
 from relayflow.core.planner.states import all_done, end_track, finish, move, past_deadline, product
 from relayflow.core.position import TaskKind
@@ -38,10 +39,11 @@ def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
 
 
 def follow(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
-    """``after``, once its claim has ended: an undo's outcome is the saga's; a task run forward
-    is its kind's to take into account (a callback's early completion comes back here)."""
+    """``after``, once its claim has ended: an undo's outcome is the saga's (or a reset's); a
+    task run forward is its kind's to take into account (a callback's early completion comes
+    back here)."""
     if record.position.kind is TaskKind.COMPENSATE:
-        return after_compensation(plan, record, outcome)
+        return after_undo(plan, record, outcome)
     return plan.kinds.at(plan.flow, record.position).after(plan, record, outcome)
 
 
@@ -65,8 +67,13 @@ def advance(
     ends, and every step that became ready starts."""
     pos = record.position
     entry = new_entry(plan, record, seen)
+    # The step a put-off held up is done: the flow is no longer held up by its dependency.
+    held = record.dependency is not None and record.dependency == dependency_at(plan, pos)
     record = log(plan, record, entry).model_copy(
-        update={"outputs": {**record.outputs, pos.step: output}}
+        update={
+            "outputs": {**record.outputs, pos.step: output},
+            "dependency": None if held else record.dependency,
+        }
     )
     record = end_track(record, pos.step)
     if record.is_lane and all_done(plan.flow, record):

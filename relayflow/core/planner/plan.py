@@ -186,6 +186,10 @@ class StepKind(Protocol):
         """The handler that undoes ``step``'s effect, if it has one."""
         ...
 
+    def dependency(self, step: Step) -> str | None:
+        """What ``step`` calls, whose breaker guards it (None: nothing named)."""
+        ...
+
     def policy(self, step: Step) -> PollPolicy | None:
         """The backoff a poll step's polls follow (None: not a poll step)."""
         ...
@@ -230,6 +234,17 @@ class StepKinds(Protocol):
 def step_of(plan: Plan, position: Position) -> Step:
     """The definition of the step a position names (inside its ForEach, for an item's)."""
     return plan.kinds.container(plan.flow, position.scope).step(position.step_index)
+
+
+def dependency_at(plan: Plan, position: Position) -> str | None:
+    """The dependency the step at ``position`` names (None: none, or no definition has it)."""
+    if plan.definition is None:
+        return None
+    try:
+        step = step_of(plan, position)
+    except LookupError:  # a definition that no longer has the step
+        return None
+    return plan.kinds.of(step).dependency(step)
 
 
 def schedule(plan: Plan, record: FlowRecord, position: Position, delay_s: float) -> NextTask:

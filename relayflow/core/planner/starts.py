@@ -65,6 +65,7 @@ def new_record(
     priority: str = "low",
     waiting: bool = False,
     first_lease_s: float | None = None,
+    labels: dict[str, str] | None = None,
 ) -> FlowRecord:
     """A PENDING flow whose first steps (those that run after nothing) are due now; or, if
     its tenant has no room (``waiting``), one that holds no task until it is admitted.
@@ -88,6 +89,7 @@ def new_record(
         updated_at=plan.now,
         tenant=tenant,
         priority=priority,
+        labels=labels or {},
     )
     # Its queue shard, for good: every task of the flow goes to that shard's queues.
     record = record.model_copy(update={"queue_shard": plan.queues.shard_of(record.key)})

@@ -33,6 +33,9 @@ def finish(plan: Plan, record: FlowRecord, result: Result) -> FlowRecord:
             "expire_at": plan.now + timedelta(seconds=plan.retention_s),
             # This generation's event has not gone out yet, whatever an earlier one did.
             "result_published": False,
+            # A flow that succeeded is held up by no dependency (one that failed keeps the
+            # failing step's, set when it began to fail).
+            "dependency": record.dependency if result.status is not Status.SUCCEEDED else None,
         }
     )
 

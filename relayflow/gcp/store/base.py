@@ -114,6 +114,25 @@ class StoreBase:
         the order ``key`` (each shard's query is ordered by it)."""
         return self._merged_over(query_of, 1, key=key, limit=limit, descending=descending)
 
+    def _merging(
+        self,
+        query_of: Callable[[int], Any],
+        *,
+        key: Callable[[Any], Any],
+        limit: int,
+        descending: bool = False,
+    ) -> Iterator[Any]:
+        """``_merged``, read as it is taken (``merge.merging``): ``limit`` bounds each
+        request, not what is taken."""
+        return merge.merging(
+            [query_of(shard) for shard in range(self._shards)],
+            key=key,
+            limit=limit,
+            descending=descending,
+            counters=self._counters,
+            timeout=RPC_TIMEOUT_S,
+        )
+
     def _merged_over(
         self,
         query_of: Callable[[int], Any],

@@ -48,6 +48,7 @@ class FirestoreFlowDocuments(StoreBase):
             **record.to_doc(),
             **keys.shard_field(key, self._shards),
             **keys.find_field(record.flow_id),
+            **keys.label_field(record.labels),
         }
         self._counters.add("firestore_writes")
         try:

@@ -14,6 +14,9 @@ store reads there when the spread id holds nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from relayflow.core.labels import entries
 from relayflow.core.sharding import PREFIX_DIGITS, prefix_of, shard_of
 
 SEPARATOR = ":"
@@ -62,3 +65,14 @@ def find_value(flow_id: str) -> str:
 def find_field(flow_id: str) -> dict[str, str]:
     """The ``FIND_FIELD`` a flow document is created with."""
     return {FIND_FIELD: find_value(flow_id)}
+
+
+# The field a list by label asks ``array-contains`` of: a flow's labels as ``key=value``
+# strings (``core.labels.entries``), so one index serves every key. Written once, at the
+# create: labels never change.
+LABEL_FIELD = "label_index"
+
+
+def label_field(labels: Mapping[str, str]) -> dict[str, list[str]]:
+    """The ``LABEL_FIELD`` a flow document with ``labels`` is created with (none: no field)."""
+    return {LABEL_FIELD: entries(labels)} if labels else {}

@@ -6,11 +6,15 @@ cloud (the emulator needs none); see the README's "Console and operations". ``up
 moves with every write, so it is indexed only behind the ``shard`` field: each list asks every
 shard and merges the answers (``relayflow.gcp.store.merge``); a page's cursor is global and
 each shard's query starts after it.
+
+A label filter asks ``array-contains`` of the flows' ``label_index`` (``keys.LABEL_FIELD``).
+A query may hold one such filter, so a list by several labels asks the first and checks the
+others on the flows it finds (``core.listing.sifted``, at most ``MAX_SIFTED`` a page).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -19,12 +23,15 @@ from google.cloud.firestore_v1.field_path import FieldPath
 from pydantic import BaseModel, ValidationError
 
 from relayflow.core.listing import (
+    MAX_SIFTED,
     SUMMARY_FIELDS,
     Cursor,
     FlowFilter,
     FlowSummary,
     Page,
     RejectedMessage,
+    paged,
+    sifted,
 )
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
@@ -68,24 +75,30 @@ class FirestoreListing(StoreBase):
         self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
     ) -> Page[FlowRecord]:
         """Whole documents of the flows ``filter`` admits, newest update first."""
-        snaps = self._listing(filter, after=after, limit=limit)
-        return self._page(snaps, limit, lambda snap: FlowRecord.from_doc(fields_of(snap)))
+        page = self._listing(filter, after=after, limit=limit)
+        return self._parsed(page, lambda snap: FlowRecord.from_doc(fields_of(snap)))
 
     def summaries(
         self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
     ) -> Page[FlowSummary]:
         """``flows`` as summaries, read as a projection: a fraction of each document."""
-        snaps = self._listing(filter, after=after, limit=limit, fields=SUMMARY_FIELDS)
-        return self._page(snaps, limit, lambda snap: FlowSummary.from_doc(fields_of(snap)))
+        page = self._listing(filter, after=after, limit=limit, fields=SUMMARY_FIELDS)
+        return self._parsed(page, lambda snap: FlowSummary.from_doc(fields_of(snap)))
 
-    def count_by_status(self, filter: FlowFilter) -> dict[Status, int]:
-        """How many flows ``filter`` admits in each status: one count aggregation per status
-        (billed one read per 1,000 entries), run side by side. A range on ``updated_at`` is
-        indexed only behind the shard, so with one each status is counted in every shard."""
-        admitted = filter.without_status()
+    def count_by_status(
+        self, filter: FlowFilter, *, statuses: Iterable[Status] | None = None
+    ) -> dict[Status, int]:
+        """How many flows ``filter`` admits in each status (of ``statuses``, if given): one
+        count aggregation per status (billed one read per 1,000 entries), run side by side. A
+        range on ``updated_at`` is indexed only behind the shard, and so is ``result.code``
+        (``result`` keeps no single-field index): with either, each status is counted in every
+        shard. Uncountable for more than one label."""
+        admitted = filter.counted()
         ranged = filter.updated_from is not None or filter.updated_to is not None
-        shards: list[int | None] = list(range(self._shards)) if ranged else [None]
-        asked = [(status, shard) for status in Status for shard in shards]
+        sharded = ranged or filter.code is not None
+        shards: list[int | None] = list(range(self._shards)) if sharded else [None]
+        counted = list(Status) if statuses is None else list(dict.fromkeys(statuses))
+        asked = [(status, shard) for status in counted for shard in shards]
 
         def count(pair: tuple[Status, int | None]) -> int:
             status, shard = pair
@@ -130,12 +143,15 @@ class FirestoreListing(StoreBase):
         def parse(snap: Any) -> RejectedMessage:
             return RejectedMessage.from_doc(keys.key_of(snap.id), fields_of(snap))
 
-        return self._page(snaps, limit, parse, cursor_of=_rejected_cursor)
+        return self._parsed(paged(snaps, limit, _rejected_cursor), parse)
 
     def _filtered(self, filter: FlowFilter) -> Any:
         query: Any = self._flows
         for field, value in filter.equalities():
             query = query.where(filter=firestore.FieldFilter(field, "==", value))
+        if filter.label is not None:
+            label = firestore.FieldFilter(keys.LABEL_FIELD, "array_contains", filter.label)
+            query = query.where(filter=label)
         bounds = (("updated_at", ">=", filter.updated_from), ("updated_at", "<", filter.updated_to))
         for field, op, bound in bounds:
             if bound is not None:
@@ -149,9 +165,10 @@ class FirestoreListing(StoreBase):
         after: Cursor | None,
         limit: int,
         fields: tuple[str, ...] | None = None,
-    ) -> list[Any]:
-        """One page's documents: newest update first, ties by id, merged over the shards;
-        one more than ``limit``, to know whether a next page exists."""
+    ) -> Page[Any]:
+        """One page's documents: newest update first, ties by id, merged over the shards,
+        read lazily: one more than ``limit``, to know whether a next page exists, and those
+        that labels past the first leave out (at most ``MAX_SIFTED`` more)."""
         descending = firestore.Query.DESCENDING
         filtered = self._filtered(filter)
 
@@ -167,28 +184,24 @@ class FirestoreListing(StoreBase):
                 query = query.start_after({"updated_at": after.at, "flow_id": after.id})
             return query
 
-        return self._merged(query_of, key=_listed, limit=limit + 1, descending=True)
+        read = limit + 1 + (MAX_SIFTED if filter.sifted else 0)
+        found = self._merging(query_of, key=_listed, limit=read, descending=True)
 
-    def _page(
-        self,
-        snaps: list[Any],
-        limit: int,
-        parse: Callable[[Any], _Item],
-        *,
-        cursor_of: Callable[[Any], Cursor] | None = None,
-    ) -> Page[_Item]:
-        """One page of ``snaps`` (``limit`` and one more, if there is more). A document that
-        does not parse is logged and left out, but still counts for where the page ends, so it
-        cannot hide the pages after it."""
-        shown = snaps[:limit]
+        def carries(snap: Any) -> bool:
+            return filter.carries(fields_of(snap).get("labels"))
+
+        return sifted(found, carries, limit=limit, cursor_of=_flow_cursor)
+
+    def _parsed(self, page: Page[Any], parse: Callable[[Any], _Item]) -> Page[_Item]:
+        """``page``'s documents parsed; one that does not parse is logged and left out, but
+        the page still ends where it did, so it cannot hide the pages after it."""
         items: list[_Item] = []
-        for snap in shown:
+        for snap in page.items:
             try:
                 items.append(parse(snap))
             except ValidationError as exc:
                 log.error("unreadable document", extra={"doc": snap.id, "error": str(exc)})
-        last = shown[-1] if len(snaps) > limit and shown else None
-        return Page(items, (cursor_of or _flow_cursor)(last) if last is not None else None)
+        return Page(items, page.next)
 
 
 def _listed(snap: Any) -> tuple[Any, Any]:

@@ -50,6 +50,26 @@ def merged(
     ``descending``, with no limit of its own) in one order."""
     if limit <= 0 or not queries:
         return []
+    found = merging(
+        queries, key=key, limit=limit, descending=descending, counters=counters, timeout=timeout
+    )
+    return list(itertools.islice(found, limit))
+
+
+def merging(
+    queries: Sequence[Any],
+    *,
+    key: Callable[[Any], Any],
+    limit: int,
+    descending: bool,
+    counters: Counters,
+    timeout: float,
+) -> Iterator[Any]:
+    """``merged``, lazily: each shard is asked again only when what it gave is taken, so a
+    caller that stops early (a sifted list's page is full) reads no more. ``limit`` bounds
+    each request, not what is taken."""
+    if limit <= 0 or not queries:
+        return iter(())
     shards = [_Shard(q) for q in queries]
     first = min(BATCH, limit)
 
@@ -74,5 +94,4 @@ def merged(
                 return
             fetch(shard, min(max(BATCH, shard.given), limit))
 
-    ordered = heapq.merge(*(drain(s) for s in shards), key=key, reverse=descending)
-    return list(itertools.islice(ordered, limit))
+    return heapq.merge(*(drain(s) for s in shards), key=key, reverse=descending)

@@ -3,6 +3,8 @@ order: newest update first, ties by id, a page starting after its cursor."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from relayflow.core.listing import (
     Cursor,
     FlowFilter,
@@ -11,6 +13,7 @@ from relayflow.core.listing import (
     RejectedMessage,
     paged,
     record_cursor,
+    sifted,
 )
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import Status
@@ -43,14 +46,17 @@ class MemoryListing(MemoryBase):
         self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
     ) -> Page[FlowRecord]:
         # Firestore's order: updated_at, then id, both descending; a page starts after ``after``.
+        # What its query finds, then (as Firestore's listing) the labels past the first checked.
         chosen = sorted(
-            (r for r in self._records() if filter.matches(r)),
+            (r for r in self._records() if filter.asked(r)),
             key=lambda r: (r.updated_at, r.flow_id),
             reverse=True,
         )
         if after is not None:
             chosen = [r for r in chosen if (r.updated_at, r.flow_id) < (after.at, after.id)]
-        return paged(chosen[: limit + 1], limit, record_cursor)
+        return sifted(
+            chosen, lambda r: filter.carries(r.labels), limit=limit, cursor_of=record_cursor
+        )
 
     def summaries(
         self, filter: FlowFilter, *, after: Cursor | None = None, limit: int = 50
@@ -58,11 +64,14 @@ class MemoryListing(MemoryBase):
         page = self.flows(filter, after=after, limit=limit)
         return Page([FlowSummary.from_record(r) for r in page.items], page.next)
 
-    def count_by_status(self, filter: FlowFilter) -> dict[Status, int]:
-        admitted = filter.without_status()
+    def count_by_status(
+        self, filter: FlowFilter, *, statuses: Iterable[Status] | None = None
+    ) -> dict[Status, int]:
+        admitted = filter.counted()
+        counted = set(Status if statuses is None else statuses)
         counts = dict.fromkeys(Status, 0)
         for record in self._records():
-            if admitted.matches(record):
+            if record.status in counted and admitted.matches(record):
                 counts[record.status] += 1
         return counts
 

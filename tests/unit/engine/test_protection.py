@@ -202,3 +202,45 @@ def test_a_step_put_off_in_the_previous_steps_commit_is_brought_forward_too() ->
             e for e in h.flow(flow_id).history if e.step == "push" and e.outcome != "deferred"
         ]
         assert pushed and pushed[0].at - closed_at < timedelta(seconds=2)
+
+
+# -- which flows a dependency holds up or failed (FlowRecord.dependency, list --dependency) -----
+
+
+def test_a_flow_put_off_for_a_dependency_names_it_until_the_step_is_done() -> None:
+    h, _ = harness_with(api_down_s=60)
+    open_from_elsewhere(h)
+    flow_id = h.start("sync", {})
+    assert h.flow(flow_id).dependency is None
+    h.deliver_next(flow_id)  # push is put off for client-api's breaker
+    assert h.flow(flow_id).dependency == DEP
+    record = h.run(flow_id)
+    assert record.status is Status.SUCCEEDED
+    assert record.dependency is None  # done: nothing holds it up any more
+
+
+def test_a_flow_that_fails_at_a_step_names_the_dependency_it_calls() -> None:
+    h, _ = harness_with(api_down_s=10_000)
+    open_from_elsewhere(h)
+    flow_id = h.start("sync", {}, deadline_s=60)
+    record = h.run(flow_id)
+    assert record.status is Status.TIMED_OUT
+    assert record.dependency == DEP  # through its compensation to its end
+    assert h.retry(flow_id).dependency is None  # a new run starts held up by nothing
+
+
+def test_a_flow_whose_retries_run_out_names_the_dependency_of_the_failing_step() -> None:
+    h, _ = harness_with(api_down_s=10_000, attempts=1)
+    record = h.run(h.start("sync", {}))
+    assert (record.status, record.result and record.result.code) == (
+        Status.FAILED,
+        "RETRIES_EXHAUSTED",
+    )
+    assert record.dependency == DEP
+
+
+def test_a_flow_reset_to_a_step_starts_held_up_by_nothing() -> None:
+    h, _ = harness_with(api_down_s=10_000, attempts=1)
+    flow_id = h.start("sync", {})
+    assert h.run(flow_id).dependency == DEP
+    assert h.reset(flow_id, "push", reason="api back").dependency is None

@@ -55,4 +55,8 @@ module "relayflow" {
   dependencies                     = var.dependencies
   api_scopes                       = var.api_scopes
   queue_shards                     = var.queue_shards
+  analytics                        = var.analytics
+  retention_days                   = var.retention_days
+  offload_bucket_name              = var.offload_bucket_name
+  cmek                             = var.cmek
 }

@@ -67,6 +67,19 @@ locals {
     "roles/cloudscheduler.admin" = null
     # The Firestore database, composite indexes, TTL and index-exemption field settings.
     "roles/datastore.owner" = null
+    # The analytics dataset, its table of result events and the Pub/Sub agent's grants on that
+    # table (datasets.create, tables.create and tables.setIamPolicy are all in this role).
+    "roles/bigquery.dataOwner" = null
+    # With CMEK on, reading BigQuery's encryption account (projects.getServiceAccount asks for
+    # bigquery.jobs.create); the build runs no query.
+    "roles/bigquery.jobUser" = null
+    # The offload bucket and its grants (creating a bucket takes storage.buckets.create, which
+    # no narrower predefined role has); with CMEK on, reading the Cloud Storage service agent.
+    "roles/storage.admin" = null
+    # With CMEK on: the key rings, the keys and each key's grant to its service agent. It holds
+    # no encrypt or decrypt right; it could schedule a key version's destruction, which takes
+    # effect only after the key's destroy_scheduled_duration (30 days) and can be undone until then.
+    "roles/cloudkms.admin" = null
     # Alert policies, the dashboard, and the metric descriptors the alerts need.
     "roles/monitoring.alertPolicyEditor" = null
     "roles/monitoring.dashboardEditor"   = null
@@ -210,7 +223,7 @@ resource "google_storage_bucket_object" "environment" {
 }
 
 resource "google_artifact_registry_repository" "images" {
-  # checkov:skip=CKV_GCP_84:Google-managed encryption; images hold relayflow's code and its public dependencies only, and no CMEK key ring is part of this deployment.
+  # checkov:skip=CKV_GCP_84:Google-managed encryption; images hold relayflow's code and its public dependencies, never flow data, which is what the environments' cmek option keys.
   project       = var.project_id
   location      = var.region
   repository_id = var.repository_id
@@ -301,6 +314,15 @@ resource "google_service_account_iam_member" "build_reads" {
   for_each = local.read_only
 
   service_account_id = google_service_account.relayflow[each.key].name
+  role               = "roles/iam.serviceAccountViewer"
+  member             = local.build_member
+}
+
+# The environment's apply reads the build account itself too: the api lets it read how many
+# flows run on each version (RELAYFLOW_API_VIEWERS, run.invoker), which every deploy checks
+# first (`relayflow versions check`, cloudbuild.yaml).
+resource "google_service_account_iam_member" "build_reads_itself" {
+  service_account_id = google_service_account.build.name
   role               = "roles/iam.serviceAccountViewer"
   member             = local.build_member
 }
@@ -447,6 +469,7 @@ resource "google_cloudbuild_trigger" "main" {
     google_project_iam_member.build,
     google_service_account_iam_member.build_acts_as,
     google_service_account_iam_member.build_reads,
+    google_service_account_iam_member.build_reads_itself,
     google_storage_bucket_iam_member.build_state,
     google_artifact_registry_repository_iam_member.build_writer,
     google_project_iam_member.test_logs,

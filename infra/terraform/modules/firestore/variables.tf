@@ -15,21 +15,24 @@ variable "location_id" {
 }
 
 variable "composite_indexes" {
-  description = "Composite indexes keyed by a static label: the collection and its ordered fields (order ASCENDING or DESCENDING)."
+  description = "Composite indexes keyed by a static label: the collection and its ordered fields, each with an order (ASCENDING or DESCENDING) or array_config CONTAINS (an array queried with array-contains)."
   type = map(object({
     collection = string
     fields = list(object({
-      field_path = string
-      order      = string
+      field_path   = string
+      order        = optional(string)
+      array_config = optional(string)
     }))
   }))
   default = {}
 
   validation {
     condition = alltrue(flatten([
-      for i in values(var.composite_indexes) : [for f in i.fields : contains(["ASCENDING", "DESCENDING"], f.order)]
+      for i in values(var.composite_indexes) : [
+        for f in i.fields : f.array_config == null ? contains(["ASCENDING", "DESCENDING"], coalesce(f.order, "none")) : (f.array_config == "CONTAINS" && f.order == null)
+      ]
     ]))
-    error_message = "Each index field's order must be ASCENDING or DESCENDING."
+    error_message = "Each index field has an order (ASCENDING or DESCENDING) or array_config = CONTAINS, not both."
   }
 }
 
@@ -60,4 +63,10 @@ variable "deletion_protection" {
   description = "Refuse to delete the database (also through the console or gcloud)."
   type        = bool
   default     = true
+}
+
+variable "kms_key_name" {
+  description = "Cloud KMS key that encrypts the database (CMEK), in the database's location (nam5: the us multi-region, eur3: europe), whose Firestore service agent may use it; null: Google-managed encryption. Only a database being created takes it: an existing database keeps its encryption."
+  type        = string
+  default     = null
 }

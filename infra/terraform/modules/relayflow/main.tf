@@ -52,6 +52,14 @@ locals {
     # The queues Terraform makes of each kind: every component routes a flow's tasks to its
     # shard among them.
     RELAYFLOW_QUEUE_SHARDS = tostring(local.queue_shards)
+    # Finished flows' documents expire this many days after they end (Firestore TTL), and their
+    # offloaded payloads this many days after they were written (the bucket's lifecycle): one
+    # variable for both.
+    RELAYFLOW_RETENTION_DAYS = tostring(var.retention_days)
+    # Where inputs, step outputs and results too large for a flow document are written: every
+    # component writes some (start-flow inputs, worker and poller outputs and results, the api
+    # callback outputs and signals) and reads them back.
+    RELAYFLOW_OFFLOAD_BUCKET = module.offload.name
   }
 
   # Each tenant named in RELAYFLOW_TENANTS starts its flows on a topic of its own, with its own
@@ -117,6 +125,7 @@ locals {
   tasks_invoker_member = "serviceAccount:${data.google_service_account.tasks_invoker.email}"
   scheduler_member     = "serviceAccount:${data.google_service_account.scheduler.email}"
   pubsub_push_member   = "serviceAccount:${data.google_service_account.pubsub_push.email}"
+  build_member         = "serviceAccount:${data.google_service_account.build.email}"
 
   # The api's callers by role, as IAM members (user:EMAIL or serviceAccount:EMAIL). IAM lets
   # them reach the service at all; the api gives each the role its email is listed under
@@ -138,7 +147,8 @@ locals {
   # APIs this module enables. serviceusage and cloudresourcemanager must be on before Terraform
   # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
   # reading the project number the second.
-  services = [
+  services = concat([
+    "bigquery.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
     "cloudtrace.googleapis.com",
@@ -147,14 +157,55 @@ locals {
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
-  ]
+    "storage.googleapis.com",
+  ], local.cmek ? ["cloudkms.googleapis.com"] : [])
+
+  # --- Customer-managed encryption keys (infra/terraform/README.md, "Customer-managed
+  # encryption keys") ---------------------------------------------------------------------
+  cmek = var.cmek.enabled
+  # A key must be in the location of the data it protects. Firestore's multi-regions map to
+  # Cloud KMS's (https://cloud.google.com/firestore/docs/reference/rest/v1/projects.databases#cmekconfig):
+  # nam5 to us, eur3 to europe; a regional database takes a key of its region. Pub/Sub takes a
+  # key in any location; Cloud Tasks' and the bucket's are the region's.
+  firestore_kms_location = lookup({ nam5 = "us", eur3 = "europe" }, var.firestore_location, var.firestore_location)
+  # The analytics dataset's key is in the dataset's location: BigQuery's multi-regions US and EU
+  # are Cloud KMS's us and europe (https://cloud.google.com/bigquery/docs/customer-managed-encryption#supported_locations).
+  bigquery_kms_location = lookup({ US = "us", EU = "europe" }, var.analytics.location, lower(var.analytics.location))
+  cmek_keys = local.cmek ? {
+    firestore = { location = local.firestore_kms_location }
+    pubsub    = { location = var.region }
+    tasks     = { location = var.region }
+    storage   = { location = var.region }
+    bigquery  = { location = local.bigquery_kms_location }
+  } : {}
+  # The service agent of each store, the one principal its key is granted to: Firestore's and
+  # Cloud Tasks' identities, Pub/Sub's, and Cloud Storage's (google_project_service_identity
+  # and the data source below make them exist).
+  key_users = local.cmek ? {
+    firestore = google_project_service_identity.firestore[0].member
+    pubsub    = google_project_service_identity.pubsub.member
+    tasks     = google_project_service_identity.cloudtasks[0].member
+    storage   = data.google_storage_project_service_account.main[0].member
+    bigquery  = data.google_bigquery_default_service_account.main[0].member
+  } : {}
+  # Each store's key as its grant names it, handed out once the grants have had time to reach
+  # Cloud KMS (terraform_data.key_grants_visible): whatever names a key is created after its
+  # service agent may use it, as creating a store with a key it may not use fails. null with
+  # CMEK off: the stores keep Google-managed encryption.
+  kms_key = {
+    for store in ["firestore", "pubsub", "tasks", "storage", "bigquery"] :
+    store => local.cmek ? terraform_data.key_grants_visible[0].output[store] : null
+  }
 
   # Large maps and lists of a flow document that no query reads (issue 7): each map key and list
   # element would be an index entry, and a document may have 40,000. Queried fields (status,
   # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at,
   # admission, queued_at) keep their indexes. effects and tracks grow with ForEach items and
   # parallel branches; signals and signal_ids (signals kept for a WaitForSignal, ids taken)
-  # are read with the document only. A ForEach lane's document is a flow document plus its
+  # are read with the document only, as is reset (an operator's reset to a step: the steps it
+  # runs again, the undos it has left). labels (a map: one index entry a key) are queried
+  # through label_index, which keeps its array-contains index for counts by label. A ForEach
+  # lane's document is a flow document plus its
   # items and their outputs.
   #
   # A dependency's breaker and its call windows are rewritten on every transition and on every
@@ -170,8 +221,8 @@ locals {
   # below, behind `shard`. So are values that rise with the flows (Pub/Sub message ids, the
   # keys lanes and slots name). expire_at is the TTL field's (google_firestore_field.ttl).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of"]
-    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids", "child_of"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "reset", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
+    (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
     (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason", "rejected_at", "message_id", "task"]
     (local.topology.firestore.tenant_slots_collection)    = ["taken_at", "free_at", "holder"]
     (local.topology.firestore.breakers_collection)        = ["transitions"]
@@ -196,6 +247,8 @@ locals {
     [for g in google_cloud_tasks_queue_iam_member.enqueuer : g.id],
     [for g in google_cloud_tasks_queue_iam_member.sweeper_viewer : g.id],
     [for g in google_pubsub_topic_iam_member.results_publisher : g.id],
+    [for g in google_storage_bucket_iam_member.offload_creator : g.id],
+    [for g in google_storage_bucket_iam_member.offload_viewer : g.id],
   )
 }
 
@@ -219,6 +272,48 @@ resource "google_project_service_identity" "pubsub" {
 
   project = var.project_id
   service = "pubsub.googleapis.com"
+
+  depends_on = [google_project_service.main]
+}
+
+# The service agents that encrypt and decrypt with the environment's keys when CMEK is on. Like
+# Pub/Sub's, Firestore's and Cloud Tasks' agents may not exist yet on a fresh project; these make
+# them exist before they are granted a key. Cloud Storage's is made to exist by reading it (the
+# data source calls projects.serviceAccount.get, which creates it:
+# https://cloud.google.com/storage/docs/projects#service-agents).
+resource "google_project_service_identity" "firestore" {
+  count    = local.cmek ? 1 : 0
+  provider = google-beta
+
+  project = var.project_id
+  service = "firestore.googleapis.com"
+
+  depends_on = [google_project_service.main]
+}
+
+resource "google_project_service_identity" "cloudtasks" {
+  count    = local.cmek ? 1 : 0
+  provider = google-beta
+
+  project = var.project_id
+  service = "cloudtasks.googleapis.com"
+
+  depends_on = [google_project_service.main]
+}
+
+data "google_storage_project_service_account" "main" {
+  count = local.cmek ? 1 : 0
+
+  project = var.project_id
+
+  depends_on = [google_project_service.main]
+}
+
+# BigQuery encrypts the analytics dataset with its key as this account (it exists once asked for).
+data "google_bigquery_default_service_account" "main" {
+  count = local.cmek ? 1 : 0
+
+  project = var.project_id
 
   depends_on = [google_project_service.main]
 }
@@ -252,12 +347,62 @@ data "google_service_account" "scheduler" {
   depends_on = [google_project_service.main]
 }
 
+# Runs every deploy (the bootstrap creates it); before each, cloudbuild.yaml asks the api whether
+# the app it deploys drops a version flows still run on (`relayflow versions check`, GET
+# /versions), so it reaches the api as a viewer. Reading flows adds nothing to what it already
+# may do: it deploys the api's code and acts as the api's account.
+data "google_service_account" "build" {
+  project    = var.project_id
+  account_id = "relayflow-build"
+
+  depends_on = [google_project_service.main]
+}
+
+# --- Customer-managed encryption keys ---------------------------------------------------------
+
+# One key per store of flow data (modules/kms says why), only with CMEK on.
+module "kms" {
+  source = "../kms"
+
+  project_id      = var.project_id
+  keys            = local.cmek_keys
+  rotation_period = var.cmek.rotation_period
+  labels          = var.labels
+
+  depends_on = [google_project_service.main]
+}
+
+# Each store's service agent may encrypt and decrypt with its own store's key, nothing else.
+resource "google_kms_crypto_key_iam_member" "agent" {
+  for_each = local.key_users
+
+  crypto_key_id = module.kms.ids[each.key]
+  role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+  member        = each.value
+}
+
+# A grant takes effect everywhere within about two minutes, sometimes more
+# (https://cloud.google.com/iam/docs/access-change-propagation); a store created with a key its
+# agent may not use yet fails. The key ids go out through this resource (local.kms_key), so
+# every store that names a key waits, once, after the grants are made.
+resource "terraform_data" "key_grants_visible" {
+  count = local.cmek ? 1 : 0
+
+  input            = { for store, grant in google_kms_crypto_key_iam_member.agent : store => grant.crypto_key_id }
+  triggers_replace = [for grant in google_kms_crypto_key_iam_member.agent : grant.id]
+
+  provisioner "local-exec" {
+    command = "sleep ${var.cmek.grant_wait_s}"
+  }
+}
+
 # --- Data plane -------------------------------------------------------------------------------
 
 module "firestore" {
   source = "../firestore"
 
   project_id             = var.project_id
+  kms_key_name           = local.kms_key["firestore"]
   location_id            = var.firestore_location
   point_in_time_recovery = var.firestore_point_in_time_recovery
   deletion_protection    = var.deletion_protection
@@ -349,6 +494,43 @@ module "firestore" {
         { field_path = "flow_id", order = "DESCENDING" },
       ]
     }
+    # Flows by label (``relayflow list --label order_id=123``, issue 23): label_index holds a
+    # flow's labels as "key=value" strings, asked array-contains (one such filter a query:
+    # a second label is checked on the flows found, relayflow.core.listing.sifted). One index
+    # for every key; Firestore merges it with the one-field indexes above for label + tenant,
+    # status, ... as it merges those (array-contains is an equality for index merging), and a
+    # label is selective enough that no combination needs its own. Each label is an entry,
+    # rewritten with updated_at on every write of its flow: labels are bounded (16).
+    list_label = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "shard", order = "ASCENDING" },
+        { field_path = "label_index", array_config = "CONTAINS" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # Ended flows by result code (``--code RETRIES_EXHAUSTED``): result.code sits in the
+    # result map, which keeps no single-field index, so counts by code are sharded too.
+    list_code = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "shard", order = "ASCENDING" },
+        { field_path = "result.code", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
+    # Flows a dependency holds up or failed (``--dependency payments``: FlowRecord.dependency).
+    list_dependency = {
+      collection = local.topology.firestore.flows_collection
+      fields = [
+        { field_path = "shard", order = "ASCENDING" },
+        { field_path = "dependency", order = "ASCENDING" },
+        { field_path = "updated_at", order = "DESCENDING" },
+        { field_path = "flow_id", order = "DESCENDING" },
+      ]
+    }
     # relayflow.store.waiting: admission == "waiting" order by queued_at (starts over their
     # tenant's limits, admitted oldest first), of every tenant and of one.
     waiting_queued_at = {
@@ -432,6 +614,20 @@ module "queues" {
   depends_on = [google_project_service.main]
 }
 
+# Payloads too large for a flow document (RELAYFLOW_OFFLOAD_BUCKET), kept as long as the flows.
+module "offload" {
+  source = "../offload"
+
+  project_id     = var.project_id
+  name           = coalesce(var.offload_bucket_name, "${var.project_id}-relayflow-offload")
+  location       = var.region
+  retention_days = var.retention_days
+  kms_key_name   = local.kms_key["storage"]
+  labels         = var.labels
+
+  depends_on = [google_project_service.main]
+}
+
 module "messaging" {
   source = "../messaging"
 
@@ -452,6 +648,7 @@ module "messaging" {
   push_audience              = module.start_flow.uri
   push_service_account_email = data.google_service_account.pubsub_push.email
   labels                     = var.labels
+  kms_key_name               = local.kms_key["pubsub"]
 
   # start-flow writes the flow (database, indexes, field settings), enqueues its first task
   # (queues and the grants on them), may publish a result, and must admit the push (invoker
@@ -474,6 +671,30 @@ module "messaging" {
   dead_letter_replayers = var.dead_letter_replayers
   # The console's and the CLI's dead-letter pages and replays run as the api.
   api_member = module.api.service_account_member
+
+  depends_on = [google_project_service.main]
+}
+
+# Every result event in BigQuery (docs/analytics.md), unless the environment turns it off.
+module "analytics" {
+  source = "../analytics"
+  count  = var.analytics.enabled ? 1 : 0
+
+  project_id           = var.project_id
+  location             = var.analytics.location
+  retention_days       = var.analytics.retention_days
+  dataset_id           = local.topology.analytics.dataset
+  table_id             = local.topology.analytics.table
+  results_topic_id     = module.messaging.topic_ids["results"]
+  subscription         = local.topology.analytics.subscription
+  dead_letter          = local.topology.analytics.dead_letter
+  pubsub_service_agent = google_project_service_identity.pubsub.member
+  # With CMEK on, the dataset (and so the table) under BigQuery's key, the dead-letter topic
+  # under Pub/Sub's; null keeps Google-managed encryption.
+  kms_key_name        = local.kms_key["bigquery"]
+  topic_kms_key_name  = local.kms_key["pubsub"]
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
 
   depends_on = [google_project_service.main]
 }
@@ -566,7 +787,8 @@ module "api" {
     # Tokens for the api's URL, and for the audiences named here (none by default:
     # infra/terraform/README.md, "People and the api").
     RELAYFLOW_API_AUDIENCES = jsonencode(var.api_token_audiences)
-    RELAYFLOW_API_VIEWERS   = jsonencode([for m in var.api_viewers : split(":", m)[1]])
+    # The build account checks each deploy against GET /versions (relayflow versions check).
+    RELAYFLOW_API_VIEWERS   = jsonencode(concat([for m in var.api_viewers : split(":", m)[1]], [data.google_service_account.build.email]))
     RELAYFLOW_API_OPERATORS = jsonencode([for m in var.api_operators : split(":", m)[1]])
     # The push account delivers flow-signals to /signals: it may complete tokens, nothing else.
     RELAYFLOW_API_COMPLETERS = jsonencode(concat([for m in var.api_completers : split(":", m)[1]], [data.google_service_account.pubsub_push.email]))
@@ -578,7 +800,7 @@ module "api" {
   # External systems that complete callback tokens over HTTP are invokers in the same way.
   # Pub/Sub pushes signals to /signals as the push account (invoker only).
   ingress             = var.api_ingress
-  invoker_members     = merge(local.api_people_members, local.api_completer_members, { pubsub_push = local.pubsub_push_member })
+  invoker_members     = merge(local.api_people_members, local.api_completer_members, { pubsub_push = local.pubsub_push_member, versions_check = local.build_member })
   viewer_members      = local.api_people_members
   custom_audiences    = [local.url["api"]]
   max_instances       = var.max_instances["api"]
@@ -657,6 +879,26 @@ resource "google_pubsub_topic_iam_member" "results_publisher" {
   member  = each.value
 }
 
+# Offloaded payloads: every component writes some and reads them back (local.common_env). Objects
+# are write-once (named by their content), so creating them is enough: no component may replace
+# or delete one; the bucket's lifecycle deletes them. Reading (objectViewer: get and list) shows
+# nothing Firestore does not already (roles/datastore.user reads every flow).
+resource "google_storage_bucket_iam_member" "offload_creator" {
+  for_each = local.runtime_members
+
+  bucket = module.offload.name
+  role   = "roles/storage.objectCreator"
+  member = each.value
+}
+
+resource "google_storage_bucket_iam_member" "offload_viewer" {
+  for_each = local.runtime_members
+
+  bucket = module.offload.name
+  role   = "roles/storage.objectViewer"
+  member = each.value
+}
+
 # --- Sweeper ----------------------------------------------------------------------------------
 
 # Re-enqueues flows whose next task is overdue (DESIGN invariant 5); the worker hosts /sweep.
@@ -696,6 +938,8 @@ resource "google_cloud_scheduler_job" "sweep" {
     google_cloud_tasks_queue_iam_member.enqueuer,
     google_cloud_tasks_queue_iam_member.sweeper_viewer,
     google_pubsub_topic_iam_member.results_publisher,
+    google_storage_bucket_iam_member.offload_creator,
+    google_storage_bucket_iam_member.offload_viewer,
   ]
 }
 
@@ -741,6 +985,8 @@ resource "google_cloud_scheduler_job" "schedules" {
     google_cloud_tasks_queue_iam_member.enqueuer,
     google_cloud_tasks_queue_iam_member.sweeper_viewer,
     google_pubsub_topic_iam_member.results_publisher,
+    google_storage_bucket_iam_member.offload_creator,
+    google_storage_bucket_iam_member.offload_viewer,
   ]
 }
 
