@@ -51,12 +51,12 @@ def test_a_breaker_opened_by_failures_shows_its_rate_budget_and_transitions(
     for flow_id in ids:
         start(console, flow_id)
 
-    # when the breaker has opened, and the instances have added counts to its shared window
-    # (each every few seconds, so the window is a sample: the instance that opened it judged
-    # its own calls too), and the breakers page is open
+    # when the breaker has opened, and the poller has added the failed polls that opened it
+    # to its shared window (each instance adds its counts every 2 s or so, with a call it
+    # records: the window is a sample), and the breakers page is open
     def opened() -> bool:
         found = breaker(console)
-        return found["state"] != "closed" and found["failures"] > 0
+        return found["state"] != "closed" and found["failures"] >= 10
 
     assert poll_until(opened, timeout_s=30)
     row = breaker_row(console)
@@ -74,6 +74,10 @@ def test_a_breaker_opened_by_failures_shows_its_rate_budget_and_transitions(
     assert f"{failures} of {calls} calls failed in the last 30 s" in rate
     assert "opens at ≥ 50 % of ≥ 20 calls" in rate
     assert budget_shown(row) == (int(row.get_attribute("data-retries") or 0), 0.2, 10)
+    # and the flows it holds up: polls put off, linked to the list of them
+    held = row.find_element(By.CSS_SELECTOR, "td.held-up a")
+    assert int(held.text.split()[0]) >= 1, held.text
+    assert (held.get_attribute("href") or "").endswith(f"/console/flows?dependency={DEPENDENCY}")
     console.screenshot("console-breakers.png")
 
     # when the client API is back, then the flows end, the breaker closes, and the page says
