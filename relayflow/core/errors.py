@@ -132,3 +132,8 @@ class PayloadUnavailable(RetryableError):
     """Raised when the bucket cannot be reached for now (a timeout, a 5xx, a 429)."""
 
     code = "PAYLOAD_UNAVAILABLE"
+
+
+class UnknownTenant(RelayflowError):
+    """Raised when an operator names a tenant that has no policy, no operator's state and is
+    not the default one (or one the caller may not see)."""

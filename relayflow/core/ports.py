@@ -81,6 +81,7 @@ class TenantState:
     paused: bool = False
     by: str = ""
     reason: str = ""
+    at: datetime | None = None  # when it was last paused or resumed (None: never, or unknown)
 
 
 class FlowDocuments(Protocol):

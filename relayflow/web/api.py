@@ -70,7 +70,7 @@ from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.family import family_json
 from relayflow.web.guard import guard_from_settings
-from relayflow.web.operations import Operations, caller, guarded, refusal
+from relayflow.web.operations import Operations, caller, guarded, refusal, tenants_seen
 from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
@@ -299,8 +299,7 @@ def _register_tenants(app: Flask, ops: Operations) -> None:
     @app.get("/tenants")
     @guarded(ops.access, Role.VIEWER, "read tenants")
     def list_tenants() -> Any:
-        views = ops.engine.tenant_views()
-        return {"tenants": [v for v in views if caller().sees(v["tenant"])]}
+        return {"tenants": tenants_seen(ops, caller())}
 
     for action, paused in (("pause", True), ("resume", False)):
         _tenant_action(app, ops, action, paused=paused)

@@ -25,6 +25,7 @@ from relayflow.core.errors import (
     RelayflowError,
     Unauthorized,
     UnknownSchedule,
+    UnknownTenant,
     VerifierUnavailable,
 )
 from relayflow.core.flows import Registry
@@ -53,6 +54,7 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     InvalidTransition: (409, "FAILED_PRECONDITION"),
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
     UnknownSchedule: (404, "NOT_FOUND"),
+    UnknownTenant: (404, "NOT_FOUND"),
     Uncountable: (400, "INVALID_ARGUMENT"),
     PayloadMissing: (409, "PAYLOAD_MISSING"),
     PayloadCorrupt: (409, "PAYLOAD_CORRUPT"),
@@ -104,6 +106,11 @@ def caller() -> Caller:
     """The caller ``guarded`` identified for this request."""
     found: Caller = g.caller
     return found
+
+
+def tenants_seen(ops: Operations, viewer: Caller) -> list[dict[str, Any]]:
+    """Every tenant's view (``Engine.tenant_views``) that ``viewer`` may see."""
+    return [view for view in ops.engine.tenant_views() if viewer.sees(view["tenant"])]
 
 
 def refusal(exc: RelayflowError) -> tuple[int, str]:

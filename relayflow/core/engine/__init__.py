@@ -316,6 +316,11 @@ class Engine:
         """Every tenant with a policy or a state: its limits, paused or not, flows waiting."""
         return self._tenancy.views()
 
+    def tenant_view(self, tenant: str) -> dict[str, Any] | None:
+        """One tenant's limits, state and flows, as ``tenant_views`` shows it; None for a
+        tenant with neither a policy nor an operator's state (not the default one)."""
+        return self._tenancy.view(tenant)
+
 
 __all__ = [
     "MAX_DOC_BYTES",
