@@ -21,10 +21,11 @@ from relayflow.core.errors import ConfigError
 from relayflow.core.flows import Registry
 from relayflow.core.messages import describe
 from relayflow.core.metrics import Metrics
+from relayflow.core.payloads import Offload
 from relayflow.core.planner import QueueNames
 from relayflow.core.schedule_state import ScheduleStates
 from relayflow.core.scheduler import Scheduler
-from relayflow.gcp import events, queue, recording, store
+from relayflow.gcp import blobs, events, queue, recording, store
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.breakers import FirestoreBreakers
 from relayflow.gcp.bulk_actions import FirestoreBulkActions
@@ -235,6 +236,7 @@ def build_runtime(
         breakers=breakers,
         tracer=tracer,
         metrics=metrics,
+        offload=offload(settings, counters),
     )
     return Runtime(
         settings,
@@ -248,6 +250,16 @@ def build_runtime(
         clock,
         bulk_queue=task_queue,
     )
+
+
+def offload(settings: Settings, counters: Counters | None = None) -> Offload | None:
+    """Where values too large for a flow document go: the bucket RELAYFLOW_OFFLOAD_BUCKET
+    names (None: none is set, and values stay inline)."""
+    if settings.offload_bucket is None:
+        return None
+    project = settings.project_id
+    bucket = blobs.GcsBlobs(settings.offload_bucket, project=project, counters=counters)
+    return Offload(bucket, threshold_bytes=settings.offload_threshold_bytes)
 
 
 def limits(settings: Settings, topology: Topology) -> Limits:

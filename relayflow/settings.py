@@ -9,6 +9,11 @@ from pydantic import AliasChoices, Field, HttpUrl, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from relayflow.core.breaker_policy import Dependencies
+from relayflow.core.payloads import (
+    DEFAULT_THRESHOLD_BYTES,
+    MAX_THRESHOLD_BYTES,
+    MIN_THRESHOLD_BYTES,
+)
 from relayflow.core.position import MAX_POLL_CHAIN, POLL_CHAIN
 from relayflow.core.queue_shards import MAX_QUEUE_SHARDS
 from relayflow.core.tenants import TENANT_PATTERN, Tenants
@@ -156,6 +161,20 @@ class Settings(BaseSettings):
     # None: topology.json's. Grow it, never lower it below a shard that still holds tasks.
     queue_shards: int | None = None
 
+    # Payload offload (``core.payloads``): values whose JSON is over the threshold go to this
+    # Cloud Storage bucket and the flow's document holds a reference; None: none do, and a
+    # start input is at most 64 KiB, a step output 256 KiB. The bucket's lifecycle rule must
+    # keep objects ``core.payloads.lifecycle_age_days(retention_days)`` days (Terraform).
+    offload_bucket: str | None = Field(
+        default=None, pattern=r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$"
+    )
+    offload_threshold_bytes: int = Field(
+        default=DEFAULT_THRESHOLD_BYTES, ge=MIN_THRESHOLD_BYTES, le=MAX_THRESHOLD_BYTES
+    )
+    storage_emulator_host: str | None = Field(
+        default=None, validation_alias="STORAGE_EMULATOR_HOST"
+    )
+
     # Distributed tracing: "none" builds no tracer at all, so tracing off costs nothing.
     trace_exporter: Literal["none", "gcp", "console"] = "none"
     # Share of new traces kept; a flow whose start message carries a sampled parent is kept.
@@ -207,6 +226,19 @@ class Settings(BaseSettings):
                 f"not {value!r}"
             )
         return int(text)
+
+    @field_validator("offload_bucket", mode="before")
+    @classmethod
+    def _no_bucket(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("storage_emulator_host")
+    @classmethod
+    def _storage_host(cls, value: str | None) -> str | None:
+        """google-cloud-storage takes a URL (``http://127.0.0.1:9023``) or HOST:PORT."""
+        if value is None or value == "":
+            return None
+        return cls._host_port(value.removeprefix("http://").removeprefix("https://")) and value
 
     @field_validator("pubsub_emulator_host", "firestore_emulator_host", "cloud_tasks_emulator_host")
     @classmethod

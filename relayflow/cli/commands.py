@@ -363,6 +363,11 @@ def _register_flows(sub: Any) -> None:
     st.add_argument("flow_id", type=_flow_id)
     _whose(st)
     st.add_argument("--json", action="store_true", help="print the whole document as JSON")
+    st.add_argument(
+        "--resolve",
+        action="store_true",
+        help="read offloaded payloads back (input, outputs, result: at most 16 MiB)",
+    )
 
     watch = sub.add_parser("watch", help="follow a flow live until it ends")
     watch.add_argument("flow_id", type=_flow_id)

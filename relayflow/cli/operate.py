@@ -45,7 +45,8 @@ def api() -> Api:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    doc = api().get(f"/flows/{quoted(args.flow_id)}", _whose(args))
+    query = {**_whose(args), **({"resolve": "true"} if args.resolve else {})}
+    doc = api().get(f"/flows/{quoted(args.flow_id)}", query)
     print(render.as_json(doc) if args.json else render.flow(doc))
     return 0
 

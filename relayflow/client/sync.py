@@ -55,10 +55,13 @@ from relayflow.client.results import ResultSubscription
 from relayflow.client.transport import ApiError, Transport, quoted
 from relayflow.client.views import CallbackOutcome, FlowFailed, FlowPage, FlowStatus, WaitTimeout
 from relayflow.client.waiters import FlowResult, WaitKey
+from relayflow.core.codec import PLAIN, Chain, Slot
 from relayflow.core.errors import InvalidMessage, RelayflowError, UnknownFlow
 from relayflow.core.flows import Registry
-from relayflow.core.messages import validate_start
+from relayflow.core.messages import MAX_INPUT_BYTES, validate_start
+from relayflow.core.payloads import MAX_OFFLOADED_INPUT_BYTES, Offload, refs
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
+from relayflow.gcp import blobs
 from relayflow.topology import Topology, load_topology
 
 WaitMode = Literal["events", "api"]
@@ -210,6 +213,10 @@ class FlowHandle:
         return self.client.api.post(path, body)
 
 
+# Reading names no flow's objects: only writing does.
+READING = Slot(key="", incarnation="", flow="")
+
+
 class Client:
     """Starts flows and waits for them; see the module docstring."""
 
@@ -243,6 +250,11 @@ class Client:
         self._single: PublisherClient | None = None
         self._batched: PublisherClient | None = None
         self._subscription: ResultSubscription | None = None
+        self._payloads: Chain | None = None
+        # A start input's limit: the deployment's, as its RELAYFLOW_OFFLOAD_BUCKET (set in this
+        # client's environment too) says: 8 MiB where it offloads large values, else 64 KiB.
+        offloads = bool(env.get("RELAYFLOW_OFFLOAD_BUCKET"))
+        self.max_input_bytes = MAX_OFFLOADED_INPUT_BYTES if offloads else MAX_INPUT_BYTES
 
     def __enter__(self) -> Client:
         return self
@@ -455,9 +467,23 @@ class Client:
         registry and the model (the engine checked the output against it before the flow could
         succeed), else as it came."""
         model = self._output_model(ended.flow, ended.version)
-        return (
-            ended.data if model is None or ended.data is None else model.model_validate(ended.data)
-        )
+        data = None if ended.data is None else self.resolved(ended.data)
+        return data if model is None or data is None else model.model_validate(data)
+
+    def resolved(self, data: Any) -> Any:
+        """A flow's stored value as its handlers saw it: each payload reference in it
+        (``{"$relayflow": {"ref": {bucket, name, sha256, size}}}``, a value too large for the
+        flow's document) read from Cloud Storage with this client's credentials and checked
+        (``PayloadMissing``, ``PayloadCorrupt``). ``result()`` does this; a FlowResult from
+        ``wait()`` holds the data as the flow's document does."""
+        if not refs(data):  # most results: no bucket to reach
+            return PLAIN.decode(data, READING)
+        with self._lock:
+            if self._payloads is None:
+                reader = blobs.GcsBlobs("", project=self.project)  # refs name their bucket
+                self._payloads = Chain([Offload(reader)])
+            payloads = self._payloads
+        return payloads.decode(data, READING)
 
     def _output_model(self, flow: str, version: int) -> type[BaseModel] | None:
         if self.registry is None or flow not in self.registry:
@@ -602,7 +628,7 @@ class Client:
         return self._prepare_body(body)
 
     def _prepare_body(self, body: dict[str, Any]) -> tuple[FlowHandle, str, bytes]:
-        message, _ = validate_start(body, self.registry)
+        message, _ = validate_start(body, self.registry, max_input_bytes=self.max_input_bytes)
         assert message.flow_id is not None
         data = json.dumps(body, separators=(",", ":")).encode("utf-8")
         topic = self._topic(message.tenant)

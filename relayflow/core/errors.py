@@ -127,3 +127,32 @@ class BulkNotFound(RelayflowError):
 class BulkRefused(RelayflowError):
     """Raised when a bulk action cannot be made or changed as asked: too many flows match, it
     is not in a state that allows it (run twice, cancel a finished one), a bad filter."""
+
+
+class PayloadMissing(PermanentError):
+    """Raised when a value a flow offloaded to its bucket is gone (deleted, or aged out by the
+    bucket's lifecycle): the flow ends rather than run on without it."""
+
+    code = "PAYLOAD_MISSING"
+
+
+class PayloadCorrupt(PermanentError):
+    """Raised when an offloaded value's object does not match its reference (its SHA-256 or
+    size), or a stored envelope cannot be read: never a wrong value."""
+
+    code = "PAYLOAD_CORRUPT"
+
+
+# What reading a stored value back may raise for good.
+Unreadable = (PayloadMissing, PayloadCorrupt)
+
+
+class PayloadUnavailable(RetryableError):
+    """Raised when the bucket cannot be reached for now (a timeout, a 5xx, a 429)."""
+
+    code = "PAYLOAD_UNAVAILABLE"
+
+
+class UnknownTenant(RelayflowError):
+    """Raised when an operator names a tenant that has no policy, no operator's state and is
+    not the default one (or one the caller may not see)."""

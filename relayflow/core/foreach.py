@@ -10,21 +10,35 @@ hand-overs between a lane and its flow are here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from relayflow.core.errors import PermanentError
 from relayflow.core.flows import Flow, ForEach, StepContext
 from relayflow.core.kinds import REGISTRY
 from relayflow.core.kinds.child import children_output
 from relayflow.core.kinds.foreach import cancel_lane, join_output, lane_reported, new_lane
-from relayflow.core.planner import Completed, Plan
+from relayflow.core.planner import Plan
 from relayflow.core.ports import FlowDocuments, Snapshot
 from relayflow.core.records import Effect, EffectState, FlowRecord
-from relayflow.core.state import ACTIVE, TERMINAL
+from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.foreach")
+# Reads a stored value of a record back (``Kernel.loaded``).
+Load = Callable[[Any, FlowRecord], Any]
 MAX_ITEMS = 10_000
 MAX_ITEMS_BYTES = 512 * 1024
+
+
+def _as_stored(stored: Any, record: FlowRecord) -> Any:
+    return stored
+
+
+class LaneFailed(PermanentError):
+    """Raised when a lane ended without running all its items (aborted: its document would
+    have been too large, its definition changed): the ForEach cannot be joined, and fails
+    with the lane's code rather than output a None for each item it did not run."""
 
 
 class BadItems(Exception):
@@ -132,26 +146,44 @@ def mark_reported(store: FlowDocuments, lane: FlowRecord) -> None:
 
 
 def join(
-    store: FlowDocuments, found: Snapshot, *, keeps: bool = True
-) -> tuple[Completed, list[Effect]]:
-    """The ForEach's output from its lanes (each item's output, in order; ``keeps`` False, for
-    a ForEach of child flows: a summary), and the effects of failed items whose undo the lanes
-    left to the flow."""
+    store: FlowDocuments, found: Snapshot, *, keeps: bool = True, load: Load = _as_stored
+) -> tuple[dict[str, Any], list[Effect]]:
+    """The ForEach's output from its lanes (each item's output, in order, as ``load`` reads
+    it back from the lane and its pages; ``keeps`` False, for a ForEach of child flows: a
+    summary), and the effects of failed items whose undo the lanes left to the flow."""
     parent = found.record
     scope = parent.position.step
     fan = parent.tracks[scope].fanout
     assert fan is not None
     lanes = read_lanes(store, parent, scope)
     if not keeps:  # a ForEach of child flows: a summary, the outputs stay in the children
-        return Completed(children_output(parent, scope, lanes, fan.total)), left_to_undo(lanes)
-    return Completed(join_output(lanes, fan.total)), left_to_undo(lanes)
+        return children_output(parent, scope, lanes, fan.total), left_to_undo(lanes)
+    outputs: dict[str, Any] = {}
+    for lane in lanes:
+        if lane.status is not Status.SUCCEEDED and lane.result is not None:
+            message = f"lane {lane.lane} of {scope} ended {lane.status}: {lane.result.message}"
+            raise LaneFailed(message[:2000], code=lane.result.code)
+        outputs.update(lane_outputs(lane, load))
+    failed = {i for lane in lanes for i in lane.failed_items}
+    return join_output(outputs, failed, fan.total), left_to_undo(lanes)
+
+
+def lane_outputs(lane: FlowRecord, load: Load) -> dict[str, Any]:
+    """A lane's items' outputs by index: those it moved into pages, then those it holds."""
+    outputs: dict[str, Any] = {}
+    for page in lane.item_pages:
+        outputs.update(load(page, lane))
+    outputs.update(load(lane.item_outputs, lane))
+    return outputs
 
 
 __all__ = [
     "BadItems",
+    "LaneFailed",
     "gather",
     "item_flow",
     "join",
+    "lane_outputs",
     "list_items",
     "mark_reported",
     "news",

@@ -20,6 +20,8 @@ from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
 from relayflow.core.tenants import TENANT_PATTERN, Priority
 from relayflow.core.values import UnstorableValue, check_storable
 
+# A start input's size when the deployment offloads no values (``core.payloads``: 8 MiB when
+# it does).
 MAX_INPUT_BYTES = 64 * 1024
 MAX_DEADLINE_S = 30 * 24 * 3600  # Cloud Tasks schedules at most 30 days ahead
 
@@ -101,7 +103,11 @@ def decode_json(data: bytes) -> dict[str, Any]:
 
 
 def parse_start(
-    data: bytes, registry: Registry, attributes: dict[str, str] | None = None
+    data: bytes,
+    registry: Registry,
+    attributes: dict[str, str] | None = None,
+    *,
+    max_input_bytes: int = MAX_INPUT_BYTES,
 ) -> tuple[StartMessage, Flow]:
     """Validate a start message against the schema, the registry and the flow's input model.
 
@@ -110,13 +116,13 @@ def parse_start(
     for name in ("tenant", "priority"):
         if name not in body and (attributes or {}).get(name):
             body[name] = (attributes or {})[name]
-    message, flow = validate_start(body, registry)
+    message, flow = validate_start(body, registry, max_input_bytes=max_input_bytes)
     assert flow is not None  # a registry was given
     return message, flow
 
 
 def validate_start(
-    body: dict[str, Any], registry: Registry | None
+    body: dict[str, Any], registry: Registry | None, *, max_input_bytes: int = MAX_INPUT_BYTES
 ) -> tuple[StartMessage, Flow | None]:
     """The checks of ``parse_start`` on a decoded body, in its order and with its reasons;
     without a ``registry`` (a client that does not have the app's), those that need none.
@@ -134,7 +140,7 @@ def validate_start(
         except UnknownFlow as exc:
             raise InvalidMessage(bounded(str(exc))) from None
     try:
-        check_storable(message.input, where="input", max_bytes=MAX_INPUT_BYTES)
+        check_storable(message.input, where="input", max_bytes=max_input_bytes)
     except UnstorableValue as exc:
         raise InvalidMessage(bounded(str(exc))) from None
     if flow is not None and flow.input_model is not None:

@@ -81,6 +81,7 @@ class TenantState:
     paused: bool = False
     by: str = ""
     reason: str = ""
+    at: datetime | None = None  # when it was last paused or resumed (None: never, or unknown)
 
 
 class FlowDocuments(Protocol):
@@ -276,6 +277,26 @@ class Queue(Protocol):
 
     def exists(self, nxt: NextTask) -> bool:
         """Whether the task is still in its queue (waiting or being retried)."""
+        ...
+
+
+class Blobs(Protocol):
+    """Objects in one bucket (Cloud Storage): where values too large for a flow document go
+    (``core.payloads``). Names are chosen by content, so writing one twice is harmless."""
+
+    @property
+    def bucket(self) -> str:
+        """The bucket new objects are written to."""
+        ...
+
+    def put(self, name: str, data: bytes) -> None:
+        """Write object ``name`` unless it exists (PayloadUnavailable if the bucket cannot
+        be reached)."""
+        ...
+
+    def get(self, bucket: str, name: str) -> bytes | None:
+        """Object ``name`` of ``bucket``, or None if there is none (PayloadUnavailable if
+        the bucket cannot be reached)."""
         ...
 
 

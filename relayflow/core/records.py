@@ -367,6 +367,10 @@ class FlowRecord(_Model):
     items: list[dict[str, Any]] = Field(default_factory=list)
     cursor: int = 0
     item_outputs: dict[str, Any] = Field(default_factory=dict)
+    # Item outputs moved out of the document, a page object at a time (``core.payloads``):
+    # each a payload reference to ``{index: output}``, and how many outputs they hold.
+    item_pages: list[dict[str, Any]] = Field(default_factory=list)
+    paged_items: int = 0
     failed_items: list[int] = Field(default_factory=list)
     reported_failures: int = 0
     # Signals sent before the flow reached the step that waits for them, oldest first, and

@@ -9,7 +9,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from relayflow.local.clock import CLOCK_FILE
-from relayflow.local.environment import PROJECT_ID
+from relayflow.local.environment import OFFLOAD_BUCKET, PROJECT_ID
 from relayflow.local.health import Probe
 from relayflow.local.names import ALL, EMULATORS, FAKES, GROUPS, SERVICES
 from relayflow.local.ports import HOST, Ports
@@ -82,6 +82,7 @@ def build(
         _pubsub(ports, state_dir, tools),
         _firestore(ports, tools),
         _cloud_tasks(ports, state_dir, tools, duplicate_rate),
+        _storage(ports, tools),
         _fake("client_api", ports.client_api, tools),
         _fake("orders_api", ports.orders_api, tools),
         _start_function(ports, tools),
@@ -156,6 +157,26 @@ def _cloud_tasks(
         Probe.HTTP_2XX,
         data_dir,
     )
+
+
+def _storage(ports: Ports, tools: Toolchain) -> Component:
+    """gcp-storage-emulator (from PyPI), in memory, its bucket made as it starts: the payload
+    offload bucket, reached by the official client through STORAGE_EMULATOR_HOST. It keeps no
+    lifecycle rules: objects stay until the stack stops (the cloud's bucket deletes them)."""
+    argv = (
+        *tools.module("gcp_storage_emulator"),
+        "start",
+        "--host",
+        HOST,
+        "--port",
+        str(ports.storage),
+        "--in-memory",
+        "--quiet",
+        "--default-bucket",
+        OFFLOAD_BUCKET,
+    )
+    url = _url(ports.storage)
+    return Component("storage", Phase.BACKING, (ports.storage,), argv, url, Probe.HTTP_2XX)
 
 
 def _fake(name: str, port: int, tools: Toolchain) -> Component:

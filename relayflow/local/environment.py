@@ -14,7 +14,16 @@ from relayflow.local.names import DEFAULT_STATE_DIR
 from relayflow.local.ports import HOST, Ports
 
 PROJECT_ID = "relayflow-local"
-__all__ = ["DEFAULT_STATE_DIR", "PROJECT_ID", "child_env", "relayflow_env", "write_env_file"]
+# The payload offload bucket the storage emulator is started with (``core.payloads``).
+OFFLOAD_BUCKET = "relayflow-local-payloads"
+__all__ = [
+    "DEFAULT_STATE_DIR",
+    "OFFLOAD_BUCKET",
+    "PROJECT_ID",
+    "child_env",
+    "relayflow_env",
+    "write_env_file",
+]
 # Loopback traffic must never go through a developer's proxy (gRPC honours http_proxy too).
 _NO_PROXY = "127.0.0.1,localhost"
 
@@ -34,6 +43,9 @@ def relayflow_env(
         "PUBSUB_EMULATOR_HOST": f"{HOST}:{ports.pubsub}",
         "FIRESTORE_EMULATOR_HOST": f"{HOST}:{ports.firestore}",
         "CLOUD_TASKS_EMULATOR_HOST": f"{HOST}:{ports.cloud_tasks_grpc}",
+        # google-cloud-storage reads this one as a URL.
+        "STORAGE_EMULATOR_HOST": f"http://{HOST}:{ports.storage}",
+        "RELAYFLOW_OFFLOAD_BUCKET": OFFLOAD_BUCKET,
         "GOOGLE_CLOUD_PROJECT": PROJECT_ID,
         "RELAYFLOW_PROJECT_ID": PROJECT_ID,
         "RELAYFLOW_WORKER_URL": f"http://{HOST}:{ports.worker}",

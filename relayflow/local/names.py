@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-EMULATORS = ("pubsub", "firestore", "cloud_tasks")
+EMULATORS = ("pubsub", "firestore", "cloud_tasks", "storage")
 FAKES = ("client_api", "orders_api")
 SERVICES = ("start_function", "worker", "poller", "api", "sweeper")
 ALL = (*EMULATORS, *FAKES, *SERVICES)

@@ -1,4 +1,4 @@
-"""Fixed local ports, as offsets from a base (default 8120): base + 1 .. base + 10.
+"""Fixed local ports, as offsets from a base (default 8120): base + 1 .. base + 11.
 
 Moving the base moves the whole block, so a test stack can run beside a demo.
 """
@@ -59,3 +59,8 @@ class Ports:
     def orders_api(self) -> int:
         """The example app's fake dependencies (examples/orders)."""
         return self.base + 10
+
+    @property
+    def storage(self) -> int:
+        """The Cloud Storage emulator (gcp-storage-emulator): the offload bucket."""
+        return self.base + 11

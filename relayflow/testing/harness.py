@@ -36,6 +36,7 @@ from relayflow.core.errors import RelayflowError
 from relayflow.core.flows import Flow, Handler, Registry, Step, StepContext
 from relayflow.core.kinds import REGISTRY
 from relayflow.core.listing import FlowFilter
+from relayflow.core.payloads import Offload
 from relayflow.core.planner import Preview, QueueNames
 from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskKind, TaskPayload
@@ -48,6 +49,7 @@ from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.core.versions import VersionUse, dropped, keeps, pairs, version_uses
 from relayflow.metrics import Metrics
 from relayflow.testing.memory import (
+    MemoryBlobs,
     MemoryBreakers,
     MemoryBulkQueue,
     MemoryBulkStore,
@@ -130,7 +132,11 @@ class Harness:
         dependencies: Dependencies | None = None,
         metrics: Metrics | None = None,
         poll_chain: int | None = None,
+        offload_threshold_bytes: int | None = None,
     ) -> None:
+        """``offload_threshold_bytes``: values over this many bytes of JSON go to a bucket
+        (``blobs``, in memory), as RELAYFLOW_OFFLOAD_BUCKET and _THRESHOLD_BYTES make a
+        deployment do; None: none do, and the inline limits hold."""
         self.clock = FakeClock(start)
         # Dependencies' breakers, shared as Firestore shares them (on, with their defaults,
         # unless ``dependencies`` says otherwise: ``Dependencies.off()``).
@@ -155,6 +161,12 @@ class Harness:
         # Bulk actions' documents and rows, and their batch tasks (``bulk``).
         self.bulk_store = MemoryBulkStore()
         self.bulk_queue = MemoryBulkQueue()
+        self.blobs = MemoryBlobs()
+        self.offload = (
+            None
+            if offload_threshold_bytes is None
+            else Offload(self.blobs, threshold_bytes=offload_threshold_bytes)
+        )
         self.engine = self._build()
 
     # -- what a test does ----------------------------------------------------------------
@@ -513,6 +525,21 @@ class Harness:
         kinds = {TaskKind.COMPENSATE} if undo else set(TaskKind) - {TaskKind.COMPENSATE}
         return [c.context for c in self.calls if c.step == step and c.kind in kinds]
 
+    def value(self, flow_id: str, stored: Any) -> Any:
+        """One of the flow's stored values (its ``input``, an ``outputs[step]``, its
+        ``result.data``) as its consumers see it: offloaded payloads read back."""
+        return self.engine.loaded(stored, self.flow(flow_id))
+
+    def output(self, flow_id: str, step: str) -> Any:
+        """Step ``step``'s output, as the steps after it see it."""
+        return self.value(flow_id, self.flow(flow_id).outputs[step])
+
+    def result_data(self, flow_id: str) -> Any:
+        """The data of the flow's result, as the client and result subscribers read it."""
+        result = self.flow(flow_id).result
+        assert result is not None, f"flow {flow_id!r} has not ended"
+        return self.value(flow_id, result.data)
+
     def path(self, flow_id: str) -> list[str]:
         """The flow's history as short lines: ``'register action #0: succeeded'``."""
         return [_line(entry) for entry in self.flow(flow_id).history]
@@ -550,6 +577,7 @@ class Harness:
                 self.breakers, self.dependencies, self.clock, shards=1, metrics=self.metrics
             ),
             metrics=self.metrics,
+            offload=self.offload,
         )
 
     def _redeliver(self, payload: TaskPayload) -> None:

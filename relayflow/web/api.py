@@ -7,6 +7,7 @@
 | | | (repeatable: all), ``code``, ``dependency``, ``updated_from``, ``updated_to`` |
 | ``GET /flows:counts`` | viewer | how many flows in each status (same filters, one label) |
 | ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
+| ``GET /flows/{id}?resolve=true`` | viewer | offloaded input, outputs and result read back |
 | ``GET /flows/{id}?wait_s=`` | viewer | long-poll: answers once the flow ends (``longpoll``) |
 | | | and ``family``: a child's parent, the list of its children (``?parent=``) |
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
@@ -58,8 +59,10 @@ from typing import Any
 from flask import Flask, Response, g, redirect, request, url_for
 
 from relayflow.core.dead_letters import DeadLetter
+from relayflow.core.engine import Engine
 from relayflow.core.errors import FlowNotFound, RelayflowError
 from relayflow.core.listing import FlowSummary, Page
+from relayflow.core.payloads import MIB, refs
 from relayflow.core.ports import Listing
 from relayflow.core.records import FlowRecord, HistoryEntry, flow_key
 from relayflow.core.state import Status
@@ -71,7 +74,7 @@ from relayflow.web.bulk import add_bulk_routes
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.family import family_json
 from relayflow.web.guard import guard_from_settings
-from relayflow.web.operations import Operations, caller, guarded, refusal
+from relayflow.web.operations import Operations, caller, guarded, refusal, tenants_seen
 from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
@@ -85,6 +88,8 @@ DEFAULT_RESET_REASON = "reset by an operator"
 # What a caller below the operator role sees of a live callback token: a viewer may not
 # complete it, and a token it could read it could complete through any completer.
 REDACTED = "(redacted: operators only)"
+# What ``GET /flows/{id}?resolve=true`` reads back from the bucket at most, in one answer.
+MAX_RESOLVED_BYTES = 16 * MIB
 
 
 def api_app(runtime: Runtime) -> Flask:
@@ -200,7 +205,7 @@ def _register_flows(app: Flask, ops: Operations) -> None:
             record = waited_flow(ops, flow_id, ops.watch, wait_s=wait_s, generation=generation)
         else:
             record = shown_flow(ops, flow_id)
-        doc = flow_json(record, caller())
+        doc = flow_json(record, caller(), engine=ops.engine, resolve=request.args.get("resolve"))
         doc["polls_in_flight"] = in_flight_json(ops.engine.polls_in_flight(record))
         doc["family"] = family_json(record)  # its parent, and how to list its children
         return doc
@@ -300,8 +305,7 @@ def _register_tenants(app: Flask, ops: Operations) -> None:
     @app.get("/tenants")
     @guarded(ops.access, Role.VIEWER, "read tenants")
     def list_tenants() -> Any:
-        views = ops.engine.tenant_views()
-        return {"tenants": [v for v in views if caller().sees(v["tenant"])]}
+        return {"tenants": tenants_seen(ops, caller())}
 
     for action, paused in (("pause", True), ("resume", False)):
         _tenant_action(app, ops, action, paused=paused)
@@ -376,10 +380,19 @@ def document_watch(runtime: Runtime) -> longpoll.Watch:
     return watch
 
 
-def flow_json(record: FlowRecord, viewer: Caller) -> dict[str, Any]:
+def flow_json(
+    record: FlowRecord,
+    viewer: Caller,
+    *,
+    engine: Engine | None = None,
+    resolve: str | None = None,
+) -> dict[str, Any]:
     """``record`` as JSON for ``viewer``: its callback tokens only for callers who may complete
-    them (operators); a viewer sees that a step waits, not the token that would end the wait."""
+    them (operators); a viewer sees that a step waits, not the token that would end the wait.
+    ``resolve`` (the ``?resolve=`` flag) true: offloaded values read back (``engine``'s)."""
     doc = record.model_dump(mode="json")
+    if engine is not None and params.flag(resolve, name="resolve"):
+        doc.update(resolved_values(engine, record))
     if not viewer.may(Role.OPERATOR):
         # A track holds its step's live token; an effect, the token its run sent (for its
         # undo), live until the step completes.
@@ -387,6 +400,31 @@ def flow_json(record: FlowRecord, viewer: Caller) -> dict[str, Any]:
             if holder.get("token"):
                 holder["token"] = REDACTED
     return doc
+
+
+def resolved_values(engine: Engine, record: FlowRecord) -> dict[str, Any]:
+    """The flow's input, outputs and result as its handlers and clients see them: payloads
+    offloaded to the bucket read back (at most ``MAX_RESOLVED_BYTES`` of them in one answer:
+    larger ones are for the client's ``result()`` or the bucket). A document shows each as its
+    reference, ``{"$relayflow": {"ref": {bucket, name, sha256, size}}}``."""
+    values: dict[str, Any] = {"input": record.input, "outputs": record.outputs}
+    if record.result is not None:
+        values["result_data"] = record.result.data
+    size = sum(ref.size for ref in refs(values))
+    if size > MAX_RESOLVED_BYTES:
+        raise params.PayloadTooLarge(
+            f"the flow's offloaded values take {size} bytes; the api shows at most "
+            f"{MAX_RESOLVED_BYTES} (read them with the client, or from the bucket)"
+        )
+    shown = engine.loaded(values, record)
+    result = doc_result(record, shown.pop("result_data", None))
+    return {**shown, **({"result": result} if result is not None else {})}
+
+
+def doc_result(record: FlowRecord, data: Any) -> dict[str, Any] | None:
+    if record.result is None:
+        return None
+    return {**record.result.model_dump(mode="json"), "data": data}
 
 
 def in_flight_json(entries: Iterable[HistoryEntry]) -> list[dict[str, Any]]:

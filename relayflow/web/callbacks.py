@@ -131,7 +131,13 @@ def _lane_view(lane: Any) -> dict[str, Any]:
         "items": [item["index"] for item in lane.items],
         "at_item": lane.item_index,
         "position": lane.position.label() if lane.tracks else None,
-        "done": sorted(int(i) for i in lane.item_outputs),
+        # Items run in order: those before the cursor are over (their outputs may have moved
+        # into page objects: ``core.payloads``), done unless they failed.
+        "done": [
+            item["index"]
+            for item in lane.items[: lane.cursor]
+            if item["index"] not in lane.failed_items
+        ],
         "failed": lane.failed_items,
         "updated_at": lane.updated_at.isoformat(),
     }

@@ -22,9 +22,13 @@ from relayflow.core.errors import (
     DeadLetterNotFound,
     FlowNotFound,
     InvalidTransition,
+    PayloadCorrupt,
+    PayloadMissing,
+    PayloadUnavailable,
     RelayflowError,
     Unauthorized,
     UnknownSchedule,
+    UnknownTenant,
     VerifierUnavailable,
 )
 from relayflow.core.flows import Registry
@@ -55,7 +59,12 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     UnknownSchedule: (404, "NOT_FOUND"),
     BulkNotFound: (404, "NOT_FOUND"),
     BulkRefused: (409, "FAILED_PRECONDITION"),
+    UnknownTenant: (404, "NOT_FOUND"),
     Uncountable: (400, "INVALID_ARGUMENT"),
+    PayloadMissing: (409, "PAYLOAD_MISSING"),
+    PayloadCorrupt: (409, "PAYLOAD_CORRUPT"),
+    PayloadUnavailable: (503, "UNAVAILABLE"),
+    params.PayloadTooLarge: (413, "PAYLOAD_TOO_LARGE"),
 }
 
 
@@ -104,6 +113,11 @@ def caller() -> Caller:
     """The caller ``guarded`` identified for this request."""
     found: Caller = g.caller
     return found
+
+
+def tenants_seen(ops: Operations, viewer: Caller) -> list[dict[str, Any]]:
+    """Every tenant's view (``Engine.tenant_views``) that ``viewer`` may see."""
+    return [view for view in ops.engine.tenant_views() if viewer.sees(view["tenant"])]
 
 
 def refusal(exc: RelayflowError) -> tuple[int, str]:

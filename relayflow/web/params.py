@@ -62,6 +62,10 @@ class BadRequest(RelayflowError):
     """Raised when a parameter or field is missing or not what it must be."""
 
 
+class PayloadTooLarge(RelayflowError):
+    """Raised when what a request asks to be shown is larger than the api answers with."""
+
+
 class UnsupportedMediaType(RelayflowError):
     """Raised when a body is not sent as the JSON it must be (``Content-Type``)."""
 

@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,8 @@ from relayflow.local.ports import HOST, Ports
 from relayflow.local.stack import Stack
 
 E2E_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 200
+BENCH_BASE_PORT = E2E_BASE_PORT + 700  # the block tests/conftest.py names +900
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 FAST_POLICIES = {
     "RELAYFLOW_POLL_INITIAL_S": "0.5",
     "RELAYFLOW_POLL_MULTIPLIER": "2",
@@ -67,6 +70,27 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         state_dir=state_dir,
         base_env={**os.environ, **FAST_POLICIES},
         sweep_interval_s=0,
+    )
+    stack.up()
+    try:
+        yield stack
+    finally:
+        stack.down()
+
+
+@pytest.fixture(scope="session")
+def bench_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A second whole stack, running bench/e2e_app.py: the child flows of
+    bench/children_app.py and the payload flows of bench/offload_app.py (one stack for both:
+    each stack costs seconds of CI)."""
+    path = os.pathsep.join(p for p in (str(BENCH), os.environ.get("PYTHONPATH", "")) if p)
+    stack = Stack(
+        ports=Ports(BENCH_BASE_PORT),
+        state_dir=tmp_path_factory.mktemp("bench-stack"),
+        app="e2e_app:registry",
+        app_path=BENCH,
+        sweep_interval_s=0,
+        base_env={**os.environ, "PYTHONPATH": path},
     )
     stack.up()
     try:

@@ -1,13 +1,10 @@
-"""Child flows on the local stack (bench/children_app.py, on a stack of its own at port block
-+900): an order whose charge step is a child flow succeeds with the child's output, and a
-child that fails fails its parent's step. No test sleeps: it polls the store until done."""
+"""Child flows on the local stack (bench/children_app.py, on the e2e tests' ``bench_stack``,
+port block +900): an order whose charge step is a child flow succeeds with the child's output,
+and a child that fails fails its parent's step. No test sleeps: it polls the store until done."""
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from google.cloud import firestore
@@ -16,40 +13,15 @@ from relayflow.core.records import FlowRecord
 from relayflow.core.state import TERMINAL, Status
 from relayflow.gcp.events import Events, build_publisher
 from relayflow.gcp.store import FlowStore
-from relayflow.local.environment import relayflow_env
 from relayflow.local.polling import poll_until
-from relayflow.local.ports import Ports
 from relayflow.local.stack import Stack
-from tests.conftest import TEST_BASE_PORT
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench"
-PORTS = Ports(TEST_BASE_PORT + 900)
 PROJECT = "relayflow-local"
-APP = "children_app:registry"
-
-
-@pytest.fixture(scope="module")
-def children_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    path = os.pathsep.join(p for p in (str(BENCH), os.environ.get("PYTHONPATH", "")) if p)
-    stack = Stack(
-        ports=PORTS,
-        state_dir=tmp_path_factory.mktemp("children-stack"),
-        app=APP,
-        app_path=BENCH,
-        sweep_interval_s=0,
-        base_env={**os.environ, "PYTHONPATH": path},
-    )
-    stack.up()
-    try:
-        yield stack
-    finally:
-        stack.down()
 
 
 @pytest.fixture
-def store(children_stack: Stack, monkeypatch: pytest.MonkeyPatch) -> FlowStore:
-    for name, value in relayflow_env(PORTS, app=APP).items():
+def store(bench_stack: Stack, monkeypatch: pytest.MonkeyPatch) -> FlowStore:
+    for name, value in bench_stack.env().items():
         monkeypatch.setenv(name, value)
     return FlowStore(firestore.Client(project=PROJECT))
 

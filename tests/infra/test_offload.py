@@ -12,6 +12,8 @@ from typing import Any
 
 from tfconfig import MODULES, blocks, env_dirs, load, only_block
 
+from relayflow.core.payloads import MAX_RUN_DAYS, lifecycle_age_days
+
 RELAYFLOW = MODULES / "relayflow"
 COMPONENTS = ("start_flow", "worker", "poller", "api")
 
@@ -26,7 +28,10 @@ def test_payloads_are_deleted_at_the_flows_retention_and_nothing_keeps_them_long
     (rule,) = blocks(bucket, "lifecycle_rule")
     assert only_block(rule, "action") == {"type": "Delete", "__is_block__": True}
     condition = {k: v for k, v in only_block(rule, "condition").items() if k != "__is_block__"}
-    assert condition == {"age": "${var.retention_days}"}
+    # Past the flows' TTL by the longest a flow runs with a deadline: an object is at most as
+    # old as its flow, so it outlives the document (relayflow.core.payloads).
+    assert condition == {"age": f"${{var.retention_days + {MAX_RUN_DAYS}}}"}
+    assert lifecycle_age_days(30) == 30 + MAX_RUN_DAYS
     # No noncurrent versions and no soft-deleted copies outlive the rule.
     assert only_block(bucket, "versioning")["enabled"] is False
     assert only_block(bucket, "soft_delete_policy")["retention_duration_seconds"] == 0

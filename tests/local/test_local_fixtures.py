@@ -25,13 +25,15 @@ def _session() -> requests.Session:
 
 
 @pytest.mark.emulators
-def test_emulators_env_names_the_three_emulators(emulators: Stack) -> None:
+def test_emulators_env_names_the_four_emulators(emulators: Stack) -> None:
     env = emulators.env()
 
     assert env["PUBSUB_EMULATOR_HOST"] == f"127.0.0.1:{emulators.ports.pubsub}"
     assert env["FIRESTORE_EMULATOR_HOST"] == f"127.0.0.1:{emulators.ports.firestore}"
     assert env["CLOUD_TASKS_EMULATOR_HOST"] == f"127.0.0.1:{emulators.ports.cloud_tasks_grpc}"
-    assert [row.name for row in emulators.status()] == ["pubsub", "firestore", "cloud_tasks"]
+    assert env["STORAGE_EMULATOR_HOST"] == f"http://127.0.0.1:{emulators.ports.storage}"
+    names = [row.name for row in emulators.status()]
+    assert names == ["pubsub", "firestore", "cloud_tasks", "storage"]
     assert all(row.healthy for row in emulators.status())
 
 

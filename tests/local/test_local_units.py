@@ -78,6 +78,9 @@ def test_health_probes_and_phases(tmp_path: Path) -> None:
     assert services == ["start_function", "worker", "poller", "api", "sweeper"]
     assert components["sweeper"].probe is Probe.ALIVE and components["sweeper"].ports == ()
     assert components["orders_api"].health_url == "http://127.0.0.1:9010/healthz"
+    storage = components["storage"]
+    assert storage.health_url == "http://127.0.0.1:9011/" and storage.phase is Phase.BACKING
+    assert storage.argv[-2:] == ("--default-bucket", "relayflow-local-payloads")
 
 
 def test_relayflow_env_points_at_the_ports() -> None:
@@ -87,6 +90,8 @@ def test_relayflow_env_points_at_the_ports() -> None:
         "PUBSUB_EMULATOR_HOST": "127.0.0.1:9001",
         "FIRESTORE_EMULATOR_HOST": "127.0.0.1:9002",
         "CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:9003",
+        "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9011",
+        "RELAYFLOW_OFFLOAD_BUCKET": "relayflow-local-payloads",
         "GOOGLE_CLOUD_PROJECT": "relayflow-local",
         "RELAYFLOW_PROJECT_ID": "relayflow-local",
         "RELAYFLOW_WORKER_URL": "http://127.0.0.1:9007",

@@ -121,16 +121,34 @@ class Api:
         return flow_id
 
 
-def build(access: Access, guard: RequestGuard | None = None, **harness: Any) -> Api:
-    h = Harness((FLOW, WAIT), **harness)
-    letters = FakeDeadLetters()
-    ops = Operations(
+def verifier(*emails: str) -> TokenVerifier:
+    """Checks the test issuer's tokens for the api's audience, admitting ``emails``."""
+    return TokenVerifier(
+        audience=API_URL, allowed_emails=set(emails), certs_url=CERTS_URL, request=certs_transport
+    )
+
+
+def operations(h: Harness, access: Access, **extra: Any) -> Operations:
+    """What the api works with over the harness ``h`` (no dead letters held unless ``extra``
+    gives them)."""
+    extra.setdefault("dead_letters", FakeDeadLetters())
+    return Operations(
         engine=h.engine,
         store=h.store,
         access=access,
-        dead_letters=letters,
         counters=Counters(),
         metrics=Metrics(),
+        **extra,
+    )
+
+
+def build(access: Access, guard: RequestGuard | None = None, **harness: Any) -> Api:
+    h = Harness((FLOW, WAIT), **harness)
+    letters = FakeDeadLetters()
+    ops = operations(
+        h,
+        access,
+        dead_letters=letters,
         registry=Registry((FLOW, WAIT)),
         guard=guard or RequestGuard(),
     )
@@ -604,3 +622,26 @@ def test_flows_are_listed_by_result_code_and_dependency(local_api: Api) -> None:
     assert by_code["flows"][0]["code"] == ended.result.code
     by_dependency = local_api.client.get("/flows?dependency=nothing-calls-this").get_json()
     assert by_dependency["flows"] == []
+
+
+def test_resolve_reads_offloaded_payloads_back_and_says_when_one_is_gone() -> None:
+    local = build(Access(verifier=None), offload_threshold_bytes=1024)
+    local.harness.start("demo", {"pad": "x" * 5000}, flow_id="big-1")
+    local.harness.deliver_next("big-1")
+
+    stored = local.client.get("/flows/big-1").get_json()
+    shown = local.client.get("/flows/big-1?resolve=true").get_json()
+
+    ref = stored["input"]["$relayflow"]["ref"]
+    assert ref["size"] == len('{"pad":""}') + 5000 and set(ref) == {
+        "bucket",
+        "name",
+        "sha256",
+        "size",
+    }
+    assert shown["input"] == {"pad": "x" * 5000}
+    del local.harness.blobs.objects[ref["name"]]
+    gone = local.client.get("/flows/big-1?resolve=true")
+    assert gone.status_code == 409 and gone.get_json()["error"]["status"] == "PAYLOAD_MISSING"
+    bad = local.client.get("/flows/big-1?resolve=maybe")
+    assert bad.status_code == 400 and "resolve must be true or false" in message(bad)

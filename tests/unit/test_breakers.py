@@ -262,6 +262,19 @@ def test_a_disabled_breaker_lets_everything_through_but_still_counts() -> None:
     assert (view["calls"], view["failures"], view["retries"]) == (10, 10, 10)
 
 
+def test_the_view_shows_the_windows_failure_rate_against_the_policy_that_opens_it() -> None:
+    b = breakers()
+    (quiet,) = b.views()
+    assert quiet["failure_rate"] is None  # no call yet: no rate
+    call(b, ok=True)
+    call(b, ok=False, retry=True)
+    call(b, ok=False)
+    (view,) = b.views()
+    assert (view["calls"], view["failures"], view["failure_rate"]) == (3, 2, 0.6667)
+    assert (view["retries"], view["retry_budget"]) == (1, 0.5 * 2 + 1)
+    assert view["policy"] == POLICY.model_dump()
+
+
 def test_p95_comes_from_the_latency_histogram() -> None:
     counts = Counts()
     for _ in range(94):

@@ -194,13 +194,17 @@ def test_the_tenants_table_shows_limits_state_and_counts() -> None:
             {"tenant": "acme", "max_running": 50, "starts_per_s": 5.0, "priority": "high",
              "running": 50, "waiting": 950, "paused": False},
             {"tenant": "default", "max_running": 0, "starts_per_s": 0.0, "priority": "low",
-             "running": 2, "waiting": 0, "paused": True, "paused_by": "op@x", "reason": "drill"},
+             "running": 2, "waiting": 0, "paused": True, "paused_by": "op@x", "reason": "drill",
+             "since": "2026-03-01T12:00:05+00:00"},
+            {"tenant": "gamma", "max_running": 0, "starts_per_s": 0.0, "priority": "low",
+             "running": 0, "waiting": 0, "paused": True, "configured_paused": True},
         ]
     )  # fmt: skip
     lines = table.splitlines()
     assert lines[1].split() == ["acme", "high", "50", "5.0", "50", "950", "active"]
     assert lines[2].split()[:6] == ["default", "low", "-", "-", "2", "0"]
-    assert lines[2].endswith("paused by op@x: drill")
+    assert lines[2].endswith("paused by op@x: drill (since 2026-03-01 12:00:05)")
+    assert lines[3].endswith("paused (configured)")
 
 
 def test_status_shows_a_flows_clean_up_and_how_to_undo_again() -> None:
@@ -323,3 +327,19 @@ def test_reset_prints_its_dry_run_first_and_stops_there_when_refused(
     assert out[0].split() == ["FLOW", "ACTION", "OK", "RUN", "AGAIN", "UNDONE", "(NEWEST",
                               "FIRST)", "KEPT"]  # fmt: skip
     assert out[1].split(None, 3) == ["f-1", "reset", "no", "refused: the flow is RUNNING"]
+
+
+def test_status_resolve_asks_the_api_to_read_offloaded_payloads_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[tuple[str, Any]] = []
+
+    class Recording(FakeApi):
+        def get(self, path: str, query: Any = None) -> dict[str, Any]:
+            asked.append((path, query))
+            return super().get(path, query)
+
+    monkeypatch.setattr(operate, "api", lambda: Recording([doc("SUCCEEDED", ["ready"])] * 2))
+    assert commands.main(["status", "f-1", "--json", "--resolve"]) == 0
+    assert commands.main(["status", "f-1", "--json"]) == 0
+    assert asked == [("/flows/f-1", {"resolve": "true"}), ("/flows/f-1", {})]

@@ -292,3 +292,25 @@ def test_a_lanes_news_is_what_it_has_not_told_its_flow_yet() -> None:
 def test_a_lane_runs_its_foreachs_item_steps_as_a_flow() -> None:
     items = foreach.item_flow(flow(Api(), items=1, concurrency=1), "each")
     assert [step.name for step in items.steps] == ["register", "await_active"]
+
+
+def test_a_lane_that_aborts_fails_the_foreach_instead_of_joining_nones() -> None:
+    # Each item's output is kept on its effect for its undo: five of 200 KB overflow the lane.
+    def big(ctx: StepContext) -> dict[str, Any]:
+        return {"pad": "p" * 200_000}
+
+    each = ForEach(
+        "each",
+        items=lambda ctx: list(range(5)),
+        steps=(ActionStep("big", big, compensate=lambda ctx: {}),),
+        concurrency=1,
+    )
+    h = Harness(Flow(name="overflow", steps=(each,)))
+    flow_id = h.start("overflow", {})
+
+    record = h.run(flow_id)
+
+    assert record is not None and record.status is Status.FAILED
+    assert record.result is not None and record.result.error is not None
+    assert record.result.error["code"] == "DOCUMENT_TOO_LARGE"
+    assert "lane 0 of each ended FAILED" in record.result.error["message"]

@@ -51,6 +51,7 @@ from relayflow.core.engine.tenancy import Tenancy
 from relayflow.core.errors import FlowNotFound, InvalidMessage
 from relayflow.core.flows import Registry
 from relayflow.core.metrics import Metrics
+from relayflow.core.payloads import Offload, Sizes
 from relayflow.core.planner import BulkMark, Preview, QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
@@ -75,7 +76,10 @@ class Engine:
         breakers: Breakers | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
+        offload: Offload | None = None,
     ) -> None:
+        """``offload``: where values too large for a flow document go (None: none do, and
+        the inline limits hold: ``core.payloads``)."""
         kernel = Kernel(
             registry=registry,
             store=store,
@@ -88,6 +92,7 @@ class Engine:
             breakers=breakers,
             tracer=tracer,
             metrics=metrics or Metrics(),  # the base class records nothing
+            offload=offload,
         )
         protection = Protection(kernel)
         execution = Execution.standard(kernel, breaker=protection.outcome)
@@ -217,6 +222,17 @@ class Engine:
         or FlowNotFound."""
         return self._operations.get(flow_id)
 
+    @property
+    def sizes(self) -> Sizes:
+        """How large a flow's input, a step's output and a child's input may be."""
+        return self._kernel.sizes
+
+    def loaded(self, stored: Any, record: FlowRecord) -> Any:
+        """One of ``record``'s stored values (its input, an output, its result's data) as
+        its consumers see it: offloaded payloads read back (PayloadMissing, PayloadCorrupt,
+        PayloadUnavailable)."""
+        return self._kernel.loaded(stored, record)
+
     def find(
         self,
         flow_id: str,
@@ -339,6 +355,11 @@ class Engine:
     def tenant_views(self) -> list[dict[str, Any]]:
         """Every tenant with a policy or a state: its limits, paused or not, flows waiting."""
         return self._tenancy.views()
+
+    def tenant_view(self, tenant: str) -> dict[str, Any] | None:
+        """One tenant's limits, state and flows, as ``tenant_views`` shows it; None for a
+        tenant with neither a policy nor an operator's state (not the default one)."""
+        return self._tenancy.view(tenant)
 
 
 __all__ = [

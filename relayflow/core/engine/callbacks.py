@@ -20,7 +20,7 @@ from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import CallbackAnswer, Completion, Ran
 from relayflow.core.errors import InvalidMessage, UnknownFlow
 from relayflow.core.kinds.callback import signal
-from relayflow.core.planner import Failed
+from relayflow.core.planner import Completed, Failed, Retry
 from relayflow.core.position import TASK_FLOW_PATTERN, is_document_id
 from relayflow.core.records import FlowRecord, split_key
 from relayflow.core.state import ACTIVE, TERMINAL, Status
@@ -53,9 +53,7 @@ class Callbacks:
         # Waiting: the step's run has committed and it awaits the token (else: keep it).
         waiting = self._k.kinds.waits(found.record.tracks[track].position.kind)
         if "error" not in completion:
-            checked = completed(completion.get("output", {}), where="the callback's output")
-            if isinstance(checked, Failed):
-                raise InvalidMessage(checked.error.message)
+            completion = {**completion, "output": self._stored(completion, found.record)}
 
         def apply(latest: FlowRecord) -> FlowRecord | None:
             at = track_with(latest, token) if latest.status in ACTIVE else None
@@ -69,6 +67,20 @@ class Callbacks:
             why = self._why_not(latest) if latest else "the flow is gone"
             return CallbackAnswer(Completion.IGNORED, why, flow_id)
         return CallbackAnswer(Completion.COMPLETED if waiting else Completion.KEPT, "", flow_id)
+
+    def _stored(self, completion: dict[str, Any], record: FlowRecord) -> dict[str, Any]:
+        """A completion's output as the flow stores it, or InvalidMessage saying why it
+        cannot be stored (PayloadUnavailable: the bucket is down, the caller tries again)."""
+        where = "the callback's output"
+        output = completion.get("output", {})
+        checked = completed(output, where=where, max_bytes=self._k.sizes.output_bytes)
+        if isinstance(checked, Failed):
+            raise InvalidMessage(checked.error.message)
+        stored = self._k.stored(output or {}, record, where=where, checked=True)
+        if isinstance(stored, Retry):
+            raise stored.error
+        assert isinstance(stored, Completed)
+        return stored.output
 
     def _why_not(self, record: FlowRecord) -> str:
         """Why no step awaits a token of ``record`` (for a ForEach lane: of its flow)."""

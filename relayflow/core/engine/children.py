@@ -15,11 +15,18 @@ import logging
 from typing import Any
 
 from relayflow.core import planner
+from relayflow.core.codec import Slot
 from relayflow.core.engine.execution import Execution
 from relayflow.core.engine.focus import fitting, mismatch
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import Ran
-from relayflow.core.errors import ConfigError, InvalidTransition, PermanentError, UnknownFlow
+from relayflow.core.errors import (
+    ConfigError,
+    InvalidTransition,
+    PermanentError,
+    UnknownFlow,
+    Unreadable,
+)
 from relayflow.core.flows import ChildFlow, Flow, Registry
 from relayflow.core.kinds.child import (
     CHILD_TASKS,
@@ -36,6 +43,7 @@ from relayflow.core.kinds.child import (
     wake_task,
     with_deadline,
 )
+from relayflow.core.payloads import INLINE
 from relayflow.core.planner import Completed, Failed, Outcome, Plan
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import Position, TaskKind, TaskPayload
@@ -44,7 +52,8 @@ from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.core.engine")
-MAX_CHILD_INPUT_BYTES = 256 * 1024
+# A child's input when values are not offloaded (``core.payloads.Sizes``).
+MAX_CHILD_INPUT_BYTES = INLINE.child_input_bytes
 
 
 class Children:
@@ -105,16 +114,22 @@ class Children:
             return Failed(PermanentError(str(exc), code="UNKNOWN_CHILD_FLOW"))
         if step.input is None:
             return dict(record.input)
-        ctx = self._execution.context(self._k.planning_flow(record), record)
+        try:
+            ctx = self._execution.context(self._k.planning_flow(record), record)
+        except Unreadable as exc:  # a payload it would read is gone or does not match
+            return Failed(exc)
         try:
             made = step.input(ctx)
             if not isinstance(made, dict):
                 raise UnstorableValue(f"it returned a {type(made).__name__}, not a dict")
-            check_storable(made, where="the child's input", max_bytes=MAX_CHILD_INPUT_BYTES)
+            limit = self._k.sizes.child_input_bytes
+            check_storable(made, where="the child's input", max_bytes=limit)
         except Exception as exc:  # the user's function: any error fails the step, named
             message = f"the input of child step {step.name!r} failed: {exc}"[:2000]
             return Failed(PermanentError(message, code="BAD_CHILD_INPUT"))
-        return made
+        # Offloaded as the parent's (its objects outlive the child's run).
+        stored: dict[str, Any] = self._k.codec.encode(made, Slot.of(record))
+        return stored
 
     def _ensure_child(
         self, parent_key: str, step: ChildFlow, input: dict[str, Any], key: str

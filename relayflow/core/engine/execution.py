@@ -22,17 +22,25 @@ from relayflow.core import tracing
 from relayflow.core.breakers import Verdict
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.keys import idempotency_key
-from relayflow.core.errors import NotReady, PermanentError, RetryableError
+from relayflow.core.errors import (
+    NotReady,
+    PayloadUnavailable,
+    PermanentError,
+    RetryableError,
+    Unreadable,
+)
 from relayflow.core.flows import Flow, Handler, StepContext
 from relayflow.core.kinds import step_at
+from relayflow.core.payloads import INLINE
 from relayflow.core.planner import Completed, Failed, Outcome, Retry, Waiting
 from relayflow.core.position import Position
 from relayflow.core.records import Effect, FlowRecord, Track, split_key
 from relayflow.core.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.core.engine")
-# One step's output; the whole document stays under Firestore's 1 MiB with room to spare.
-MAX_OUTPUT_BYTES = 256 * 1024
+# One step's output when values are not offloaded (``core.payloads.INLINE``): the whole
+# document stays under Firestore's 1 MiB with room to spare.
+MAX_OUTPUT_BYTES = INLINE.output_bytes
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,8 @@ class Call:
     handler: Handler
     context: StepContext
     verdict: Verdict | None
+    # How large its output may be (larger when values are offloaded to a bucket).
+    max_output_bytes: int = MAX_OUTPUT_BYTES
 
 
 Next = Callable[[Call], Outcome]
@@ -73,15 +83,29 @@ class Execution:
         *,
         budget_s: float | None = None,
     ) -> Outcome:
-        """Run the handler of the task at ``record``'s position and say how it ended."""
+        """Run the handler of the task at ``record``'s position and say how it ended: its
+        output as the document stores it (``Kernel.stored``). A value it would be told that
+        cannot be read fails it (PAYLOAD_MISSING, PAYLOAD_CORRUPT) without running it."""
         pos = record.position
         step = step_at(flow, pos, self._k.kinds)
         handler = self._k.kinds.of(step).handler(step, pos.kind)
         assert handler is not None, "a task the engine does itself has no handler"
-        return self._chain(Call(record, handler, self.context(flow, record, budget_s), verdict))
+        try:
+            context = self.context(flow, record, budget_s)
+        except PayloadUnavailable as exc:
+            return Retry(exc)
+        except Unreadable as exc:  # a payload gone or not matching its reference
+            return Failed(exc)
+        outcome = self._chain(Call(record, handler, context, verdict, self._k.sizes.output_bytes))
+        if isinstance(outcome, Completed) and outcome.output:
+            where = f"output of {pos.step}"
+            return self._k.stored(outcome.output, record, where=where, checked=True)
+        return outcome
 
     def context(self, flow: Flow, record: FlowRecord, budget_s: float | None = None) -> StepContext:
-        """What a handler is told: the focused track's step, its try, its budget."""
+        """What a handler is told: the focused track's step, its try, its budget; the input
+        and outputs as they were given (offloaded ones read back: PayloadMissing,
+        PayloadCorrupt, PayloadUnavailable)."""
         pos = record.position
         track = record.tracks.get(record.focus or "")
         outputs = record.outputs
@@ -100,8 +124,8 @@ class Execution:
             flow_id=split_key(record.parent)[1] if record.parent else record.flow_id,
             flow=record.flow,
             step=pos.step,
-            input=record.input,
-            outputs=outputs,
+            input=self._k.loaded(record.input, record),
+            outputs=self._k.loaded(outputs, record),
             idempotency_key=idempotency_key(record, pos),
             attempt=pos.attempt,
             poll=pos.poll,
@@ -172,18 +196,18 @@ def run_handler(call: Call) -> Outcome:
     except Exception as exc:  # a bug or an unclassified library error: retry, but bounded
         log.exception("handler raised an unexpected error", extra=extra)
         return Retry(RetryableError(f"{type(exc).__name__}: {exc}", code="UNEXPECTED"))
-    return completed(output, where=f"output of {context.step}")
+    return completed(output, where=f"output of {context.step}", max_bytes=call.max_output_bytes)
 
 
-def completed(output: object, *, where: str) -> Outcome:
-    """A handler's output, if the flow document can hold it; a permanent failure otherwise."""
+def completed(output: object, *, where: str, max_bytes: int = MAX_OUTPUT_BYTES) -> Outcome:
+    """A handler's output, if a flow can store it; a permanent failure otherwise."""
     if output is None:
         return Completed({})
     if not isinstance(output, dict):
         message = f"{where} is a {type(output).__name__}; a handler returns a dict or None"
         return Failed(PermanentError(message, code="INVALID_OUTPUT"))
     try:
-        check_storable(output, where=where, max_bytes=MAX_OUTPUT_BYTES)
+        check_storable(output, where=where, max_bytes=max_bytes)
     except UnstorableValue as exc:
         return Failed(PermanentError(str(exc), code="INVALID_OUTPUT"))
     return Completed(output)

@@ -15,11 +15,13 @@ from datetime import timedelta
 from opentelemetry.trace import SpanKind
 
 from relayflow.core import planner, tracing
+from relayflow.core.codec import Slot
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.keys import safe_id
 from relayflow.core.engine.outcomes import Started, StartResult
 from relayflow.core.errors import InvalidMessage
 from relayflow.core.messages import bounded, parse_start
+from relayflow.core.payloads import fingerprint
 from relayflow.core.records import FlowRecord
 from relayflow.core.rejections import MAX_SHOWN_NAME, rejected_task
 from relayflow.core.tenants import DEFAULT_TENANT
@@ -71,7 +73,9 @@ class Intake:
     ) -> StartResult:
         k = self._k
         try:
-            message, flow = parse_start(data, k.registry, attributes)
+            message, flow = parse_start(
+                data, k.registry, attributes, max_input_bytes=k.sizes.input_bytes
+            )
             tenant = tenant_of(message.tenant, bound)
         except InvalidMessage as exc:
             self._reject(data, message_id, attributes, exc.reason)
@@ -91,6 +95,9 @@ class Intake:
             first_lease_s=k.limits.claim_lease_s + k.limits.first_delivery_within_s,
             labels=message.labels,
         ).model_copy(update={"trace": tracing.current_traceparent()})
+        # Offloaded if large (the bucket down: this raises, and Pub/Sub redelivers the start).
+        stored = k.codec.encode(message.input, Slot.of(record))
+        record = record.model_copy(update={"input": stored})
         if not k.store.create(record):
             return self._duplicate(record, data, message_id, attributes)
         k.metrics.flow_started(flow.name, k.admission.tenants.label(tenant))
@@ -107,9 +114,9 @@ class Intake:
         existing = self._k.store.get(record.key)
         if existing is None:  # created and deleted meanwhile; Pub/Sub will redeliver
             raise RuntimeError(f"flow {record.flow_id} exists and does not")
-        if (existing.flow, existing.input, existing.labels) != (
+        if (existing.flow, fingerprint(existing.input), existing.labels) != (
             record.flow,
-            record.input,
+            fingerprint(record.input),
             record.labels,
         ):
             reason = (

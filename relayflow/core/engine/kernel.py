@@ -13,22 +13,31 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.trace import Tracer
 
-from relayflow.core import foreach, planner, tracing
+from relayflow.core import foreach, payloads, planner, tracing
 from relayflow.core.admission import Admission
 from relayflow.core.breakers import Breakers
 from relayflow.core.clock import Clock
+from relayflow.core.codec import Chain, Slot
 from relayflow.core.engine.focus import focused_at
 from relayflow.core.engine.outcomes import Ran
 from relayflow.core.engine.results import Results
-from relayflow.core.errors import UnknownFlow, UnknownVersion
+from relayflow.core.errors import (
+    PayloadUnavailable,
+    PermanentError,
+    RetryableError,
+    UnknownFlow,
+    UnknownVersion,
+)
 from relayflow.core.flows import Flow, Registry
 from relayflow.core.kinds import REGISTRY
 from relayflow.core.kinds.child import wakes
 from relayflow.core.metrics import Metrics
-from relayflow.core.planner import Plan, QueueNames
+from relayflow.core.payloads import Offload, Sizes
+from relayflow.core.planner import Completed, Failed, Outcome, Plan, QueueNames, Retry
 from relayflow.core.ports import (
     Change,
     Events,
@@ -41,6 +50,7 @@ from relayflow.core.ports import (
 from relayflow.core.position import MAX_POLL_CHAIN, POLL_CHAIN, TaskKind
 from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL
+from relayflow.core.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.core.engine")
 Then = Callable[[Snapshot], Ran | None]  # what runs after a commit instead of settling it
@@ -109,6 +119,7 @@ class Kernel:
         breakers: Breakers | None,
         tracer: Tracer | None,
         metrics: Metrics,
+        offload: Offload | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -122,6 +133,11 @@ class Kernel:
         self.tracer = tracer  # None: tracing is off
         self.metrics = metrics
         self.kinds = REGISTRY
+        # The seam every stored value passes (``core.codec``): offloading last, so a codec
+        # that seals values goes before it and the bucket holds them sealed.
+        self.offload = offload
+        self.codec = Chain([offload] if offload is not None else [])
+        self.sizes: Sizes = offload.sizes if offload is not None else payloads.INLINE
         self.results = Results(
             store=store, events=events, tenants=admission.tenants, metrics=metrics, tracer=tracer
         )
@@ -141,7 +157,31 @@ class Kernel:
             undo_initial_s=self.limits.undo_initial_s,
             undo_max_interval_s=self.limits.undo_max_interval_s,
             poll_chain=self.limits.poll_chain,
+            codec=self.codec,
         )
+
+    def stored(
+        self, output: object, record: FlowRecord, *, where: str, checked: bool = False
+    ) -> Outcome:
+        """A step's output as ``record``'s document stores it (``Completed``), or why it
+        cannot be (``Failed``: INVALID_OUTPUT; ``Retry``: the bucket is unreachable).
+        ``checked``: it is known storable and within ``sizes`` already."""
+        if not isinstance(output, dict):
+            message = f"{where} is a {type(output).__name__}; a handler returns a dict or None"
+            return Failed(PermanentError(message, code="INVALID_OUTPUT"))
+        try:
+            if not checked:
+                check_storable(output, where=where, max_bytes=self.sizes.output_bytes)
+            return Completed(self.codec.encode(output, Slot.of(record)))
+        except UnstorableValue as exc:
+            return Failed(PermanentError(str(exc), code="INVALID_OUTPUT"))
+        except PayloadUnavailable as exc:
+            return Retry(exc)
+
+    def loaded(self, stored: Any, record: FlowRecord) -> Any:
+        """A value of ``record``'s as its consumers see it (PayloadMissing, PayloadCorrupt,
+        PayloadUnavailable)."""
+        return self.codec.decode(stored, Slot.of(record))
 
     def plan_for(self, record: FlowRecord) -> Plan:
         """The plan for a change to ``record`` (a lane's: with its item steps)."""
@@ -237,8 +277,8 @@ class Kernel:
         ``version``, the snapshot just written, spares the publish mark a read; ``marked``:
         that write ended the flow and marked its result sent, so it is published here.
         """
-        if record.is_lane and foreach.news(record) is not None:
-            self._report_lane(record)
+        if record.is_lane:
+            self._settle_lane(record)
         if record.status in TERMINAL and record.slot is not None:  # room for the next waiting
             self.admission.pass_on(self.plan_for, record, self.clock.now(), self.settle)
         with tracing.joined(record.trace):
@@ -261,6 +301,25 @@ class Kernel:
     def admit(self, tenant: str) -> int:
         """Admit ``tenant``'s waiting flows while it has room; how many."""
         return self.admission.admit(self.plan_for, tenant, self.clock.now(), self.settle)
+
+    def _settle_lane(self, lane: FlowRecord) -> None:
+        """A lane's own part of settling: page its items' outputs, tell its flow its news."""
+        if self.offload is not None and payloads.page_due(lane):
+            self._page(lane)
+        if foreach.news(lane) is not None:
+            self._report_lane(lane)
+
+    def _page(self, lane: FlowRecord) -> None:
+        """Move a lane's items' outputs into a page object, so its document stays small
+        however many items it runs. Best effort: a lane that could not page now pages when
+        it is settled next (its document has room for several pages' worth)."""
+        assert self.offload is not None
+        moved = dict(lane.item_outputs)
+        try:
+            page = self.offload.put(payloads.serialized(moved), Slot.of(lane))
+            self.store.change(lane.key, lambda current: payloads.paged(current, page, moved))
+        except (RetryableError, UnstorableChange):
+            log.warning("lane outputs not paged", extra={"flow_id": lane.flow_id}, exc_info=True)
 
     def _report_lane(self, lane: FlowRecord) -> None:
         """Tell a lane's flow what the lane has not told it yet (items failed, lane ended)."""

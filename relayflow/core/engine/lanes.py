@@ -18,10 +18,10 @@ from relayflow.core.engine.execution import Execution
 from relayflow.core.engine.focus import focused_at, mismatch
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.outcomes import Ran
-from relayflow.core.errors import PermanentError
+from relayflow.core.errors import PayloadUnavailable, PermanentError, Unreadable
 from relayflow.core.flows import Flow, ForEach
 from relayflow.core.kinds.foreach import cancel_lane, fanned_out, gathered, lanes_started
-from relayflow.core.planner import Failed, Plan
+from relayflow.core.planner import Failed, Outcome, Plan, Retry
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import Position
 from relayflow.core.records import Effect, FlowRecord
@@ -68,14 +68,31 @@ class Lanes:
         """A ForEach's own task at the focused position: fan out, join, or gather."""
         position = found.record.position
         if position.joins:
-            keeps = self._k.kinds.keep_outputs(self._k.kinds.inner(flow, position.step))
-            joined, left = foreach.join(self._k.store, found, keeps=keeps)
-            return self._delivery.commit(found, position, flow, joined, adopt=left)
+            return self._join(found, flow)
         if position.gathers:
             plan = self._k.plan(flow)
             effects = foreach.gather(self._k.store, plan, found.record)
             return self._k.write(found, lambda latest: _applied(latest, position, plan, effects))
         return self._fan_out(found, flow)
+
+    def _join(self, found: Snapshot, flow: Flow) -> Ran:
+        """Join the lanes' outputs into the ForEach's (offloaded if large: the items' outputs
+        are read back from their pages and joined, a value of up to ``Sizes.output_bytes``)."""
+        position = found.record.position
+        keeps = self._k.kinds.keep_outputs(self._k.kinds.inner(flow, position.step))
+        outcome: Outcome
+        left: list[Effect] = []
+        try:
+            output, left = foreach.join(self._k.store, found, keeps=keeps, load=self._k.loaded)
+            where = f"output of {position.step}"
+            outcome = self._k.stored(output, found.record, where=where)
+        except PayloadUnavailable as exc:
+            outcome = Retry(exc)
+        except Unreadable as exc:  # an item's output is gone or does not match
+            outcome = Failed(exc)
+        except foreach.LaneFailed as exc:  # a lane aborted: its items' outputs are not there
+            outcome = Failed(exc)
+        return self._delivery.commit(found, position, flow, outcome, adopt=left)
 
     def _fan_out(self, found: Snapshot, flow: Flow) -> Ran:
         """List the ForEach's items, record the fan-out, start its lanes, then end its task."""
@@ -86,6 +103,8 @@ class Lanes:
                 items = foreach.list_items(
                     _each(flow, scope), self._execution.context(flow, record)
                 )
+            except Unreadable as exc:  # a payload its items are read from is gone
+                return self._delivery.commit(found, record.position, flow, Failed(exc))
             except (foreach.BadItems, Exception) as exc:
                 failed = Failed(PermanentError(f"{type(exc).__name__}: {exc}", code="BAD_ITEMS"))
                 return self._delivery.commit(found, record.position, flow, failed)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from relayflow.core.codec import escape
 from relayflow.core.engine.focus import fitting
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.errors import InvalidMessage, UnknownFlow
@@ -85,7 +86,8 @@ def checked_signal(
         )
     if not isinstance(reason, str) or len(reason) > MAX_REASON:
         raise InvalidMessage(f"a signal's reason is a string of at most {MAX_REASON} characters")
-    return name, data, signal_id, reason
+    # Escaped as every value a flow stores is (``core.codec``): it becomes a step's output.
+    return name, escape(data), signal_id, reason
 
 
 class Signals:

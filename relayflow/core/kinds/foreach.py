@@ -42,8 +42,9 @@ class Items(Kind):
     def done(self, plan: Plan, record: FlowRecord, output: dict[str, Any]) -> FlowRecord:
         if record.position.kind is not TaskKind.JOIN:  # no items: done at once
             return advance(plan, record, output)
-        failed = len(output.get("failed", []))
-        seen = f"items done ({len(output.get('items', []))}, {failed} failed)"
+        fan = record.tracks[record.position.step].fanout
+        assert fan is not None  # its output may be offloaded: its counts are the fan-out's
+        seen = f"items done ({fan.total}, {len(fan.failed)} failed)"
         return advance(plan, record, output, seen=seen)
 
     def again(self, plan: Plan, record: FlowRecord, outcome: Retry | Waiting) -> FlowRecord:
@@ -173,13 +174,9 @@ def cancel_lane(plan: Plan, record: FlowRecord) -> FlowRecord | None:
     return ended.model_copy(update={"result_published": True}).stored()
 
 
-def join_output(lanes: list[FlowRecord], total: int) -> dict[str, Any]:
-    """A ForEach's output: each item's output in the list's order, and the failed indexes."""
-    outputs: dict[str, Any] = {}
-    failed: set[int] = set()
-    for lane in lanes:
-        outputs.update(lane.item_outputs)
-        failed |= set(lane.failed_items)
+def join_output(outputs: dict[str, Any], failed: set[int], total: int) -> dict[str, Any]:
+    """A ForEach's output: each item's output (``outputs``, by index) in the list's order, and
+    the failed indexes."""
     items = [outputs.get(str(i)) for i in range(total)]
     return {"items": items, "failed": sorted(failed)}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from relayflow.core.errors import UnknownFlow
 from relayflow.core.flows import Step
-from relayflow.core.planner.plan import Plan
+from relayflow.core.planner.plan import Plan, step_of
 from relayflow.core.position import Position, TaskKind, split_effect_name
 from relayflow.core.records import Effect, EffectState, FlowRecord
 
@@ -39,9 +39,16 @@ def begin_effect(plan: Plan, record: FlowRecord) -> FlowRecord:
 
 
 def effect_done(plan: Plan, record: FlowRecord, step: str, output: dict[str, Any]) -> FlowRecord:
+    """The effect of ``step`` done, keeping what it answered for its undo — only if it has
+    one: a ForEach lane keeps every item's effect, and outputs no undo reads would fill its
+    document."""
     if record.live_effect(step) is None:
         record = begin_effect(plan, record)
-    return set_effect(record, step, state=EffectState.DONE, done_at=plan.now, output=output)
+    undone_by = plan.kinds.of(step_of(plan, record.position)).compensation(
+        step_of(plan, record.position)
+    )
+    kept = output if undone_by is not None else None
+    return set_effect(record, step, state=EffectState.DONE, done_at=plan.now, output=kept)
 
 
 def set_effect(record: FlowRecord, step: str, **update: Any) -> FlowRecord:

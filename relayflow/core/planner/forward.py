@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from relayflow.core.codec import Slot
 from relayflow.core.errors import InvalidTransition, PermanentError
-from relayflow.core.flows import Flow
 from relayflow.core.messages import bounded, describe
 from relayflow.core.planner.cleanup import clean_up_after
 from relayflow.core.planner.effects import forget_first_try
@@ -81,9 +81,9 @@ def advance(
     if all_done(plan.flow, record):
         # The product: the output of the step nothing runs after (each one's, if several).
         data = product(plan.flow, record)
-        mismatch = output_mismatch(plan.flow, data)
-        if mismatch:
-            err = error_of(record, PermanentError(mismatch, code="OUTPUT_INVALID"))
+        mismatch = output_mismatch(plan, record, data)
+        if mismatch is not None:
+            err = error_of(record, mismatch)
             return begin_failure(plan, record, Status.FAILED, err, "output invalid")
         result = Result(status=Status.SUCCEEDED, code="OK", message="flow completed", data=data)
         return clean_up_after(plan, finish(plan, record, result))
@@ -95,14 +95,17 @@ def advance(
     return start_ready(plan, moved, generation=pos.generation)
 
 
-def output_mismatch(flow: Flow, data: dict[str, Any]) -> str:
-    """Why the output a flow would succeed with does not fit its ``output_model``, or ''."""
+def output_mismatch(plan: Plan, record: FlowRecord, data: dict[str, Any]) -> PermanentError | None:
+    """Why the output a flow would succeed with does not fit its ``output_model`` (as its
+    consumers will read it: offloaded values resolved), or None."""
+    flow = plan.flow
     if flow.output_model is None:
-        return ""
+        return None
     try:
-        flow.output_model.model_validate(data)
+        flow.output_model.model_validate(plan.codec.decode(data, Slot.of(record)))
     except ValidationError as exc:
-        return f"the output of {flow.label} is not a {flow.output_model.__name__}: " + bounded(
-            describe(exc)
-        )
-    return ""
+        message = f"the output of {flow.label} is not a {flow.output_model.__name__}: "
+        return PermanentError(message + bounded(describe(exc)), code="OUTPUT_INVALID")
+    except PermanentError as unreadable:  # its payload is gone or does not match
+        return unreadable
+    return None

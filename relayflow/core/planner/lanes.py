@@ -33,7 +33,7 @@ def next_item(plan: Plan, record: FlowRecord) -> FlowRecord:
         }
     )
     if moved.item_index is None:  # past its last item: the lane has done its part
-        done = len(moved.item_outputs)
+        done = len(moved.item_outputs) + moved.paged_items
         result = Result(status=Status.SUCCEEDED, code="OK", message=f"{done} items done")
         return finish(plan, moved, result)
     return start_ready(plan, moved, generation=record.position.generation)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from relayflow.core.codec import PLAIN, Codec
 from relayflow.core.errors import NotReady, PermanentError, RetryableError, UnknownFlow
 from relayflow.core.flows import Flow, Handler, PollPolicy, RetryPolicy, Step
 from relayflow.core.position import POLL_CHAIN, Position, TaskKind, task_id
@@ -151,6 +152,9 @@ class Plan:
     # How many polls a poll chain runs between two writes of its flow's document
     # (``planner.chain``; 1: every poll writes).
     poll_chain: int = POLL_CHAIN
+    # How stored values read back (``core.codec``): what an output model checks is the value
+    # a consumer will see, not its reference.
+    codec: Codec = PLAIN
 
     @property
     def flow(self) -> Flow:

@@ -1,5 +1,5 @@
-"""In-memory implementations of the engine's ports (Store, Queue, Events, Breakers) and of
-the bulk actions' (BulkStore, BulkQueue).
+"""In-memory implementations of the engine's ports (Store, Queue, Events, Breakers, Blobs) and
+of the bulk actions' (BulkStore, BulkQueue).
 
 They behave like the real services in the ways the engine relies on: a flow document is
 written whole and goes through its Firestore form on every write; a conditional write against
@@ -14,6 +14,7 @@ over the shared dicts of ``base``; ``MemoryStore`` is all of them.
 from __future__ import annotations
 
 from relayflow.testing.memory.base import EPOCH
+from relayflow.testing.memory.blobs import MemoryBlobs
 from relayflow.testing.memory.breakers import MemoryBreakers
 from relayflow.testing.memory.bulk import MemoryBulkQueue, MemoryBulkStore, QueuedBatch
 from relayflow.testing.memory.events import MemoryEvents
@@ -41,6 +42,7 @@ class MemoryStore(
 
 __all__ = [
     "EPOCH",
+    "MemoryBlobs",
     "MemoryBreakers",
     "MemoryBulkQueue",
     "MemoryBulkStore",

@@ -1,8 +1,8 @@
 # The bucket that holds offloaded payloads: flow inputs, step outputs and results too large for a
 # flow document are written here as objects named by their content hash, and the document keeps
 # a reference. Objects are written once (the writers may create objects, not replace or delete
-# them) and deleted by the bucket's lifecycle retention_days after they were written, the same
-# retention as the flow documents' TTL (RELAYFLOW_RETENTION_DAYS).
+# them) and deleted by the bucket's lifecycle retention_days (RELAYFLOW_RETENTION_DAYS, the flow
+# documents' TTL) plus 30 days after they were written: after every document pointing to them.
 
 resource "google_storage_bucket" "main" {
   # checkov:skip=CKV_GCP_78:Versioning is off on purpose: objects are write-once and named by their content, and a kept noncurrent version would outlive the retention the lifecycle rule enforces.
@@ -23,13 +23,16 @@ resource "google_storage_bucket" "main" {
     enabled = false
   }
 
-  # A payload lives as long as the flow documents that point to it: Firestore's TTL deletes a
-  # document retention_days after its flow ended, this rule an object retention_days after it
-  # was written (age counts whole days from the object's creation:
-  # https://cloud.google.com/storage/docs/lifecycle#age).
+  # A payload outlives the flow documents that point to it: Firestore's TTL deletes a document
+  # retention_days after its flow ended; an object is written while its flow runs (never
+  # rewritten), so it is at most as old as its flow, and this rule deletes it retention_days
+  # plus 30 days after it was written — the longest a flow runs with a deadline (a start
+  # message's deadline_s: relayflow.core.payloads.MAX_RUN_DAYS, lifecycle_age_days). Age
+  # counts whole days from the object's creation:
+  # https://cloud.google.com/storage/docs/lifecycle#age.
   lifecycle_rule {
     condition {
-      age = var.retention_days
+      age = var.retention_days + 30
     }
     action {
       type = "Delete"
