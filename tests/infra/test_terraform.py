@@ -757,17 +757,6 @@ def _env_of(call: dict[str, Any], relayflow: Config) -> set[str]:
     return set(re.findall(r"RELAYFLOW_[A-Z_]+", _expand(call["env"], relayflow)))
 
 
-# Read by the metrics setup that issue 9 adds to the core package, and by issue 11's breakers
-# and api scopes; not Settings fields on this branch yet.
-PENDING_IN_CORE = {
-    "RELAYFLOW_METRICS_EXPORTER",
-    "RELAYFLOW_DEPENDENCIES",
-    "RELAYFLOW_API_SCOPES",
-    # The payload offload bucket, read by issue 24's offload (relayflow's Python side).
-    "RELAYFLOW_OFFLOAD_BUCKET",
-}
-
-
 def _settings_env_names() -> set[str]:
     names: set[str] = set()
     for name, info in Settings.model_fields.items():
@@ -781,7 +770,7 @@ def _settings_env_names() -> set[str]:
 def test_service_env_names_are_settings_fields(component: str) -> None:
     relayflow = load(RELAYFLOW)
     env = _env_of(relayflow.modules[component].body, relayflow)
-    known = _settings_env_names() | PENDING_IN_CORE
+    known = _settings_env_names()
     assert env <= known, env - known
     assert {
         "RELAYFLOW_PROJECT_ID",
