@@ -39,6 +39,7 @@ from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.schedule_state import ScheduleState
 from relayflow.core.scheduler import Scheduler, TickReport
 from relayflow.core.schedules import FLOW_ID_PREFIX, next_ticks
+from relayflow.core.sealing import Sealer, Sealing, owner_of
 from relayflow.core.state import TERMINAL
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.metrics import Metrics
@@ -49,6 +50,7 @@ from relayflow.testing.memory import (
     MemoryScheduleStates,
     MemoryStore,
 )
+from relayflow.testing.sealer import MemorySealer
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 # How long Cloud Tasks waits before delivering again a task that answered 409 or 5xx.
@@ -123,8 +125,12 @@ class Harness:
         dependencies: Dependencies | None = None,
         metrics: Metrics | None = None,
         poll_chain: int | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.clock = FakeClock(start)
+        # Seals the flows' sensitive fields in the documents, opens them for handlers, as a
+        # deployment's keyset does (a key of its own by default: ``MemorySealer``).
+        self.sealer = sealer or MemorySealer()
         # Dependencies' breakers, shared as Firestore shares them (on, with their defaults,
         # unless ``dependencies`` says otherwise: ``Dependencies.off()``).
         self.breakers = MemoryBreakers()
@@ -404,6 +410,13 @@ class Harness:
             raise AssertionError(f"no flow {flow_id!r}")
         return record
 
+    def opened(self, flow_id: str) -> FlowRecord:
+        """The flow's document with its sealed values opened, as its handlers see them (``flow``
+        is the document as stored: sensitive fields sealed)."""
+        record = self.flow(flow_id)
+        shown = self.sealing.shown(record.model_dump(mode="python"), owner_of(record))
+        return FlowRecord.model_validate(shown)
+
     def key(self, flow_id: str) -> str:
         """The key of the flow ``flow_id`` names (an id, or already a key)."""
         if flow_id in self.store.docs:
@@ -432,8 +445,11 @@ class Harness:
     # -- wiring --------------------------------------------------------------------------
 
     def _build(self) -> Engine:
+        registry = _recorded(self._registry, self.calls)
+        self.sealing = Sealing(registry, self.sealer)
+        self.store.encode = self.sealing.sealed  # sealed on their way to the documents
         return Engine(
-            registry=_recorded(self._registry, self.calls),
+            registry=registry,
             store=self.store,
             queue=self.queue,
             events=self.events,
@@ -445,6 +461,7 @@ class Harness:
                 self.breakers, self.dependencies, self.clock, shards=1, metrics=self.metrics
             ),
             metrics=self.metrics,
+            sealing=self.sealing,
         )
 
     def _redeliver(self, payload: TaskPayload) -> None:

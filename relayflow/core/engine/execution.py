@@ -6,23 +6,35 @@ middleware wraps a message: each gets the call and the rest of the chain, and ma
 and after it. The engine's chain is retry counting, the breaker's outcome (``protection``),
 timing and metrics, then tracing; the innermost link runs the handler and classifies how it
 ended (DESIGN invariant 7). A handler never sees any of it.
+
+A flow's sealed values (``core.sealing``) are opened here, for the handler's context and
+nowhere else; what the handler's ending says (an error's message, a not-ready detail) is
+scrubbed of them before it reaches the history, the logs or a span (``core.scrubbing``).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from opentelemetry.trace import Span
 
-from relayflow.core import tracing
+from relayflow.core import scrubbing, tracing
 from relayflow.core.breakers import Verdict
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.keys import idempotency_key
-from relayflow.core.errors import NotReady, PermanentError, RetryableError
+from relayflow.core.errors import (
+    NotReady,
+    PermanentError,
+    RetryableError,
+    StepError,
+    UnreadableSealedValue,
+)
 from relayflow.core.flows import Flow, Handler, StepContext
 from relayflow.core.kinds import step_at
 from relayflow.core.planner import Completed, Failed, Outcome, Retry, Waiting
@@ -31,6 +43,7 @@ from relayflow.core.records import Effect, FlowRecord, Track, split_key
 from relayflow.core.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.core.engine")
+E = TypeVar("E", bound=StepError)
 # One step's output; the whole document stays under Firestore's 1 MiB with room to spare.
 MAX_OUTPUT_BYTES = 256 * 1024
 
@@ -78,10 +91,16 @@ class Execution:
         step = step_at(flow, pos, self._k.kinds)
         handler = self._k.kinds.of(step).handler(step, pos.kind)
         assert handler is not None, "a task the engine does itself has no handler"
-        return self._chain(Call(record, handler, self.context(flow, record, budget_s), verdict))
+        try:
+            context = self.context(flow, record, budget_s)
+        except UnreadableSealedValue as exc:  # retried, as the handler failing would be
+            log.error("sealed value unreadable", extra={"flow_id": record.flow_id, "error": exc})
+            return Retry(exc)
+        return self._chain(Call(record, handler, context, verdict))
 
     def context(self, flow: Flow, record: FlowRecord, budget_s: float | None = None) -> StepContext:
-        """What a handler is told: the focused track's step, its try, its budget."""
+        """What a handler is told: the focused track's step, its try, its budget; the flow's
+        sealed values opened (UnreadableSealedValue if one does not open)."""
         pos = record.position
         track = record.tracks.get(record.focus or "")
         outputs = record.outputs
@@ -95,12 +114,15 @@ class Execution:
         if pos.scope is not None and not record.is_lane:  # an item's undo, run by its flow
             index, item = pos.item, effect.item if effect is not None else None
         now = self._k.clock.now()
+        sealing = self._k.sealing
+        flow_input = sealing.opened(record, record.input, ("input",))
+        outputs = {k: sealing.opened(record, v, ("outputs", k)) for k, v in outputs.items()}
         return StepContext(
             # The caller's id (a lane's item sees its flow's), not the key.
             flow_id=split_key(record.parent)[1] if record.parent else record.flow_id,
             flow=record.flow,
             step=pos.step,
-            input=record.input,
+            input=flow_input,
             outputs=outputs,
             idempotency_key=idempotency_key(record, pos),
             attempt=pos.attempt,
@@ -144,7 +166,7 @@ class Execution:
 
 
 def _chained(middleware: Sequence[Middleware]) -> Next:
-    chain: Next = run_handler
+    chain: Next = _scrubbed
     for outer in reversed(middleware):
         chain = _linked(outer, chain)
     return chain
@@ -152,6 +174,36 @@ def _chained(middleware: Sequence[Middleware]) -> Next:
 
 def _linked(outer: Middleware, inner: Next) -> Next:
     return lambda call: outer(call, inner)
+
+
+def _scrubbed(call: Call) -> Outcome:
+    return scrubbed(run_handler(call))
+
+
+def scrubbed(outcome: Outcome) -> Outcome:
+    """``outcome`` with the values opened for its handler scrubbed from what it says (an
+    error's message, a not-ready detail): that text goes to the history, a poll chain's task
+    body, the result's error and spans, which are never sealed."""
+    if isinstance(outcome, Waiting):
+        detail = scrubbing.scrubbed(outcome.signal.detail)
+        if detail == outcome.signal.detail:
+            return outcome
+        return Waiting(NotReady(detail, delay_s=outcome.signal.delay_s))
+    if isinstance(outcome, Retry):
+        return Retry(_scrubbed_error(outcome.error))
+    if isinstance(outcome, Failed):
+        return Failed(_scrubbed_error(outcome.error))
+    return outcome
+
+
+def _scrubbed_error(error: E) -> E:
+    message = scrubbing.scrubbed(error.message)
+    if message == error.message:
+        return error
+    shown = copy.copy(error)
+    shown.message = message
+    shown.args = (message,)
+    return shown
 
 
 def run_handler(call: Call) -> Outcome:

@@ -40,6 +40,7 @@ from relayflow.core.ports import (
 )
 from relayflow.core.position import MAX_POLL_CHAIN, POLL_CHAIN, TaskKind
 from relayflow.core.records import FlowRecord
+from relayflow.core.sealing import Sealing
 from relayflow.core.state import ACTIVE, TERMINAL
 
 log = logging.getLogger("relayflow.core.engine")
@@ -109,8 +110,11 @@ class Kernel:
         breakers: Breakers | None,
         tracer: Tracer | None,
         metrics: Metrics,
+        sealing: Sealing | None = None,
     ) -> None:
         self.registry = registry
+        # Sealed values: opened for handlers; the store seals them on their way to it.
+        self.sealing = sealing or Sealing(registry)
         self.store = store
         self.queue = queue
         self.clock = clock
@@ -123,7 +127,12 @@ class Kernel:
         self.metrics = metrics
         self.kinds = REGISTRY
         self.results = Results(
-            store=store, events=events, tenants=admission.tenants, metrics=metrics, tracer=tracer
+            store=store,
+            events=events,
+            tenants=admission.tenants,
+            metrics=metrics,
+            tracer=tracer,
+            sealing=self.sealing,
         )
 
     def plan(self, flow: Flow | None) -> Plan:
