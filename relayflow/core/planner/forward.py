@@ -24,6 +24,7 @@ from relayflow.core.planner.starts import start_ready
 from relayflow.core.planner.states import all_done, end_track, finish, move, past_deadline, product
 from relayflow.core.position import TaskKind
 from relayflow.core.records import FlowRecord, Result
+from relayflow.core.sealing import is_sealed
 from relayflow.core.state import Status
 
 
@@ -89,13 +90,19 @@ def advance(
 
 
 def output_mismatch(flow: Flow, data: dict[str, Any]) -> str:
-    """Why the output a flow would succeed with does not fit its ``output_model``, or ''."""
+    """Why the output a flow would succeed with does not fit its ``output_model``, or ''.
+
+    A value sealed by an earlier write (``core.sealing``: the output of another of the flow's
+    last steps) is not checked again: only its handler saw it in clear."""
     if flow.output_model is None:
         return ""
     try:
         flow.output_model.model_validate(data)
     except ValidationError as exc:
+        problems = describe(exc, skip=is_sealed)
+        if not problems:
+            return ""
         return f"the output of {flow.label} is not a {flow.output_model.__name__}: " + bounded(
-            describe(exc)
+            problems
         )
     return ""
