@@ -34,6 +34,7 @@ from relayflow import (
 )
 from relayflow import StepContext as Ctx
 from relayflow.apps.approval import approval_flow
+from relayflow.apps.payment import payment_flow
 
 FLOW_NAME = "registration"
 
@@ -347,7 +348,12 @@ def build_registry(settings: Settings, session: requests.Session | None = None) 
         timeout_s=settings.poll_deadline_s,
         safety=safety,
     )
-    flows = (registration_flow(api, poll=poll, retry=retry), fleet, approval_flow())
+    flows = (
+        registration_flow(api, poll=poll, retry=retry),
+        fleet,
+        approval_flow(),
+        payment_flow(poll),
+    )
     return Registry(flows)
 
 

@@ -46,7 +46,7 @@ def refusal(target: str) -> str:
 
 def test_the_default_app_is_the_reference_app() -> None:
     registry = load_registry(DEFAULT_APP, Settings())
-    assert registry.names() == ["approval", "fleet", "registration"]
+    assert registry.names() == ["approval", "fleet", "payment", "registration"]
 
 
 def test_a_registry_object_is_loaded(app_dir: Path) -> None:
