@@ -167,24 +167,33 @@ class Sealing:
         if flow is None or not flow.sensitive_paths:
             return record
         owner = owner_of(record)
-        paths = flow.sensitive_paths
-
-        def seal(value: Any, at: Path) -> Any:
-            if self.sealer is None:
-                raise SealingUnavailable(
-                    f"flow {flow.label} marks {sensitive.text(at)} sensitive and this process "
-                    "holds no key to seal it (RELAYFLOW_SENSITIVE_KEYSET)"
-                )
-            return seal_value(self.sealer, value, owner, at)
 
         def walk(value: Any, base: Path) -> Any:
-            return sealed_at(value, sensitive.under(paths, base), base, seal)
+            return self.seal(flow, value, owner=owner, at=base)
 
         update: dict[str, Any] = {"input": walk(record.input, ("input",))}
         if not record.is_lane:  # a lane's outputs are its item steps': not marked
             update.update(_sealed_outputs(flow, record, walk))
         changed = {k: v for k, v in update.items() if v is not getattr(record, k)}
         return record.model_copy(update=changed) if changed else record
+
+    def seal(self, flow: Flow, value: Any, *, owner: str, at: Path) -> Any:
+        """One value of ``owner``'s flow ``flow``, found at ``at`` (``("input",)``,
+        ``("outputs", step)``), with what the flow marks in it sealed: ``sealed`` value by
+        value, as a codec that seals a value before another stores it elsewhere needs it."""
+        marks = sensitive.under(flow.sensitive_paths, at)
+        if not marks:
+            return value
+
+        def seal(clear: Any, where: Path) -> Any:
+            if self.sealer is None:
+                raise SealingUnavailable(
+                    f"flow {flow.label} marks {sensitive.text(where)} sensitive and this "
+                    "process holds no key to seal it (RELAYFLOW_SENSITIVE_KEYSET)"
+                )
+            return seal_value(self.sealer, clear, owner, where)
+
+        return sealed_at(value, marks, at, seal)
 
     def opened(self, record: FlowRecord, value: Any, base: Path) -> Any:
         """``value``, found at ``base`` of ``record`` (``("input",)``, ``("outputs", step)``),

@@ -89,11 +89,14 @@ def new_keyset(*, key_uri: str | None = None) -> str:
     handle = tink.new_keyset_handle(daead.deterministic_aead_key_templates.AES256_SIV)
     if key_uri is None:
         text: str = tink.json_proto_keyset_format.serialize(handle, secret_key_access.TOKEN)
-    else:
-        text = tink.json_proto_keyset_format.serialize_encrypted(
+        return text
+    try:
+        encrypted: str = tink.json_proto_keyset_format.serialize_encrypted(
             handle, kms_aead(key_uri), KEYSET_ASSOCIATED_DATA
         )
-    return text
+    except tink.TinkError as exc:
+        raise ConfigError(f"the keyset could not be encrypted with {key_uri}: {exc}") from None
+    return encrypted
 
 
 def sealer_from_settings(settings: Settings) -> TinkSealer | None:
