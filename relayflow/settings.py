@@ -198,6 +198,13 @@ class Settings(BaseSettings):
                 )
         return scopes
 
+    @field_validator(
+        "sensitive_keyset", "sensitive_keyset_file", "sensitive_key_uri", mode="before"
+    )
+    @classmethod
+    def _unset_if_empty(cls, value: object) -> object:
+        return None if value == "" else value  # as Terraform sets them when there is none
+
     @model_validator(mode="after")
     def _one_keyset(self) -> Settings:
         if self.sensitive_keyset is not None and self.sensitive_keyset_file is not None:

@@ -454,3 +454,29 @@ variable "queue_shards" {
     error_message = "queue_shards is a whole number in 1..250 (four kinds of queue, 1,000 queues per project and region by default), or null for topology.json's."
   }
 }
+
+variable "sensitive_keyset" {
+  description = "The Tink keyset that seals flows' sensitive fields (RELAYFLOW_SENSITIVE_KEYSET), as JSON, encrypted by sensitive_key_uri's key: `relayflow keyset --kms-key-uri URI` prints one. Encrypted, it is no secret. Needed when a flow of the app marks a field sensitive (a service refuses to start without it); empty, the default: none is set."
+  type        = string
+  default     = ""
+  nullable    = false
+}
+
+variable "sensitive_key_uri" {
+  description = "The Cloud KMS key that encrypts sensitive_keyset (RELAYFLOW_SENSITIVE_KEY_URI), as gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K. Every service's account needs roles/cloudkms.cryptoKeyDecrypter on it (docs/deploy.md, 'Sensitive fields')."
+  type        = string
+  default     = ""
+  nullable    = false
+
+  validation {
+    condition     = var.sensitive_key_uri == "" || can(regex("^gcp-kms://projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", var.sensitive_key_uri))
+    error_message = "sensitive_key_uri is gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K, or empty."
+  }
+}
+
+variable "api_sensitive_readers" {
+  description = "Emails of viewers and operators who see flows' sensitive fields in clear in the api, the console and the CLI, each read logged (RELAYFLOW_API_SENSITIVE_READERS); everyone else sees [redacted]."
+  type        = list(string)
+  default     = []
+  nullable    = false
+}
