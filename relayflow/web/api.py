@@ -4,7 +4,8 @@
 |---|---|---|
 | ``GET /flows`` | viewer | a page of flows: filters, ``cursor``, ``limit``, ``view``, ``counts`` |
 | ``GET /flows:counts`` | viewer | how many flows in each status (same filters) |
-| ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
+| ``GET /flows/{id}`` | viewer | the document (tokens for operators only; sensitive fields |
+| | | ``[redacted]`` but for sensitive readers: ``redaction``), ``polls_in_flight`` |
 | ``GET /flows/{id}?wait_s=`` | viewer | long-poll: answers once the flow ends (``longpoll``) |
 | | | and ``family``: a child's parent, the list of its children (``?parent=``) |
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
