@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from opentelemetry.trace import Tracer
+
 from relayflow.core.breaker_policy import Dependencies
 from relayflow.core.breaker_state import BreakerState
 from relayflow.core.breakers import Breakers
@@ -126,6 +128,7 @@ class Harness:
         metrics: Metrics | None = None,
         poll_chain: int | None = None,
         sealer: Sealer | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.clock = FakeClock(start)
         # Seals the flows' sensitive fields in the documents, opens them for handlers, as a
@@ -147,6 +150,7 @@ class Harness:
             self.limits = replace(self.limits, poll_chain=poll_chain)
         self.tenants = tenants
         self.metrics = metrics  # e.g. relayflow.metrics.OtelMetrics, to read what was counted
+        self.tracer = tracer  # e.g. one writing to an InMemorySpanExporter, to read the spans
         self._registry = _as_registry(registry)
         self._messages = 0
         # Schedules' documents, as Firestore's ``schedules/{name}`` holds them.
@@ -462,6 +466,7 @@ class Harness:
             ),
             metrics=self.metrics,
             sealing=self.sealing,
+            tracer=self.tracer,
         )
 
     def _redeliver(self, payload: TaskPayload) -> None:

@@ -11,6 +11,8 @@ import logging
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
 
 from relayflow import ActionStep, ChildFlow, Flow, PermanentError
 from relayflow.apps.payment import PaymentInput, payment_flow
@@ -111,6 +113,23 @@ def test_a_handlers_error_that_quotes_one_is_scrubbed_and_its_log_too(
     assert CARD not in json.dumps(h.store.docs, default=str)
     lines = [line for line in formatted if "declining" in line]
     assert lines and all(CARD not in line and "[redacted]" in line for line in lines)
+
+
+def test_no_span_holds_one(tracer: Tracer, exporter: InMemorySpanExporter) -> None:
+    def refuse(ctx: StepContext) -> dict[str, Any]:
+        raise PermanentError(f"token {ctx.outputs['authorize']['token']} refused", code="NO")
+
+    h = Harness(payment(), tracer=tracer)
+    h.script("receipt", refuse)
+    record = h.run(h.start("payment", INPUT, flow_id="pay-1"))
+    assert record is not None and record.status is Status.FAILED
+    token = h.opened("pay-1").outputs["authorize"]["token"]
+    spans = exporter.get_finished_spans()
+    shown = json.dumps(
+        [[dict(s.attributes or {}), s.status.description, [e.name for e in s.events]] for s in spans]
+    )
+    assert len(spans) > 3 and not [v for v in secrets_of(token) if v in shown]
+    assert "token [redacted] refused" in shown
 
 
 def test_a_duplicate_start_is_a_duplicate_and_a_conflicting_one_is_recorded_redacted() -> None:
