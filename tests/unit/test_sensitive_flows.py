@@ -126,7 +126,10 @@ def test_no_span_holds_one(tracer: Tracer, exporter: InMemorySpanExporter) -> No
     token = h.opened("pay-1").outputs["authorize"]["token"]
     spans = exporter.get_finished_spans()
     shown = json.dumps(
-        [[dict(s.attributes or {}), s.status.description, [e.name for e in s.events]] for s in spans]
+        [
+            [dict(s.attributes or {}), s.status.description, [e.name for e in s.events]]
+            for s in spans
+        ]
     )
     assert len(spans) > 3 and not [v for v in secrets_of(token) if v in shown]
     assert "token [redacted] refused" in shown
