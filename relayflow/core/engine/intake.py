@@ -153,8 +153,8 @@ class Intake:
                 "reason": reason,
                 "data_base64": base64.b64encode(kept[:KEPT_DATA_BYTES]).decode("ascii"),
                 "data_truncated": len(kept) > KEPT_DATA_BYTES,
-                "data_bytes": len(data),
-                "redacted": redacted,
+                # What was left out of it, and how large it was (``core.redaction``).
+                **({"redacted": redacted, "data_bytes": len(data)} if redacted else {}),
                 # As pairs, not a map: Firestore refuses some keys Pub/Sub allows (``__x__``).
                 "attributes": [{"key": k, "value": v} for k, v in sorted(attributes.items())],
                 "rejected_at": now,
