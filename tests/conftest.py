@@ -12,8 +12,9 @@ never leaves processes behind.
 Port blocks (10 ports each) as offsets from ``test_base_port`` (``RELAYFLOW_TEST_BASE_PORT``,
 default 18120; move it when two test runs share a machine): +0 ``emulators``, +100
 ``local_stack``, +200 tests/e2e, +300 and +400 the stack lifecycle tests in tests/local, +500
-tests/e2e/test_duplicates and tests/project, +600 tests/chaos, +700 tests/console (the
-console in a browser), +800 tests/e2e/test_sleep (a stack running bench/sleep_app.py).
+tests/e2e/test_duplicates and tests/project, +600 and +650 tests/chaos (two runs side by
+side), +700 tests/console (the console in a browser), +800 tests/e2e/test_sleep (a stack
+running bench/sleep_app.py).
 """
 
 from __future__ import annotations

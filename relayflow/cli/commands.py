@@ -4,6 +4,7 @@
     relayflow status FLOW_ID          relayflow watch FLOW_ID
     relayflow list --status RUNNING --flow registration --counts
     relayflow cancel FLOW_ID --reason "duplicate order"    relayflow retry FLOW_ID --reason …
+    relayflow reset FLOW_ID --to-step STEP --reason … [--keep-effects] [--dry-run]
     relayflow tenants list | pause TENANT --reason … | resume TENANT --reason …
     relayflow schedules list | pause NAME --reason … | resume NAME --reason … | trigger NAME …
     relayflow breakers
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 # checking an argument imports nothing.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 SCHEDULE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+STEP = re.compile(r"[a-z][a-z0-9_]{0,62}")  # a step name (core.position.STEP_NAME_PATTERN)
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
@@ -194,6 +196,12 @@ def _reason(text: str) -> str:
     return reason
 
 
+def _step(text: str) -> str:
+    if not STEP.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a step name (^[a-z][a-z0-9_]{{0,62}}$)")
+    return text
+
+
 def _message_id(text: str) -> str:
     if not 0 < len(text) <= 200 or not text.isprintable():
         raise argparse.ArgumentTypeError("not a message id (1..200 printable characters)")
@@ -277,6 +285,7 @@ def _register_operations(sub: Any) -> None:
         action.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
         action.add_argument("--wait", action="store_true", help=f"follow it until {waits}")
 
+    _register_reset(sub)
     _register_signal(sub)
     tenants = sub.add_parser("tenants", help="tenants' limits and state; pause and resume them")
     tenants_sub = tenants.add_subparsers(dest="tenants_action", required=True)
@@ -312,6 +321,28 @@ def _register_operations(sub: Any) -> None:
         type=_json_object,
         help="publish this start message instead (a JSON object), e.g. with a fixed input",
     )
+
+
+def _register_reset(sub: Any) -> None:
+    reset = sub.add_parser(
+        "reset", help="reset a flow to a step: run an ended flow again from it (operator role)"
+    )
+    reset.add_argument("flow_id", type=_flow_id)
+    _whose(reset)
+    reset.add_argument(
+        "--to-step", dest="step", type=_step, required=True, help="the step to run again from"
+    )
+    reset.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+    reset.add_argument(
+        "--keep-effects",
+        action="store_true",
+        help="do not undo the effects of the step and those after it: each step replays its "
+        "effect under the same idempotency key",
+    )
+    reset.add_argument(
+        "--dry-run", action="store_true", help="print what it would do, and do nothing"
+    )
+    reset.add_argument("--wait", action="store_true", help="follow it until it ends")
 
 
 def _register_signal(sub: Any) -> None:
@@ -630,6 +661,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cancel": _operation("cmd_cancel"),
     "retry": _operation("cmd_retry"),
     "undo": _operation("cmd_undo"),
+    "reset": _operation("cmd_reset"),
     "tenants": _operation("cmd_tenants"),
     "schedules": _operation("cmd_schedules"),
     "signal": _operation("cmd_signal"),

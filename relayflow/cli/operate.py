@@ -4,6 +4,7 @@
     relayflow list [--flow F] [--status S] [--version N] [--updated-from T] [--updated-to T]
                    [--limit N] [--cursor C] [--counts] [--json]
     relayflow cancel ID --reason WHY [--wait]      relayflow retry ID --reason WHY [--wait]
+    relayflow reset ID --to-step STEP --reason WHY [--keep-effects] [--dry-run] [--wait]
     relayflow tenants list | pause TENANT --reason WHY | resume TENANT --reason WHY
     relayflow schedules list | pause NAME --reason WHY | resume NAME --reason WHY
     relayflow schedules trigger NAME --reason WHY [--flow-id ID]
@@ -103,6 +104,25 @@ def cmd_undo(args: argparse.Namespace) -> int:
     doc = client.post(_query(_flow_path(args.flow_id, ":undo"), args), {"reason": args.reason})
     print(f"undo of {args.flow_id} recorded: its clean-up undoes what it left ({args.reason})")
     return _follow(client, doc, until=render.TERMINAL, cleanup=True) if args.wait else 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    """Reset a flow to a step; with ``--dry-run``, print what that would do and do nothing.
+    Either way the dry run's table comes first, so what is done was shown."""
+    client = api()
+    path = _query(_flow_path(args.flow_id, ":reset"), args)
+    body = {"step": args.step, "reason": args.reason, "undo": not args.keep_effects}
+    preview = client.post(path, {**body, "dry_run": True})
+    print(render.preview_table([preview]))
+    if args.dry_run or not preview.get("allowed"):
+        return 0 if preview.get("allowed") else 1
+    doc = client.post(path, {**body, "dry_run": False})
+    generation = render.text(doc["position"]["generation"])
+    print(
+        f"reset of {args.flow_id} to {args.step} recorded: generation {generation} started "
+        f"({args.reason})"
+    )
+    return _follow(client, doc, until=render.TERMINAL) if args.wait else 0
 
 
 def cmd_signal(args: argparse.Namespace) -> int:

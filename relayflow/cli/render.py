@@ -352,6 +352,26 @@ def breaker_table(breakers: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def preview_table(previews: Sequence[Mapping[str, Any]]) -> str:
+    """Dry runs, one flow a line: the action, whether it would be done, the steps that would
+    run again, the effects that would be undone (newest first) and those kept; or why not."""
+    rows: list[tuple[str, ...]] = [
+        ("FLOW", "ACTION", "OK", "RUN AGAIN", "UNDONE (NEWEST FIRST)", "KEPT")
+    ]
+    for p in clean(previews):
+        if p.get("allowed"):
+            listed = [", ".join(p.get(k) or ()) or "-" for k in ("rerun", "undone", "kept")]
+            rows.append((str(p["key"]), str(p["action"]), "yes", *listed))
+        else:
+            why = f"refused: {p.get('reason', '')}"
+            rows.append((str(p["key"]), str(p["action"]), "no", why, "", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join([*(f"{c:<{w}}" for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip()
+        for r in rows
+    )
+
+
 def rejected_table(messages: Sequence[Mapping[str, Any]]) -> str:
     """Rejected messages, one a line with its reason, then a preview of its data."""
     lines = [f"{'REJECTED':<19}  {'ID':<36} {'KIND':<8} REASON"]

@@ -65,6 +65,12 @@ class AsyncFlowHandle:
     async def retry(self, reason: str) -> FlowStatus:
         return await asyncio.to_thread(self.sync.retry, reason)
 
+    async def reset(self, step: str, reason: str, *, undo: bool = True) -> FlowStatus:
+        return await asyncio.to_thread(self.sync.reset, step, reason, undo=undo)
+
+    async def preview_reset(self, step: str, *, undo: bool = True) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.preview_reset, step, undo=undo)
+
     async def signal(
         self, name: str, data: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> dict[str, Any]:

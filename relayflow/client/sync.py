@@ -170,6 +170,25 @@ class FlowHandle:
         self.client._expect(self)
         return status
 
+    def reset(self, step: str, reason: str, *, undo: bool = True) -> FlowStatus:
+        """Run an ended flow again from ``step`` as a new generation (the operator role): with
+        ``undo``, what ``step`` and the steps after it did is undone first, newest first;
+        without, each replays its effect under the same key. Waits from now on are for that
+        generation's end. ``preview_reset`` says first what it would do."""
+        path = f"/flows/{quoted(self.flow_id)}:reset?tenant={quoted(self.tenant)}"
+        body = {"step": step, "reason": reason, "undo": undo}
+        status = FlowStatus.from_document(self.client.api.post(path, body))
+        self.generation = status.generation
+        self.client._expect(self)  # as a retry: the new run ends after this answer
+        return status
+
+    def preview_reset(self, step: str, *, undo: bool = True) -> dict[str, Any]:
+        """What ``reset`` would do now, changing nothing: ``allowed`` (and ``reason``), the
+        steps that would run again (``rerun``), the effects undone (``undone``, newest first)
+        and kept (``kept``)."""
+        path = f"/flows/{quoted(self.flow_id)}:reset?tenant={quoted(self.tenant)}"
+        return self.client.api.post(path, {"step": step, "undo": undo, "dry_run": True})
+
     def signal(
         self,
         name: str,

@@ -260,6 +260,25 @@ class Cleanup(_Model):
     from_position: Position | None = None
 
 
+class Reset(_Model):
+    """An operator's reset to ``step``: generation ``generation`` runs the flow again from
+    that step (``planner.reset``).
+
+    With ``undo`` it first undoes the effects in ``to_undo`` (names, newest first; each leaves
+    the list once undone) on the undo track, the flow RUNNING; then it drops the outputs of
+    ``rerun`` (an undo still reads them) and starts every step that is ready. Kept on the
+    document for that generation: who reset it, why, to which step.
+    """
+
+    step: str
+    generation: int
+    undo: bool = True
+    rerun: list[str] = Field(default_factory=list)
+    to_undo: list[str] = Field(default_factory=list)
+    by: str = ""
+    reason: str = ""
+
+
 ADMIT_TRACK = "~admit"  # a waiting flow's retry for a slot, once one has rested
 
 
@@ -309,6 +328,8 @@ class FlowRecord(_Model):
     result_published: bool = False
     # The undo that goes on after the flow's end (None: nothing was left to undo).
     cleanup: Cleanup | None = None
+    # The operator's reset that started this generation, if one did (``Reset``).
+    reset: Reset | None = None
     message_id: str | None = None
     polls: int = 0
     attempts: int = 0

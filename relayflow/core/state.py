@@ -28,8 +28,9 @@ ACTIVE: frozenset[Status] = frozenset({Status.PENDING, Status.RUNNING, Status.CO
 CLEANABLE: frozenset[Status] = TERMINAL
 
 # Staying in the same status (progress within RUNNING, the next compensation) is not an edge;
-# it is always allowed for non-terminal statuses. A retry (operator action) is the only way out
-# of a failed end, and it starts a new generation.
+# it is always allowed for non-terminal statuses. An operator's retry or reset to a step is the
+# only way out of a failed end, and a reset the only way out of a succeeded one: each starts a
+# new generation.
 EDGES: dict[Status, frozenset[Status]] = {
     Status.PENDING: frozenset({Status.RUNNING, Status.CANCELLED}),
     Status.RUNNING: frozenset(
@@ -44,7 +45,7 @@ EDGES: dict[Status, frozenset[Status]] = {
     # A cancel compensates first, then ends CANCELLED. (An operator cannot cancel a flow that
     # is already compensating: planner.cancel refuses, so undoing is never left half done.)
     Status.COMPENSATING: frozenset({Status.FAILED, Status.TIMED_OUT, Status.CANCELLED}),
-    Status.SUCCEEDED: frozenset(),
+    Status.SUCCEEDED: frozenset({Status.PENDING}),
     Status.FAILED: frozenset({Status.PENDING}),
     Status.TIMED_OUT: frozenset({Status.PENDING}),
     Status.CANCELLED: frozenset({Status.PENDING}),

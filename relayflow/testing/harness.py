@@ -34,7 +34,7 @@ from relayflow.core.engine import (
 from relayflow.core.errors import RelayflowError
 from relayflow.core.flows import Flow, Handler, Registry, Step, StepContext
 from relayflow.core.kinds import REGISTRY
-from relayflow.core.planner import QueueNames
+from relayflow.core.planner import Preview, QueueNames
 from relayflow.core.ports import Enqueued
 from relayflow.core.position import TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
@@ -377,6 +377,17 @@ class Harness:
     def retry(self, flow_id: str) -> FlowRecord:
         """Retry an ended flow as an operator would (a new generation)."""
         return self.engine.retry(self.key(flow_id))
+
+    def reset(
+        self, flow_id: str, step: str, undo: bool = True, reason: str = "", by: str = ""
+    ) -> FlowRecord:
+        """Run an ended flow again from ``step``, as an operator would (a new generation;
+        with ``undo``, what ``step`` and the steps after it did is undone first)."""
+        return self.engine.reset(self.key(flow_id), step, undo=undo, reason=reason, by=by)
+
+    def preview_reset(self, flow_id: str, step: str, undo: bool = True) -> Preview:
+        """What ``reset`` would do now (its dry run), changing nothing."""
+        return self.engine.preview_reset(self.key(flow_id), step, undo=undo)
 
     def undo(self, flow_id: str, reason: str = "undone again in a test") -> FlowRecord:
         """Undo again what an ended flow left live, as an operator would (a new clean-up)."""

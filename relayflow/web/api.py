@@ -1,4 +1,4 @@
-"""The operator api and its console: read flows, cancel, retry, replay — each by role.
+"""The operator api and its console: read flows, cancel, retry, reset, replay — each by role.
 
 | route | role | what |
 |---|---|---|
@@ -11,6 +11,8 @@
 | ``GET /flows/{id}/lanes`` | viewer | where each ForEach item is |
 | ``POST /flows/{id}:cancel``, ``:retry`` | operator | ``{"reason"}``, recorded with the caller |
 | ``POST /flows/{id}:undo`` | operator | ``{"reason"}``: undo again what an ended flow left live |
+| ``POST /flows/{id}:reset`` | operator | ``{"step", "reason", "undo", "dry_run"}``: run it again |
+| | | from a step (``dry_run``: say what it would do, change nothing) |
 | ``GET /rejected`` | viewer | refused messages with their reasons (``cursor``, ``limit``) |
 | ``GET /dead-letters`` | viewer | held dead-lettered start messages |
 | ``POST /dead-letters/{id}:replay`` | operator | ``{"reason", "data"?}``: publish, then ack |
@@ -75,6 +77,7 @@ from relayflow.web.signals import add_signal_routes
 log = logging.getLogger("relayflow.web.api")
 DEFAULT_CANCEL_REASON = "cancelled by an operator"
 DEFAULT_UNDO_REASON = "undone again by an operator"
+DEFAULT_RESET_REASON = "reset by an operator"
 # What a caller below the operator role sees of a live callback token: a viewer may not
 # complete it, and a token it could read it could complete through any completer.
 REDACTED = "(redacted: operators only)"
@@ -106,6 +109,7 @@ def build_api(ops: Operations) -> Flask:
     _register_timing(app)
     _register_errors(app)
     _register_flows(app, ops)
+    _register_reset(app, ops)
     _register_messages(app, ops)
     _register_tenants(app, ops)
     add_schedule_routes(app, ops)
@@ -229,6 +233,23 @@ def _register_flows(app: Flask, ops: Operations) -> None:
             "role": caller().role.label,
             "tenants": sorted(tenants) if tenants is not None else None,
         }
+
+
+def _register_reset(app: Flask, ops: Operations) -> None:
+    @app.post("/flows/<flow_id>:reset")
+    @guarded(ops.access, Role.OPERATOR, "reset flows")
+    def reset_flow(flow_id: str) -> Any:
+        """Run an ended flow again from a step; ``dry_run``: what that would do, nothing done."""
+        sent = guard.body()
+        step = params.step_name(sent.get("step"))
+        undo = params.boolean(sent.get("undo"), name="undo", default=True)
+        dry_run = params.boolean(sent.get("dry_run"), name="dry_run", default=False)
+        why = params.reason(sent.get("reason"), required=False, default=DEFAULT_RESET_REASON)
+        flow = shown_flow(ops, flow_id).key
+        if dry_run:
+            return {"dry_run": True, **ops.engine.preview_reset(flow, step, undo=undo).as_json()}
+        record = ops.engine.reset(flow, step, undo=undo, reason=why, by=caller().identity)
+        return flow_json(record, caller())
 
 
 def _register_messages(app: Flask, ops: Operations) -> None:

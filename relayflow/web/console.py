@@ -2,11 +2,12 @@
 
 Flows (filters, counts per status, cursor paging, newest first); one flow (its timeline,
 input, outputs, result, next due task, refreshed every second while it runs); cancel and
-retry behind a confirmation page that asks why; rejected messages; dead letters and their
-replay. Jinja templates, one stylesheet and a few lines of JavaScript for the live view: no
-build step, and nothing inline (the Content-Security-Policy admits the api's own files only).
-Every action goes through the same engine and store calls as the JSON api; its forms pass the
-api's guard (``relayflow.web.guard``: only from the api's own origins).
+retry behind a confirmation page that asks why; reset to a step behind its dry run; rejected
+messages; dead letters and their replay. Jinja templates, one stylesheet and a few lines of
+JavaScript for the live view: no build step, and nothing inline (the Content-Security-Policy
+admits the api's own files only). Every action goes through the same engine and store calls
+as the JSON api; its forms pass the api's guard (``relayflow.web.guard``: only from the api's
+own origins).
 
 A flow is named by its id and, when it is not the default tenant's, ``?tenant=``: flow ids
 are each tenant's own.
@@ -49,6 +50,7 @@ NOTICES = {
     "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
     "retried": "Retry recorded: a new generation has started.",
     "undone": "Undo recorded: a new clean-up undoes what the flow left live, newest first.",
+    "reset": "Reset recorded: a new generation undoes what its dry run listed, then runs again.",
     "signalled": "Signal sent: the step that waited for it goes on, your name and reason recorded.",
 }
 
@@ -68,6 +70,7 @@ def blueprint(ops: Operations) -> Blueprint:
     _register_guards(bp)
     _register_flow_pages(bp, ops, viewer)
     _register_actions(bp, ops, operator)
+    _register_reset(bp, ops, operator)
     _register_message_pages(bp, ops, viewer, operator)
     console_schedules.register(bp, ops)
     _register_signals(bp, ops, guarded(ops.access, Role.SIGNALLER, "send signals"))
@@ -163,6 +166,8 @@ def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
         and record.status is not Status.SUCCEEDED
         and not record.cleaning,
         "can_undo": bool(planner.undoable(record)),
+        # Whatever its definition says: the reset page's dry run says why a step cannot be.
+        "can_reset": record.status in TERMINAL and not record.cleaning and not record.child_of,
         "timeline": timeline.build(
             record, definition, now=now, in_flight=ops.engine.polls_in_flight(record)
         ),
@@ -260,6 +265,32 @@ def _register_actions(bp: Blueprint, ops: Operations, operator: Guard) -> None:
         why = params.reason(request.form.get("reason"), required=True)
         ops.engine.undo(record.key, reason=why, by=g.caller.identity)
         return redirect(flow_url(".flow", record, notice="undone"), 303)
+
+
+def _register_reset(bp: Blueprint, ops: Operations, operator: Guard) -> None:
+    @bp.route("/flows/<flow_id>/reset", methods=["GET", "POST"])
+    @operator
+    def reset(flow_id: str) -> Any:
+        """Reset to a step: choose the step (and whether to keep the effects), see the dry
+        run, confirm with a reason; the page is its own form until then."""
+        record = _shown(ops, flow_id)
+        form = request.form if request.method == "POST" else request.args
+        step = params.step_name(form["step"]) if form.get("step") else None
+        undo = form.get("keep") != "on"
+        if request.method == "GET" or step is None:
+            return _reset_page(ops, record, step, undo=undo)
+        why = params.reason(request.form.get("reason"), required=True)
+        ops.engine.reset(record.key, step, undo=undo, reason=why, by=g.caller.identity)
+        return redirect(flow_url(".flow", record, notice="reset"), 303)
+
+
+def _reset_page(ops: Operations, record: FlowRecord, step: str | None, *, undo: bool) -> str:
+    definition = _definition(ops, record)
+    steps = list(definition.graph.order) if definition is not None else []
+    preview = ops.engine.preview_reset(record.key, step, undo=undo) if step else None
+    return render_template(
+        "console/reset.html", record=record, steps=steps, step=step, undo=undo, preview=preview
+    )
 
 
 def _confirm(record: FlowRecord, action: str, **extra: Any) -> str:

@@ -29,13 +29,14 @@ from relayflow.core.listing import (
     in_utc,
 )
 from relayflow.core.messages import StartMessage, decode_json, describe
-from relayflow.core.position import FLOW_ID_PATTERN, is_document_id
+from relayflow.core.position import FLOW_ID_PATTERN, STEP_NAME_PATTERN, is_document_id
 from relayflow.core.records import flow_key
 from relayflow.core.signal_messages import shape_problem
 from relayflow.core.state import Status
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
 
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+STEP_NAME = re.compile(STEP_NAME_PATTERN)
 # ASCII digits only: str.isdigit() admits "²", which int() refuses, and int() refuses more
 # than 4,300 digits; seven digits bound every number a parameter here may be.
 SMALL_NUMBER = re.compile(r"[0-9]{1,7}")
@@ -216,6 +217,25 @@ def reason(raw: Any, *, required: bool, default: str = "") -> str:
     if len(text) > MAX_REASON_CHARS or not text.isprintable():
         raise BadRequest(f"reason must be at most {MAX_REASON_CHARS} printable characters")
     return text
+
+
+def step_name(raw: Any) -> str:
+    """A step of a flow, as a body or a form names it (required)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        raise BadRequest("step is required: the step of the flow to reset to")
+    if not isinstance(raw, str) or not STEP_NAME.fullmatch(raw):
+        shown = raw[:70] if isinstance(raw, str) else type(raw).__name__
+        raise BadRequest(f"step must be a step name ([a-z][a-z0-9_]*, ≤ 63), got {shown!r}")
+    return raw
+
+
+def boolean(raw: Any, *, name: str, default: bool) -> bool:
+    """A JSON body's yes/no field: true or false (absent: ``default``)."""
+    if raw is None:
+        return default
+    if not isinstance(raw, bool):
+        raise BadRequest(f"{name} must be true or false, got {_json(raw)[:20]}")
+    return raw
 
 
 def replay_data(raw: Any) -> bytes | None:

@@ -21,7 +21,9 @@ from relayflow.core.position import TaskKind
 from relayflow.core.records import FlowRecord, HistoryEntry
 from relayflow.core.state import ACTIVE
 
-OPERATOR_OUTCOMES = frozenset({"cancelled", "restarted"})
+OPERATOR_OUTCOMES = frozenset({"cancelled", "restarted", "reset"})
+# What starts a new generation: an operator's retry, or reset to a step.
+NEW_GENERATION = frozenset({"restarted", "reset"})
 OPERATOR_LANE = "operator"  # the last lane: what people did, below what the flow did
 TICK_STEPS_S = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
 MAX_TICKS = 8
@@ -119,7 +121,7 @@ def build(
         span_s=span_s,
         lanes=lanes,
         marks=marks,
-        boundaries=[m for m in marks if m.entry.outcome == "restarted"],
+        boundaries=[m for m in marks if m.entry.outcome in NEW_GENERATION],
         ticks=_ticks(span_s),
         next_x=x(due) if active and due else None,
         now_x=x(now) if active else None,

@@ -324,6 +324,23 @@ def test_the_async_handle_signals_too(env: dict[str, str]) -> None:
     assert asyncio.run(run())["signal"] == "reject"
 
 
+def test_a_handle_resets_its_ended_flow_to_a_step_after_a_dry_run(env: dict[str, str]) -> None:
+    async def run() -> tuple[dict[str, Any], Any, Any]:
+        async with AsyncClient(environ=env, wait="api") as client:  # long-polls: no listening
+            handle = await client.start("echo", {"x": 3})
+            await handle.result(timeout=30)
+            preview = await handle.preview_reset("echo")
+            status = await handle.reset("echo", "echo again")
+            return preview, status, await handle.wait(timeout=30)
+
+    preview, status, ended = asyncio.run(run())
+    # echo has no undo: its effect is kept, and the step replays it under its key
+    assert (preview["allowed"], preview["rerun"], preview["undone"]) == (True, ["echo"], [])
+    assert preview["detail"]["replayed"] == ["echo"]
+    assert status.generation == 1
+    assert (ended.status, ended.generation, ended.data) == (Status.SUCCEEDED, 1, {"x": 3})
+
+
 def _exists(handle: Any) -> bool:
     try:
         handle.status()

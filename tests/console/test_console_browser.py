@@ -1,6 +1,7 @@
 """The console in a real browser against a running local stack: the list shows flows of each
-status; a flow's page shows its polls with their delays in order, live; cancel and retry from
-the page; a replayed dead letter starts its flow; the services' metrics count the flows."""
+status; a flow's page shows its polls with their delays in order, live; cancel, retry and reset
+to a step from the page; a replayed dead letter starts its flow; the services' metrics count the
+flows."""
 
 from __future__ import annotations
 
@@ -197,6 +198,39 @@ def test_retry_from_the_page_runs_a_new_generation(console: Console) -> None:
     boundary = console.driver.find_element(By.CSS_SELECTOR, "#timeline g.boundary text").text
     assert boundary == "generation 1"
     console.screenshot("console-flow.png")
+
+
+def test_reset_to_a_step_from_the_page_after_its_dry_run(console: Console) -> None:
+    # given a flow that succeeded
+    flow_id = new_id("reset")
+    activates_after(console, flow_id, 0)
+    start(console, flow_id)
+    first = console.h.wait_terminal(flow_id)
+    assert first.status is Status.SUCCEEDED
+
+    # when an operator chooses create_entity on its reset page and asks for the dry run
+    console.open(f"/console/flows/{flow_id}")
+    console.driver.find_element(By.ID, "reset").click()
+    Select(console.driver.find_element(By.ID, "step")).select_by_value("create_entity")
+    console.driver.find_element(By.ID, "dry-run").click()
+
+    # then it lists what it would do, and confirming with a reason does exactly that
+    assert console.driver.find_element(By.ID, "undone").text == "create_entity"
+    assert console.driver.find_element(By.ID, "rerun").text == "create_entity"
+    assert console.driver.find_element(By.ID, "kept").text == "register"
+    console.driver.find_element(By.ID, "reason").send_keys("the entity was misnamed")
+    console.driver.find_element(By.ID, "confirm").click()
+    assert poll_until(lambda: _generation(console, flow_id) == 1, timeout_s=30)
+    record = console.h.wait_terminal(flow_id)
+    assert record.status is Status.SUCCEEDED
+    since = record.history[len(first.history) :]
+    assert [e.step for e in since if e.outcome == "compensated"] == ["create_entity"]
+    assert [(e.outcome, e.by) for e in since if e.by] == [("reset", "local")]
+
+
+def _generation(console: Console, flow_id: str) -> int:
+    record = console.h.store.get(flow_id)
+    return -1 if record is None else record.position.generation
 
 
 def test_a_replayed_dead_letter_starts_its_flow(console: Console) -> None:

@@ -5,6 +5,9 @@ Derived from the HCL (tfgraph.py), not from a list of relayflow's resources:
 - every principal a resource grants to, or runs or signs as, comes from the resource that makes
   it exist (a service account or a service identity) or from an operator's input, never from a
   string spelled before anything creates it;
+- whatever names a Cloud KMS key (a store of flow data encrypted with a customer-managed key) is
+  created after every grant on that key: creating a store with a key its service agent may not
+  use yet fails;
 - whatever delivers traffic (a push subscription, a scheduler job) is created after its receiver
   can accept it: the receiving service, its invoker grants, every grant its identity holds, the
   grants on the identity the deliverer signs as, the Firestore database and the queues. The
@@ -34,6 +37,7 @@ API_BY_PREFIX = {
     "google_firestore_": "firestore.googleapis.com",
     "google_monitoring_": "monitoring.googleapis.com",
     "google_storage_": "storage.googleapis.com",
+    "google_kms_": "cloudkms.googleapis.com",
     "google_artifact_registry_": "artifactregistry.googleapis.com",
     "google_cloudbuild_": "cloudbuild.googleapis.com",
 }
@@ -162,6 +166,57 @@ def _endpoint_of(node: Node) -> object:
     return find(node.block.body)
 
 
+# Arguments that name the Cloud KMS key a resource is encrypted with (cmek_config.kms_key_name,
+# encryption.default_kms_key_name, default_encryption_configuration.kms_key_name, ...).
+KEY_ATTRIBUTES = {"kms_key_name", "default_kms_key_name"}
+
+
+def _key_expressions(body: dict[str, object]) -> list[object]:
+    """Every value of a key-naming argument in a body, nested and dynamic blocks included (a
+    dynamic block's for_each stands for the values its content takes)."""
+    found: list[object] = []
+    for key, value in body.items():
+        if key in KEY_ATTRIBUTES:
+            found.append(value)
+        elif key == "dynamic" and isinstance(value, list):
+            for dynamic in value:
+                for inner in dynamic.values():
+                    if isinstance(inner, dict) and _key_expressions(inner):
+                        found += [inner.get("for_each", ""), *_key_expressions(inner)]
+        elif isinstance(value, list):
+            found += [e for v in value if isinstance(v, dict) for e in _key_expressions(v)]
+    return found
+
+
+def key_grant_problems(graph: Graph) -> list[str]:
+    problems = []
+    grants = list(graph.nodes_of("google_kms_crypto_key_iam_member"))
+    for node in graph.nodes.values():
+        expressions = _key_expressions(node.block.body)
+        if not expressions:
+            continue
+        # The keys the value is made from, however indirectly (a grant's crypto_key_id, a
+        # resource that hands the ids on).
+        keys = {
+            k
+            for r in graph.refs(expressions, node.instance)
+            for k in {r} | graph.after(r)
+            if graph.nodes[k].type == "google_kms_crypto_key"
+        }
+        if not keys:
+            problems.append(f"{node.address} names a key no google_kms_crypto_key here makes")
+        on_keys = {
+            g.address
+            for g in grants
+            if graph.refs(g.block.body["crypto_key_id"], g.instance) & keys
+        }
+        before = graph.after(node.address)
+        problems += [
+            f"{node.address} may be created before {g} exists" for g in sorted(on_keys - before)
+        ]
+    return problems
+
+
 def readiness_problems(graph: Graph) -> list[str]:
     problems = []
     for node in graph.nodes.values():
@@ -237,6 +292,25 @@ def test_every_principal_exists_before_it_is_granted_or_used(graph: Graph) -> No
 
 def test_deliveries_start_only_once_their_receivers_can_accept_them(graph: Graph) -> None:
     assert readiness_problems(graph) == []
+
+
+def test_whatever_names_a_key_is_created_after_the_grants_on_it(graph: Graph) -> None:
+    assert key_grant_problems(graph) == []
+
+
+def test_the_environments_encrypt_their_stores_with_keys_they_grant_first() -> None:
+    # The check above has something to check: each store of flow data names a key.
+    for root in ROOTS:
+        if root.parent.name != "envs":
+            continue
+        graph = Graph(root)
+        named = {a for a, n in graph.nodes.items() if _key_expressions(n.block.body)}
+        assert named == {
+            "module.relayflow.module.firestore.google_firestore_database.main",
+            "module.relayflow.module.messaging.google_pubsub_topic.main",
+            "module.relayflow.module.messaging.google_pubsub_topic.tenant",
+            "module.relayflow.module.offload.google_storage_bucket.main",
+        }
 
 
 def test_the_environments_have_their_push_subscriptions_and_a_schedule_to_check() -> None:
@@ -367,6 +441,53 @@ def test_the_principal_check_finds_a_service_agent_spelled_as_a_string(broken: G
     assert all(p.startswith("google_pubsub_topic_iam_member.agent.member: ") for p in problems)
     assert any("names a principal in a string" in p for p in problems)
     assert any("built from data.google_project.main" in p for p in problems)
+
+
+UNGRANTED_KEY = {
+    "main.tf": """
+        resource "google_project_service_identity" "pubsub" {
+          service = "pubsub.googleapis.com"
+        }
+        resource "google_kms_crypto_key" "pubsub" {
+          name     = "pubsub"
+          key_ring = "ring"
+        }
+        resource "google_kms_crypto_key_iam_member" "agent" {
+          crypto_key_id = google_kms_crypto_key.pubsub.id
+          role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+          member        = google_project_service_identity.pubsub.member
+        }
+        resource "google_pubsub_topic" "early" {
+          name         = "early"
+          kms_key_name = google_kms_crypto_key.pubsub.id
+        }
+        resource "google_pubsub_topic" "waits" {
+          name         = "waits"
+          kms_key_name = google_kms_crypto_key_iam_member.agent.crypto_key_id
+        }
+        resource "google_storage_bucket" "early" {
+          name = "early"
+          dynamic "encryption" {
+            for_each = [google_kms_crypto_key.pubsub.id]
+            content {
+              default_kms_key_name = encryption.value
+            }
+          }
+        }
+    """,
+}
+
+
+def test_the_key_check_finds_a_store_that_may_be_created_before_its_agent_may_use_the_key(
+    tmp_path: Path,
+) -> None:
+    for name, text in UNGRANTED_KEY.items():
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    grant = "google_kms_crypto_key_iam_member.agent"
+    assert key_grant_problems(Graph(tmp_path)) == [
+        f"google_pubsub_topic.early may be created before {grant} exists",
+        f"google_storage_bucket.early may be created before {grant} exists",
+    ]
 
 
 def test_the_readiness_check_finds_a_push_that_may_start_before_its_receiver(broken: Graph) -> None:

@@ -4,7 +4,6 @@ destroyed. The expansion itself is run by terraform (no provider needed) where i
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -15,10 +14,9 @@ import pytest
 
 from relayflow.topology import load_topology, with_queue_shards
 from tests.infra.tfconfig import ENVS, MODULES, TOPOLOGY_FILE, env_dirs, load
+from tests.infra.tfprobe import needs_terraform, outputs, run, write_calls
 
 RELAYFLOW = MODULES / "relayflow"
-TERRAFORM_BIN = shutil.which("terraform")
-needs_terraform = pytest.mark.skipif(TERRAFORM_BIN is None, reason="terraform is not installed")
 
 
 def test_each_environment_sets_the_count_it_passes_to_the_module() -> None:
@@ -83,46 +81,17 @@ def _terraform(
     root: Path, cases: dict[str, Any], *command: str
 ) -> subprocess.CompletedProcess[str]:
     _probe(root)
-    calls = "".join(
-        f'module "{name}" {{\n  source = "./probe"\n  queue_shards = {json.dumps(shards)}\n}}\n'
-        f'output "{name}" {{ value = module.{name} }}\n'
-        for name, shards in cases.items()
-    )
-    (root / "main.tf").write_text(calls, encoding="utf-8")
-    env = {"TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1", "HOME": str(root)}
-    assert TERRAFORM_BIN
-    subprocess.run(
-        [TERRAFORM_BIN, "init", "-input=false", "-no-color"],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    return subprocess.run(
-        [TERRAFORM_BIN, *command, "-input=false", "-no-color"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    write_calls(root, {name: {"queue_shards": shards} for name, shards in cases.items()})
+    return run(root, *command)
 
 
 @needs_terraform
 def test_terraform_makes_every_shard_relayflow_routes_to(tmp_path: Path) -> None:
     done = _terraform(tmp_path, {"default": None, "one": 1, "four": 4}, "apply", "-auto-approve")
     assert done.returncode == 0, done.stdout + done.stderr
-    outputs = json.loads(
-        subprocess.run(
-            [str(TERRAFORM_BIN), "output", "-json", "-no-color"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            check=True,
-            env={"HOME": str(tmp_path), "CHECKPOINT_DISABLE": "1"},
-        ).stdout
-    )
+    made = outputs(tmp_path)
     for case, shards in (("default", None), ("one", 1), ("four", 4)):
-        built = outputs[case]["value"]
+        built = made[case]
         expected = with_queue_shards(load_topology(), shards).queues
         # The same names as the local stack provisions and the runtime routes to.
         assert sorted(built["names"].values()) == sorted(q.name for q in expected.provisioned())
@@ -132,7 +101,7 @@ def test_terraform_makes_every_shard_relayflow_routes_to(tmp_path: Path) -> None
         assert set(built["first"]) == roles
         assert set(built["more"]) == {f"{r}-{i}" for r in roles for i in range(1, expected.shards)}
         assert built["names"]["steps"] == "flow-steps"
-    assert outputs["four"]["value"]["names"]["polls_high-3"] == "flow-polls-high-3"
+    assert made["four"]["names"]["polls_high-3"] == "flow-polls-high-3"
 
 
 @needs_terraform

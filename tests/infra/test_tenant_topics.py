@@ -11,13 +11,13 @@ the module's own variables, locals and output precondition (no provider is neede
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tfconfig import MODULES, TOPOLOGY_FILE, env_dirs, load, only_block
+from tfprobe import block as _block
+from tfprobe import needs_terraform, outputs, run, write_calls
 
 from relayflow.topology import load_topology, tenant_of_topic, topic_of_source
 
@@ -163,20 +163,6 @@ def test_tenant_publishers_is_threaded_through_every_root_and_validated() -> Non
 
 # --- What Terraform builds, run by terraform itself ----------------------------------------------
 
-TERRAFORM_BIN = shutil.which("terraform")
-needs_terraform = pytest.mark.skipif(TERRAFORM_BIN is None, reason="terraform is not installed")
-
-
-def _block(text: str, opener: str) -> str:
-    """The text of the block that starts with ``opener`` up to its closing brace."""
-    start = text.index(opener)
-    depth = 0
-    for index in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0 and text[index] == "}":
-            return text[start : index + 1]
-    raise AssertionError(f"unclosed {opener}")
-
 
 def _probe(directory: Path) -> None:
     """The relayflow module's tenants and tenant_publishers variables, its tenant_requests
@@ -207,21 +193,8 @@ def _probe(directory: Path) -> None:
 
 def _terraform(root: Path, cases: dict[str, dict[str, Any]], *command: str) -> str:
     _probe(root / "probe")
-    (root / "main.tf").write_text(
-        "\n".join(
-            f'module "{name}" {{\n  source = "./probe"\n'
-            + "".join(f"  {k} = {json.dumps(v)}\n" for k, v in inputs.items())
-            + f'}}\noutput "{name}" {{ value = module.{name}.tenant_topics }}\n'
-            for name, inputs in cases.items()
-        ),
-        encoding="utf-8",
-    )
-    env = {"TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1", "HOME": str(root)}
-    assert TERRAFORM_BIN
-    for args in (["init", "-input=false"], [*command, "-input=false"]):
-        done = subprocess.run(
-            [TERRAFORM_BIN, *args, "-no-color"], cwd=root, env=env, capture_output=True, text=True
-        )
+    write_calls(root, cases, read=".tenant_topics")
+    done = run(root, *command)
     return done.stdout + done.stderr
 
 
@@ -237,15 +210,7 @@ def test_terraform_names_each_tenants_topic_and_subscription_as_relayflow_does(
     }
     output = _terraform(tmp_path, cases, "apply", "-auto-approve")
     assert "Apply complete" in output, output[-3000:]
-    shown = subprocess.run(
-        [str(TERRAFORM_BIN), "output", "-json", "-no-color"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1", "HOME": str(tmp_path)},
-    )
-    built = {name: out["value"] for name, out in json.loads(shown.stdout).items()}
+    built = outputs(tmp_path)
     names = load_topology().tenant_requests
     assert built["named"] == {
         t: {"topic": names.topic_of(t), "subscription": names.subscription_of(t)}

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import hcl2
 import pytest
 from tfconfig import MODULES, env_dirs, load
+from tfprobe import block, needs_terraform, outputs, run, write_calls
 
 from relayflow.core.errors import ConfigError
 from relayflow.core.tenants import TENANT_PATTERN, TenantPolicy, Tenants
@@ -101,32 +100,18 @@ def test_every_service_reads_tenants_and_dependencies_and_the_api_its_scopes() -
 
 # --- What Terraform builds, run by terraform itself ----------------------------------------------
 
-TERRAFORM_BIN = shutil.which("terraform")
-needs_terraform = pytest.mark.skipif(TERRAFORM_BIN is None, reason="terraform is not installed")
-
-
-def _block(text: str, opener: str) -> str:
-    """The text of the block that starts with ``opener`` up to its closing brace."""
-    start = text.index(opener)
-    depth = 0
-    for index in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0 and text[index] == "}":
-            return text[start : index + 1]
-    raise AssertionError(f"unclosed {opener}")
-
 
 def _local(text: str, name: str) -> str:
     """``name = jsonencode({...})`` of the locals, as written."""
     start = text.index(f"  {name} = jsonencode(")
-    return _block(text[start:], "{").join([f"{name} = jsonencode(", ")"])
+    return block(text[start:], "{").join([f"{name} = jsonencode(", ")"])
 
 
 def _probe_module(directory: Path) -> None:
     """A module of the relayflow module's own issue-11 variables and locals, and outputs."""
     variables = (RELAYFLOW / "variables.tf").read_text(encoding="utf-8")
     main = (RELAYFLOW / "main.tf").read_text(encoding="utf-8")
-    blocks = [_block(variables, f'variable "{name}" {{') for name in ISSUE_11]
+    blocks = [block(variables, f'variable "{name}" {{') for name in ISSUE_11]
     locals_ = [_local(main, "tenants_json"), _local(main, "dependencies_json")]
     directory.mkdir()
     (directory / "main.tf").write_text(
@@ -141,42 +126,10 @@ def _probe_module(directory: Path) -> None:
     )
 
 
-def _terraform_env(root: Path) -> dict[str, str]:
-    """No checkpoint calls, no user configuration: only what the probe needs."""
-    return {"TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1", "HOME": str(root)}
-
-
-def _hcl(value: Any) -> str:
-    """A Python value as an HCL expression (JSON is one)."""
-    return json.dumps(value)
-
-
 def _run(root: Path, cases: dict[str, dict[str, Any]], command: list[str]) -> str:
     _probe_module(root / "probe")
-    calls = "\n".join(
-        f'module "{name}" {{\n  source = "./probe"\n'
-        + "".join(f"  {k} = {_hcl(v)}\n" for k, v in inputs.items())
-        + "}\n"
-        + f'output "{name}" {{ value = module.{name} }}\n'
-        for name, inputs in cases.items()
-    )
-    (root / "main.tf").write_text(calls, encoding="utf-8")
-    assert TERRAFORM_BIN
-    env = _terraform_env(root)
-    subprocess.run(
-        [TERRAFORM_BIN, "init", "-input=false", "-no-color"],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    done = subprocess.run(
-        [TERRAFORM_BIN, *command, "-input=false", "-no-color"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    write_calls(root, cases)
+    done = run(root, *command)
     return done.stdout + done.stderr
 
 
@@ -204,18 +157,8 @@ VALID = {
 @needs_terraform
 def test_the_json_terraform_builds_is_what_the_services_read(tmp_path: Path) -> None:
     _run(tmp_path, VALID, ["apply", "-auto-approve"])
-    state = json.loads(
-        subprocess.run(
-            [str(TERRAFORM_BIN), "output", "-json", "-no-color"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            check=True,
-            env=_terraform_env(tmp_path),
-        ).stdout
-    )
     built = {
-        name: {k: json.loads(v) for k, v in out["value"].items()} for name, out in state.items()
+        name: {k: json.loads(v) for k, v in out.items()} for name, out in outputs(tmp_path).items()
     }
     # Nothing set: {} everywhere, which relayflow reads as no limits, no breakers, no scopes.
     assert built["nothing"] == {"tenants": {}, "dependencies": {}, "api_scopes": {}}

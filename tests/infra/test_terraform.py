@@ -42,8 +42,10 @@ MODULE_FILES = {"main.tf", "variables.tf", "outputs.tf", "versions.tf"}
 EXPECTED_MODULES = {
     "bootstrap",
     "firestore",
+    "kms",
     "messaging",
     "monitoring",
+    "offload",
     "queues",
     "relayflow",
     "service",
@@ -778,6 +780,8 @@ PENDING_IN_CORE = {
     "RELAYFLOW_METRICS_EXPORTER",
     "RELAYFLOW_DEPENDENCIES",
     "RELAYFLOW_API_SCOPES",
+    # The payload offload bucket, read by issue 24's offload (relayflow's Python side).
+    "RELAYFLOW_OFFLOAD_BUCKET",
 }
 
 
@@ -951,6 +955,9 @@ IDENTITY_PATTERNS = {
     r"google_service_account\.pubsub_push\b": "pubsub-push",
     r"google_service_account\.scheduler\b": "scheduler",
     r"google_project_service_identity\.pubsub\b": "pubsub-service-agent",
+    r"google_project_service_identity\.firestore\b": "firestore-service-agent",
+    r"google_project_service_identity\.cloudtasks\b": "tasks-service-agent",
+    r"data\.google_storage_project_service_account\.main\b": "storage-service-agent",
     r"var\.pubsub_service_agent\b": "pubsub-service-agent",
     r"var\.api_(?:viewers|operators)\b": "api-people",
     r"var\.api_completers\b": "api-completers",
@@ -996,6 +1003,8 @@ def _targets(resource: Block, config: Config) -> set[str]:
         return {"project"}
     if kind == "cloud_tasks_queue":
         return {"queue:each"}
+    if kind == "storage_bucket":  # the bucket a module makes: module.offload.name
+        return {f"{kind}:{m}" for m in re.findall(r"module\.(\w+)\.name", body["bucket"])}
     key = body.get("topic") or body.get("service_account_id") or body.get("subscription")
     if key.startswith("${each."):
         key = _expand(body["for_each"], config)
@@ -1021,13 +1030,28 @@ def _run_grants(relayflow: Config) -> set[tuple[str, str, str]]:
     return grants
 
 
+def _keyed_grants(resource: Block, config: Config) -> set[tuple[str, str]]:
+    """(who, target) of a grant whose for_each maps each key to its own member, on the key's
+    own resource (a Cloud KMS key by store: crypto_key_id = module.kms.ids[each.key])."""
+    kind = resource.type.removeprefix("google_").removesuffix("_iam_member")
+    source = str(config.locals[references(resource.body["for_each"], "local").pop()])
+    literal = re.search(r"\{([^{}]+)\}", source)  # the map literal: {KEY = MEMBER, ...}
+    assert literal, source
+    pairs = re.findall(r"(\w+)\s*=\s*([^\s,]+)", literal.group(1))
+    return {(who, f"{kind}:{key}") for key, member in pairs for who in _identities(member, config)}
+
+
 def _iam_matrix() -> set[tuple[str, str, str]]:
     relayflow = load(RELAYFLOW)
     messaging = load(MODULES / "messaging")
     grants = _run_grants(relayflow) | _bootstrap_identity_grants()
     for config in (relayflow, messaging):
         for resource in config.resources:
-            if resource.type.endswith("_iam_member"):
+            if resource.type.endswith("_iam_member") and "[each.key]" in str(resource.body):
+                grants |= {
+                    (w, resource.body["role"], t) for w, t in _keyed_grants(resource, config)
+                }
+            elif resource.type.endswith("_iam_member"):
                 for who in _members(resource, config):
                     for target in _targets(resource, config):
                         grants.add((who, resource.body["role"], target))
@@ -1057,6 +1081,7 @@ def _bootstrap_identity_grants() -> set[tuple[str, str, str]]:
 
 
 RUNTIME = sorted(COMPONENTS.values())
+ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 EXPECTED_IAM = {
     # Project-wide only because Firestore has nothing finer.
     *{(c, "roles/datastore.user", "project") for c in RUNTIME},
@@ -1096,6 +1121,15 @@ EXPECTED_IAM = {
     # replayed there.
     ("signal-producers", "roles/pubsub.publisher", "pubsub_topic:signals"),
     ("replayers", "roles/pubsub.publisher", "pubsub_topic:signals"),
+    # Offloaded payloads: every component writes some (inputs, outputs, results, callback
+    # outputs, signals) and reads them back; none may replace or delete one.
+    *{(c, "roles/storage.objectCreator", "storage_bucket:offload") for c in RUNTIME},
+    *{(c, "roles/storage.objectViewer", "storage_bucket:offload") for c in RUNTIME},
+    # With CMEK on, each store's service agent may use its own store's key and no other.
+    ("firestore-service-agent", ENCRYPTER, "kms_crypto_key:firestore"),
+    ("pubsub-service-agent", ENCRYPTER, "kms_crypto_key:pubsub"),
+    ("tasks-service-agent", ENCRYPTER, "kms_crypto_key:tasks"),
+    ("storage-service-agent", ENCRYPTER, "kms_crypto_key:storage"),
     # Who may call which service.
     ("pubsub-push", "roles/run.invoker", "cloud_run:start-flow"),
     # Signals are pushed to the api's /signals as the same account.
@@ -1340,6 +1374,7 @@ LARGE |= SIGNALS
 # A child flow's parent and the tasks its end makes (their run_at times rise with the flows).
 CHILDREN = {"child_of"}
 LARGE |= CHILDREN
+LARGE |= {"reset"}  # an operator's reset to a step: its steps run again, its undos left
 # A lane's own key and its flow's: they rise with the flows' ids and nothing finds lanes by them.
 LANE_KEYS = {"flow_id", "parent", "message_id"}
 # A ForEach lane's document: a flow document plus its items and their outputs.

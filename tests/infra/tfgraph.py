@@ -18,8 +18,14 @@ from typing import Any
 
 from tfconfig import Block, Config, load, strings
 
-# Identity resources: a principal named through one of these exists once it is created.
-IDENTITY_TYPES = {"google_service_account", "google_project_service_identity"}
+# Identity resources: a principal named through one of these exists once it is created. Cloud
+# Storage's service agent is made to exist by reading it: the data source calls
+# projects.serviceAccount.get, which creates it (https://cloud.google.com/storage/docs/projects#service-agents).
+IDENTITY_TYPES = {
+    "google_service_account",
+    "google_project_service_identity",
+    "google_storage_project_service_account",
+}
 
 _RESOURCE = re.compile(r"(?<![\w.])(data\.)?(google_\w+|terraform_data)\.(\w+)")
 _VAR = re.compile(r"(?<![\w.])var\.(\w+)")

@@ -13,7 +13,7 @@ import pytest
 from relayflow.cli import commands, operate, render
 from relayflow.cli.api import Api, ApiUnreachable
 from relayflow.core.messages import MAX_DEADLINE_S
-from relayflow.core.position import FLOW_ID_PATTERN, TaskKind
+from relayflow.core.position import FLOW_ID_PATTERN, STEP_NAME_PATTERN, TaskKind
 from relayflow.core.records import HistoryEntry
 from relayflow.core.state import TERMINAL, Status
 from relayflow.core.tenants import TENANT_PATTERN
@@ -24,6 +24,7 @@ from relayflow.web import params
 
 def test_the_clis_own_rules_are_the_cores() -> None:
     assert commands.FLOW_ID.pattern == FLOW_ID_PATTERN[1:-1]
+    assert commands.STEP.pattern == STEP_NAME_PATTERN[1:-1]
     assert commands.FLOW_NAME.pattern == params.FLOW_NAME.pattern
     assert commands.TENANT.pattern == TENANT_PATTERN[1:-1]
     assert commands.STATUSES == render.STATUSES == tuple(s.value for s in Status)
@@ -58,6 +59,8 @@ def test_the_clis_own_rules_are_the_cores() -> None:
         (["publish", "registration", "--priority", "urgent"], "invalid choice: 'urgent'"),
         (["list", "--tenant", "-x"], "expected one argument"),
         (["keyset", "--kms-key-uri", "projects/p/keys/k"], "is not a Cloud KMS key URI"),
+        (["reset", "f-1", "--reason", "x"], "the following arguments are required: --to-step"),
+        (["reset", "f-1", "--to-step", "Charge!", "--reason", "x"], "is not a step name"),
     ],
 )
 def test_bad_arguments_exit_2_before_anything_runs(
@@ -243,3 +246,29 @@ def test_migrate_shards_is_a_command_that_takes_no_arguments() -> None:
     assert commands.COMMANDS[args.command] is commands.cmd_migrate_shards
     with pytest.raises(SystemExit):
         commands.build_parser().parse_args(["migrate-shards", "extra"])
+
+
+def test_reset_prints_its_dry_run_first_and_stops_there_when_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    posted: list[dict[str, Any]] = []
+    refused = {"key": "f-1", "action": "reset", "allowed": False, "reason": "the flow is RUNNING"}
+
+    class Posting:
+        def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            posted.append({"path": path, **body})
+            return refused
+
+    monkeypatch.setattr(operate, "api", Posting)
+    args = commands.build_parser().parse_args(
+        ["reset", "f-1", "--to-step", "charge", "--reason", "redo", "--keep-effects"]
+    )
+    assert operate.cmd_reset(args) == 1
+    assert posted == [
+        {"path": "/flows/f-1:reset", "step": "charge", "reason": "redo", "undo": False,
+         "dry_run": True}
+    ]  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["FLOW", "ACTION", "OK", "RUN", "AGAIN", "UNDONE", "(NEWEST",
+                              "FIRST)", "KEPT"]  # fmt: skip
+    assert out[1].split(None, 3) == ["f-1", "reset", "no", "refused: the flow is RUNNING"]

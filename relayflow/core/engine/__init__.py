@@ -1,4 +1,4 @@
-"""The engine: start flows, run the task at a flow's position, sweep, cancel, retry.
+"""The engine: start flows, run the task at a flow's position, sweep, cancel, retry, reset.
 
 Every entry point (the start function, the worker, the poller, the api) is a thin shell around
 one ``Engine`` method. The engine reads the flow, runs a handler outside any transaction, asks
@@ -52,7 +52,7 @@ from relayflow.core.engine.tenancy import Tenancy
 from relayflow.core.errors import FlowNotFound, InvalidMessage
 from relayflow.core.flows import Registry
 from relayflow.core.metrics import Metrics
-from relayflow.core.planner import QueueNames
+from relayflow.core.planner import Preview, QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, PendingSignal
@@ -267,6 +267,26 @@ class Engine:
         never swallows it.
         """
         return self._operations.retry(flow_id, reason=reason, by=by)
+
+    def reset(
+        self, flow_id: str, step: str, *, undo: bool = True, reason: str = "", by: str = ""
+    ) -> FlowRecord:
+        """Run an ended flow again from ``step`` as a new generation (``planner.reset``): with
+        ``undo``, the live effects of ``step`` and of every step after it are undone first,
+        newest first; without, they are kept and replayed under the same idempotency keys.
+        The steps before it keep their outputs and effects. ``by`` and ``reason`` are
+        recorded on the flow's history and its ``reset``; InvalidTransition says why a flow
+        cannot be reset (active, cleaning up, a child, ``step`` not one of its own...).
+
+        The ended generation's result event goes out first if it has not yet.
+        """
+        return self._operations.reset(flow_id, step, undo=undo, reason=reason, by=by)
+
+    def preview_reset(self, flow_id: str, step: str, *, undo: bool = True) -> Preview:
+        """What ``reset`` would do now, changing nothing: the steps that would run again, the
+        effects that would be undone (newest first) and those kept; ``allowed`` False and
+        ``reason`` why when ``reset`` would refuse."""
+        return self._operations.preview_reset(flow_id, step, undo=undo)
 
     def undo(self, flow_id: str, *, reason: str = "", by: str = "") -> FlowRecord:
         """Undo again what a failed, timed-out or cancelled flow left live (its clean-up was

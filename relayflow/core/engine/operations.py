@@ -1,5 +1,6 @@
 """Operations: what an operator (the api, the console, the CLI) reads and does to one flow —
-get and find it, list its lanes, cancel it, run it again, undo what it left live."""
+get and find it, list its lanes, cancel it, run it again (from a chosen step, said first by a
+dry run), undo what it left live."""
 
 from __future__ import annotations
 
@@ -63,24 +64,46 @@ class Operations:
     def retry(self, flow_id: str, *, reason: str, by: str) -> FlowRecord:
         """Run an ended flow again as a new generation, its ended generation's result event
         sent first if it has not been, so a retry never swallows it."""
-        ended = self.get(flow_id)
-        if ended.status in TERMINAL and not ended.result_published:
-            self._k.settle(ended)
+        self._settled(flow_id)
         return self._operate(
             flow_id, lambda plan, r: planner.restart(plan, r, reason=reason, by=by)
         )
+
+    def reset(self, flow_id: str, step: str, *, undo: bool, reason: str, by: str) -> FlowRecord:
+        """Run an ended flow again from ``step`` as a new generation (see ``Engine.reset``),
+        its ended generation's result event sent first if it has not been."""
+        self._settled(flow_id)
+        return self._operate(
+            flow_id,
+            lambda plan, r: planner.reset(plan, r, step, undo=undo, reason=reason, by=by),
+        )
+
+    def preview_reset(self, flow_id: str, step: str, *, undo: bool) -> planner.Preview:
+        """What ``reset`` would do now, changing nothing (see ``Engine.preview_reset``)."""
+        record = self.get(flow_id)
+        return planner.preview_reset(self._plan_for(record), record, step, undo=undo)
 
     def undo(self, flow_id: str, *, reason: str, by: str) -> FlowRecord:
         """Start a new clean-up of what an ended flow left live (see ``Engine.undo``)."""
         return self._operate(flow_id, lambda plan, r: planner.undo_again(plan, r, reason, by=by))
 
-    def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
-        record = self.get(flow_id)
+    def _settled(self, flow_id: str) -> None:
+        """An ended flow's result event sent, if it has not been: an operator's new
+        generation never swallows it."""
+        ended = self.get(flow_id)
+        if ended.status in TERMINAL and not ended.result_published:
+            self._k.settle(ended)
+
+    def _plan_for(self, record: FlowRecord) -> Plan:
+        """A plan with the flow's definition (none if no deployed version runs it)."""
         try:
             definition: Flow | None = self._k.definition(record)[0]
         except UnknownFlow:
             definition = None
-        plan = self._k.plan(definition)
+        return self._k.plan(definition)
+
+    def _operate(self, flow_id: str, op: Operation) -> FlowRecord:
+        plan = self._plan_for(self.get(flow_id))
         errors: list[InvalidTransition] = []
 
         def change(current: FlowRecord) -> FlowRecord | None:

@@ -47,7 +47,8 @@ from relayflow.core.planner.plan import (
     schedule,
     step_of,
 )
-from relayflow.core.planner.saga import after_compensation, begin_failure
+from relayflow.core.planner.reset import after_undo
+from relayflow.core.planner.saga import begin_failure
 from relayflow.core.planner.states import move, with_next
 from relayflow.core.position import Position, TaskKind, task_id
 from relayflow.core.records import (
@@ -102,10 +103,10 @@ class Child(Kind):
     def after(self, plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
         """The forward tasks' outcomes, as ``engine.children`` makes them: the child noted
         (``CHILD``), or the child's end (``CHILD_WAIT``); the undo's (``CHILD_UNDO``) is the
-        saga's."""
+        saga's (or a reset's)."""
         kind = record.position.kind
         if kind is TaskKind.CHILD_UNDO:
-            return after_compensation(plan, record, outcome)
+            return after_undo(plan, record, outcome)
         if isinstance(outcome, Failed) and kind is TaskKind.CHILD:
             return fail(plan, record, outcome.error)
         if kind is TaskKind.CHILD:

@@ -12,8 +12,9 @@ run in parallel.
 
 One module per topic, each building only on those before it: ``plan`` (the inputs and
 outcomes), ``history``, ``states``, ``effects``, ``claims``, ``starts``, ``cleanup`` (undoing
-after a flow ended), ``lanes``, ``saga`` (undoing before it ends), ``forward`` (the
-dispatcher), ``endings``, ``recovery``, ``operations``, ``admission``, ``deferral``. What a
+after a flow ended), ``lanes``, ``saga`` (undoing before it ends), ``operations``,
+``previews`` (what an operator's action would do, said first), ``reset`` (to a chosen step),
+``forward`` (the dispatcher), ``endings``, ``recovery``, ``admission``, ``deferral``. What a
 kind of step does with an outcome is its kind's (``relayflow.core.kinds``, reached through
 ``Plan.kinds``: the kinds build on the planner, never the other way round).
 """
@@ -58,7 +59,9 @@ from relayflow.core.planner.plan import (
     schedule,
     step_of,
 )
+from relayflow.core.planner.previews import Preview
 from relayflow.core.planner.recovery import crashed, lost, rescue, set_aside
+from relayflow.core.planner.reset import preview_reset, reset
 from relayflow.core.planner.starts import new_record
 from relayflow.core.queue_shards import MAX_QUEUE_SHARDS, shard_name
 
@@ -70,6 +73,7 @@ __all__ = [
     "Failed",
     "Outcome",
     "Plan",
+    "Preview",
     "QueueNames",
     "Retry",
     "StepKind",
@@ -96,9 +100,11 @@ __all__ = [
     "is_claimed",
     "lost",
     "new_record",
+    "preview_reset",
     "published",
     "release",
     "rescue",
+    "reset",
     "restart",
     "schedule",
     "set_aside",

@@ -3,6 +3,7 @@ call, marked done, refused or undone, and which one is undone next (newest first
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from relayflow.core.errors import UnknownFlow
@@ -75,6 +76,19 @@ def next_compensation(
     """The effect undone next: done or unknown (its responses may have been lost), or left
     pending, newest first, with a compensation in the plan's flow (of the item ``item`` only, if
     given; of ``states`` only)."""
+    return next(undo_order(plan, record, item=item, states=states), None)
+
+
+def undo_order(
+    plan: Plan,
+    record: FlowRecord,
+    *,
+    item: int | None = None,
+    states: tuple[EffectState, ...] = TO_UNDO,
+) -> Iterator[Effect]:
+    """Every effect of ``states`` (of the item ``item`` only, if given) that the plan's flow
+    has a compensation for, in the order they are undone: newest first. Lazy: the saga takes
+    only the first of what may be a gathered ForEach's thousands."""
     pending = [
         (effect.order, i, effect)
         for i, effect in enumerate(record.effects)
@@ -82,16 +96,20 @@ def next_compensation(
     ]
     # Newest first; effects of one instant in the reverse of the order they were recorded.
     for _, _, effect in sorted(pending, key=lambda t: (t[0], t[1]), reverse=True):
-        scope, at, name = split_effect_name(effect.step)
-        if item is not None and at != item:
+        if item is not None and split_effect_name(effect.step)[1] != item:
             continue
-        try:
-            step: Step | None = plan.kinds.container(plan.flow, scope).named(name)
-        except KeyError:
-            step = None
-        if step is not None and plan.kinds.of(step).compensation(step) is not None:
-            return effect
-    return None
+        if undoable_by(plan, effect):
+            yield effect
+
+
+def undoable_by(plan: Plan, effect: Effect) -> bool:
+    """Whether the plan's flow has a compensation for ``effect``'s step."""
+    scope, _, name = split_effect_name(effect.step)
+    try:
+        step: Step | None = plan.kinds.container(plan.flow, scope).named(name)
+    except KeyError:
+        step = None
+    return step is not None and plan.kinds.of(step).compensation(step) is not None
 
 
 def index_in(plan: Plan, scope: str | None, step: str) -> int:

@@ -19,7 +19,8 @@ from relayflow.core.planner.effects import forget_first_try
 from relayflow.core.planner.history import error_of, log, new_entry, timeout_of
 from relayflow.core.planner.lanes import item_done
 from relayflow.core.planner.plan import Outcome, Plan
-from relayflow.core.planner.saga import after_compensation, begin_failure
+from relayflow.core.planner.reset import after_undo
+from relayflow.core.planner.saga import begin_failure
 from relayflow.core.planner.starts import start_ready
 from relayflow.core.planner.states import all_done, end_track, finish, move, past_deadline, product
 from relayflow.core.position import TaskKind
@@ -39,10 +40,11 @@ def after(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
 
 
 def follow(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord:
-    """``after``, once its claim has ended: an undo's outcome is the saga's; a task run forward
-    is its kind's to take into account (a callback's early completion comes back here)."""
+    """``after``, once its claim has ended: an undo's outcome is the saga's (or a reset's); a
+    task run forward is its kind's to take into account (a callback's early completion comes
+    back here)."""
     if record.position.kind is TaskKind.COMPENSATE:
-        return after_compensation(plan, record, outcome)
+        return after_undo(plan, record, outcome)
     return plan.kinds.at(plan.flow, record.position).after(plan, record, outcome)
 
 

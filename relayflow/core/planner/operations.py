@@ -54,6 +54,11 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
     steps before them, and starts every step that is then ready: a step whose undo failed is
     not done again, one that was undone is, and so is everything that ran after it.
     """
+    if record.status is Status.SUCCEEDED:  # only a reset to a step runs it again
+        raise InvalidTransition(
+            "illegal transition SUCCEEDED -> PENDING: a retry runs a failed, timed-out or "
+            "cancelled flow again (a reset to a step runs a succeeded one again)"
+        )
     if record.cleaning:
         assert record.cleanup is not None
         raise InvalidTransition(
@@ -73,6 +78,7 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
             "result": None,
             "result_published": False,
             "cleanup": None,
+            "reset": None,
             "finished_at": None,
             "expire_at": None,
             "deadline_at": None,

@@ -88,11 +88,16 @@ def compensate_at(plan: Plan, record: FlowRecord, effect: Effect, result: Result
 
 
 def undo_track(plan: Plan, record: FlowRecord, pos: Position, result: Result) -> FlowRecord:
+    status = Status.RUNNING if record.is_lane else Status.COMPENSATING
+    return undoing(plan, record.model_copy(update={"pending_result": result}), pos, status)
+
+
+def undoing(plan: Plan, record: FlowRecord, pos: Position, status: Status) -> FlowRecord:
+    """The record, ``status``, whose only track is the undo at ``pos``, due now."""
     nxt = schedule(plan, record, pos, 0.0)
     track = Track(position=pos, next=nxt, started_at=plan.now)
-    status = Status.RUNNING if record.is_lane else Status.COMPENSATING
     moved = move(plan, record, status).model_copy(
-        update={"tracks": {UNDO_TRACK: track}, "pending_result": result, "aside_until": None}
+        update={"tracks": {UNDO_TRACK: track}, "aside_until": None}
     )
     return moved.focused(UNDO_TRACK)
 
@@ -112,20 +117,9 @@ def after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flow
     if record.focus == CLEANUP_TRACK:
         return after_cleanup(plan, record, outcome)
     pos = record.position
-    step = step_of(plan, pos)
-    policy = plan.kinds.of(step).retry(step)
-    assert policy is not None
-    tries = pos.attempt + 1 + record.uncommitted
-    if isinstance(outcome, Retry) and tries < policy.max_attempts:
-        key = f"{record.flow_id}:{pos.effect_name}:undo"
-        delay = policy.delay_s(retry=pos.attempt, key=key)
-        delay = max(delay, min(outcome.error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
-        entry = new_entry(
-            plan, record, "retryable error", detail=outcome.error.message, delay_s=delay
-        )
-        nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
-        moved = log(plan, record, entry).model_copy(update={"position": nxt})
-        return with_next(moved, schedule(plan, moved, nxt, delay))
+    again = undo_retried(plan, record, outcome)
+    if again is not None:
+        return again
     if isinstance(outcome, Retry) and may_hand_over(plan, record):
         # Its tries are spent and it may still succeed later: the flow ends now, and the
         # undo goes on as its clean-up, on the long backoff.
@@ -149,6 +143,25 @@ def after_compensation(plan: Plan, record: FlowRecord, outcome: Outcome) -> Flow
             update={"error": {**(result.error or {}), "compensation_failures": failures}}
         )
     return compensate_next(plan, record, result)
+
+
+def undo_retried(plan: Plan, record: FlowRecord, outcome: Outcome) -> FlowRecord | None:
+    """The focused undo tried again on its step's retry policy, if ``outcome`` is a retryable
+    error and the policy has tries left; None if not."""
+    pos = record.position
+    step = step_of(plan, pos)
+    policy = plan.kinds.of(step).retry(step)
+    assert policy is not None
+    tries = pos.attempt + 1 + record.uncommitted
+    if not isinstance(outcome, Retry) or tries >= policy.max_attempts:
+        return None
+    key = f"{record.flow_id}:{pos.effect_name}:undo"
+    delay = policy.delay_s(retry=pos.attempt, key=key)
+    delay = max(delay, min(outcome.error.retry_after_s or 0.0, MAX_RETRY_AFTER_S))
+    entry = new_entry(plan, record, "retryable error", detail=outcome.error.message, delay_s=delay)
+    nxt = pos.model_copy(update={"attempt": pos.attempt + 1})
+    moved = log(plan, record, entry).model_copy(update={"position": nxt})
+    return with_next(moved, schedule(plan, moved, nxt, delay))
 
 
 def leave_undo_to_flow(plan: Plan, record: FlowRecord, error: RetryableError) -> FlowRecord:

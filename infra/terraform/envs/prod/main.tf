@@ -58,4 +58,7 @@ module "relayflow" {
   dependencies                     = var.dependencies
   api_scopes                       = var.api_scopes
   queue_shards                     = var.queue_shards
+  retention_days                   = var.retention_days
+  offload_bucket_name              = var.offload_bucket_name
+  cmek                             = var.cmek
 }

@@ -88,3 +88,18 @@ output "tenant_topics" {
   description = "Each named tenant's own start topic, keyed by tenant (its tenant_publishers publish there)."
   value       = module.relayflow.tenant_topics
 }
+
+output "offload_bucket" {
+  description = "The bucket that holds offloaded payloads (RELAYFLOW_OFFLOAD_BUCKET)."
+  value       = module.relayflow.offload_bucket
+}
+
+output "cmek_keys" {
+  description = "The Cloud KMS key of each store of flow data with CMEK on; empty with it off."
+  value       = module.relayflow.cmek_keys
+}
+
+output "tasks_cmek_command" {
+  description = "With CMEK on, the gcloud command that makes Cloud Tasks encrypt new tasks with the tasks key (run once after the apply that created it)."
+  value       = module.relayflow.tasks_cmek_command
+}

@@ -258,3 +258,27 @@ variable "api_sensitive_readers" {
   type        = list(string)
   default     = []
 }
+
+variable "retention_days" {
+  description = "Days a finished flow's document and its offloaded payloads are kept (RELAYFLOW_RETENTION_DAYS, the offload bucket's lifecycle), whole days."
+  type        = number
+  default     = 30
+  nullable    = false
+}
+
+variable "offload_bucket_name" {
+  description = "Name of the offload bucket; null: PROJECT_ID-relayflow-offload (bucket names are global)."
+  type        = string
+  default     = null
+}
+
+variable "cmek" {
+  description = "Customer-managed encryption keys for every store of flow data in staging (fields and checks in modules/relayflow; infra/terraform/README.md, \"Customer-managed encryption keys\"). Firestore takes its key only when its database is created."
+  type = object({
+    enabled         = bool
+    rotation_period = optional(string)
+    grant_wait_s    = optional(number)
+  })
+  default  = { enabled = false, rotation_period = "7776000s" }
+  nullable = false
+}

@@ -67,6 +67,13 @@ locals {
     "roles/cloudscheduler.admin" = null
     # The Firestore database, composite indexes, TTL and index-exemption field settings.
     "roles/datastore.owner" = null
+    # The offload bucket and its grants (creating a bucket takes storage.buckets.create, which
+    # no narrower predefined role has); with CMEK on, reading the Cloud Storage service agent.
+    "roles/storage.admin" = null
+    # With CMEK on: the key rings, the keys and each key's grant to its service agent. It holds
+    # no encrypt or decrypt right; it could schedule a key version's destruction, which takes
+    # effect only after the key's destroy_scheduled_duration (30 days) and can be undone until then.
+    "roles/cloudkms.admin" = null
     # Alert policies, the dashboard, and the metric descriptors the alerts need.
     "roles/monitoring.alertPolicyEditor" = null
     "roles/monitoring.dashboardEditor"   = null
@@ -210,7 +217,7 @@ resource "google_storage_bucket_object" "environment" {
 }
 
 resource "google_artifact_registry_repository" "images" {
-  # checkov:skip=CKV_GCP_84:Google-managed encryption; images hold relayflow's code and its public dependencies only, and no CMEK key ring is part of this deployment.
+  # checkov:skip=CKV_GCP_84:Google-managed encryption; images hold relayflow's code and its public dependencies, never flow data, which is what the environments' cmek option keys.
   project       = var.project_id
   location      = var.region
   repository_id = var.repository_id

@@ -21,6 +21,30 @@ resource "google_firestore_database" "main" {
   delete_protection_state           = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
   # Destroying the Terraform resource must never delete the flows.
   deletion_policy = "ABANDON"
+
+  # CMEK (infra/terraform/README.md, "Customer-managed encryption keys"): a database's key is
+  # chosen when it is created and can never be added, changed or removed
+  # (https://cloud.google.com/firestore/docs/cmek). The provider would replace the database to
+  # change it, so a change is ignored here and reported by the check below instead.
+  dynamic "cmek_config" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      kms_key_name = cmek_config.value
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [cmek_config]
+  }
+}
+
+# Warns, at every plan and apply, when the database is not encrypted as asked: CMEK turned on (or
+# off) for an environment whose database already exists.
+check "cmek" {
+  assert {
+    condition     = try(google_firestore_database.main.cmek_config[0].kms_key_name, null) == var.kms_key_name
+    error_message = "The Firestore database is not encrypted with the key this environment names (kms_key_name): a database's CMEK is fixed when it is created. See infra/terraform/README.md, \"Customer-managed encryption keys\", for moving the data to a database created with the key."
+  }
 }
 
 # Composite indexes for relayflow's queries; the emulator runs them without indexes, the cloud

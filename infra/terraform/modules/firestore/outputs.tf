@@ -32,3 +32,8 @@ output "resource_ids" {
     [for f in google_firestore_field.unindexed : f.id],
   )
 }
+
+output "kms_key_name" {
+  description = "The Cloud KMS key the database is encrypted with (CMEK), null if Google-managed."
+  value       = try(google_firestore_database.main.cmek_config[0].kms_key_name, null)
+}

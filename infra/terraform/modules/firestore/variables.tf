@@ -61,3 +61,9 @@ variable "deletion_protection" {
   type        = bool
   default     = true
 }
+
+variable "kms_key_name" {
+  description = "Cloud KMS key that encrypts the database (CMEK), in the database's location (nam5: the us multi-region, eur3: europe), whose Firestore service agent may use it; null: Google-managed encryption. Only a database being created takes it: an existing database keeps its encryption."
+  type        = string
+  default     = null
+}

@@ -34,13 +34,17 @@ locals {
   }
 }
 
+# Messages carry flow inputs, results and signals: with CMEK on they are encrypted with the
+# environment's Pub/Sub key. Attributes are not (https://cloud.google.com/pubsub/docs/encryption):
+# relayflow's carry ids, the flow type, the tenant, a status and trace context, never inputs or
+# outputs. A topic's key can be changed in place; messages published before keep theirs.
 resource "google_pubsub_topic" "main" {
-  # checkov:skip=CKV_GCP_83:Google-managed encryption; messages hold flow ids and inputs only, and a CMEK key ring is not part of this deployment.
   for_each = tomap(var.topics)
 
-  project = var.project_id
-  name    = each.value
-  labels  = var.labels
+  project      = var.project_id
+  name         = each.value
+  labels       = var.labels
+  kms_key_name = var.kms_key_name
 }
 
 resource "google_pubsub_subscription" "start" {
@@ -87,12 +91,12 @@ resource "google_pubsub_subscription" "start" {
 # start function takes the tenant from the topic a message came by (the shared requests topic
 # starts the default tenant's flows only).
 resource "google_pubsub_topic" "tenant" {
-  # checkov:skip=CKV_GCP_83:Google-managed encryption, as for the shared topics; start messages hold flow ids and inputs only, and no CMEK key ring is part of this deployment.
   for_each = var.tenant_requests
 
-  project = var.project_id
-  name    = each.value.topic
-  labels  = merge(var.labels, { relayflow-tenant = each.key })
+  project      = var.project_id
+  name         = each.value.topic
+  labels       = merge(var.labels, { relayflow-tenant = each.key })
+  kms_key_name = var.kms_key_name
 }
 
 # The same delivery as the shared start subscription, to the same function; only the push path

@@ -206,3 +206,9 @@ variable "api_member" {
     error_message = "api_member is the api's runtime account: serviceAccount:EMAIL."
   }
 }
+
+variable "kms_key_name" {
+  description = "Cloud KMS key that encrypts the messages of every topic (CMEK), whose Pub/Sub service agent may use it; null: Google-managed encryption."
+  type        = string
+  default     = null
+}

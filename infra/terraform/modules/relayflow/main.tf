@@ -56,6 +56,14 @@ locals {
     # for an app whose flows mark no field): every component seals or opens them.
     RELAYFLOW_SENSITIVE_KEYSET  = var.sensitive_keyset
     RELAYFLOW_SENSITIVE_KEY_URI = var.sensitive_key_uri
+    # Finished flows' documents expire this many days after they end (Firestore TTL), and their
+    # offloaded payloads this many days after they were written (the bucket's lifecycle): one
+    # variable for both.
+    RELAYFLOW_RETENTION_DAYS = tostring(var.retention_days)
+    # Where inputs, step outputs and results too large for a flow document are written: every
+    # component writes some (start-flow inputs, worker and poller outputs and results, the api
+    # callback outputs and signals) and reads them back.
+    RELAYFLOW_OFFLOAD_BUCKET = module.offload.name
   }
 
   # Each tenant named in RELAYFLOW_TENANTS starts its flows on a topic of its own, with its own
@@ -143,7 +151,7 @@ locals {
   # APIs this module enables. serviceusage and cloudresourcemanager must be on before Terraform
   # runs at all (docs/deploy.md enables them with gcloud): enabling an API needs the first,
   # reading the project number the second.
-  services = [
+  services = concat([
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
     "cloudtrace.googleapis.com",
@@ -152,14 +160,48 @@ locals {
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
-  ]
+    "storage.googleapis.com",
+  ], local.cmek ? ["cloudkms.googleapis.com"] : [])
+
+  # --- Customer-managed encryption keys (infra/terraform/README.md, "Customer-managed
+  # encryption keys") ---------------------------------------------------------------------
+  cmek = var.cmek.enabled
+  # A key must be in the location of the data it protects. Firestore's multi-regions map to
+  # Cloud KMS's (https://cloud.google.com/firestore/docs/reference/rest/v1/projects.databases#cmekconfig):
+  # nam5 to us, eur3 to europe; a regional database takes a key of its region. Pub/Sub takes a
+  # key in any location; Cloud Tasks' and the bucket's are the region's.
+  firestore_kms_location = lookup({ nam5 = "us", eur3 = "europe" }, var.firestore_location, var.firestore_location)
+  cmek_keys = local.cmek ? {
+    firestore = { location = local.firestore_kms_location }
+    pubsub    = { location = var.region }
+    tasks     = { location = var.region }
+    storage   = { location = var.region }
+  } : {}
+  # The service agent of each store, the one principal its key is granted to: Firestore's and
+  # Cloud Tasks' identities, Pub/Sub's, and Cloud Storage's (google_project_service_identity
+  # and the data source below make them exist).
+  key_users = local.cmek ? {
+    firestore = google_project_service_identity.firestore[0].member
+    pubsub    = google_project_service_identity.pubsub.member
+    tasks     = google_project_service_identity.cloudtasks[0].member
+    storage   = data.google_storage_project_service_account.main[0].member
+  } : {}
+  # Each store's key as its grant names it, handed out once the grants have had time to reach
+  # Cloud KMS (terraform_data.key_grants_visible): whatever names a key is created after its
+  # service agent may use it, as creating a store with a key it may not use fails. null with
+  # CMEK off: the stores keep Google-managed encryption.
+  kms_key = {
+    for store in ["firestore", "pubsub", "tasks", "storage"] :
+    store => local.cmek ? terraform_data.key_grants_visible[0].output[store] : null
+  }
 
   # Large maps and lists of a flow document that no query reads (issue 7): each map key and list
   # element would be an index entry, and a document may have 40,000. Queried fields (status,
   # updated_at, next_run_at, finished_at, result_published, flow, version, tenant, created_at,
   # admission, queued_at) keep their indexes. effects and tracks grow with ForEach items and
   # parallel branches; signals and signal_ids (signals kept for a WaitForSignal, ids taken)
-  # are read with the document only. A ForEach lane's document is a flow document plus its
+  # are read with the document only, as is reset (an operator's reset to a step: the steps it
+  # runs again, the undos it has left). A ForEach lane's document is a flow document plus its
   # items and their outputs.
   #
   # A dependency's breaker and its call windows are rewritten on every transition and on every
@@ -175,7 +217,7 @@ locals {
   # below, behind `shard`. So are values that rise with the flows (Pub/Sub message ids, the
   # keys lanes and slots name). expire_at is the TTL field's (google_firestore_field.ttl).
   unindexed_fields = {
-    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of"]
+    (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "reset", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of"]
     (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids", "child_of"]
     (local.topology.firestore.rejected_collection)        = ["data_base64", "attributes", "reason", "rejected_at", "message_id", "task"]
     (local.topology.firestore.tenant_slots_collection)    = ["taken_at", "free_at", "holder"]
@@ -201,6 +243,8 @@ locals {
     [for g in google_cloud_tasks_queue_iam_member.enqueuer : g.id],
     [for g in google_cloud_tasks_queue_iam_member.sweeper_viewer : g.id],
     [for g in google_pubsub_topic_iam_member.results_publisher : g.id],
+    [for g in google_storage_bucket_iam_member.offload_creator : g.id],
+    [for g in google_storage_bucket_iam_member.offload_viewer : g.id],
   )
 }
 
@@ -224,6 +268,39 @@ resource "google_project_service_identity" "pubsub" {
 
   project = var.project_id
   service = "pubsub.googleapis.com"
+
+  depends_on = [google_project_service.main]
+}
+
+# The service agents that encrypt and decrypt with the environment's keys when CMEK is on. Like
+# Pub/Sub's, Firestore's and Cloud Tasks' agents may not exist yet on a fresh project; these make
+# them exist before they are granted a key. Cloud Storage's is made to exist by reading it (the
+# data source calls projects.serviceAccount.get, which creates it:
+# https://cloud.google.com/storage/docs/projects#service-agents).
+resource "google_project_service_identity" "firestore" {
+  count    = local.cmek ? 1 : 0
+  provider = google-beta
+
+  project = var.project_id
+  service = "firestore.googleapis.com"
+
+  depends_on = [google_project_service.main]
+}
+
+resource "google_project_service_identity" "cloudtasks" {
+  count    = local.cmek ? 1 : 0
+  provider = google-beta
+
+  project = var.project_id
+  service = "cloudtasks.googleapis.com"
+
+  depends_on = [google_project_service.main]
+}
+
+data "google_storage_project_service_account" "main" {
+  count = local.cmek ? 1 : 0
+
+  project = var.project_id
 
   depends_on = [google_project_service.main]
 }
@@ -257,12 +334,51 @@ data "google_service_account" "scheduler" {
   depends_on = [google_project_service.main]
 }
 
+# --- Customer-managed encryption keys ---------------------------------------------------------
+
+# One key per store of flow data (modules/kms says why), only with CMEK on.
+module "kms" {
+  source = "../kms"
+
+  project_id      = var.project_id
+  keys            = local.cmek_keys
+  rotation_period = var.cmek.rotation_period
+  labels          = var.labels
+
+  depends_on = [google_project_service.main]
+}
+
+# Each store's service agent may encrypt and decrypt with its own store's key, nothing else.
+resource "google_kms_crypto_key_iam_member" "agent" {
+  for_each = local.key_users
+
+  crypto_key_id = module.kms.ids[each.key]
+  role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+  member        = each.value
+}
+
+# A grant takes effect everywhere within about two minutes, sometimes more
+# (https://cloud.google.com/iam/docs/access-change-propagation); a store created with a key its
+# agent may not use yet fails. The key ids go out through this resource (local.kms_key), so
+# every store that names a key waits, once, after the grants are made.
+resource "terraform_data" "key_grants_visible" {
+  count = local.cmek ? 1 : 0
+
+  input            = { for store, grant in google_kms_crypto_key_iam_member.agent : store => grant.crypto_key_id }
+  triggers_replace = [for grant in google_kms_crypto_key_iam_member.agent : grant.id]
+
+  provisioner "local-exec" {
+    command = "sleep ${var.cmek.grant_wait_s}"
+  }
+}
+
 # --- Data plane -------------------------------------------------------------------------------
 
 module "firestore" {
   source = "../firestore"
 
   project_id             = var.project_id
+  kms_key_name           = local.kms_key["firestore"]
   location_id            = var.firestore_location
   point_in_time_recovery = var.firestore_point_in_time_recovery
   deletion_protection    = var.deletion_protection
@@ -437,6 +553,20 @@ module "queues" {
   depends_on = [google_project_service.main]
 }
 
+# Payloads too large for a flow document (RELAYFLOW_OFFLOAD_BUCKET), kept as long as the flows.
+module "offload" {
+  source = "../offload"
+
+  project_id     = var.project_id
+  name           = coalesce(var.offload_bucket_name, "${var.project_id}-relayflow-offload")
+  location       = var.region
+  retention_days = var.retention_days
+  kms_key_name   = local.kms_key["storage"]
+  labels         = var.labels
+
+  depends_on = [google_project_service.main]
+}
+
 module "messaging" {
   source = "../messaging"
 
@@ -457,6 +587,7 @@ module "messaging" {
   push_audience              = module.start_flow.uri
   push_service_account_email = data.google_service_account.pubsub_push.email
   labels                     = var.labels
+  kms_key_name               = local.kms_key["pubsub"]
 
   # start-flow writes the flow (database, indexes, field settings), enqueues its first task
   # (queues and the grants on them), may publish a result, and must admit the push (invoker
@@ -662,6 +793,26 @@ resource "google_pubsub_topic_iam_member" "results_publisher" {
   member  = each.value
 }
 
+# Offloaded payloads: every component writes some and reads them back (local.common_env). Objects
+# are write-once (named by their content), so creating them is enough: no component may replace
+# or delete one; the bucket's lifecycle deletes them. Reading (objectViewer: get and list) shows
+# nothing Firestore does not already (roles/datastore.user reads every flow).
+resource "google_storage_bucket_iam_member" "offload_creator" {
+  for_each = local.runtime_members
+
+  bucket = module.offload.name
+  role   = "roles/storage.objectCreator"
+  member = each.value
+}
+
+resource "google_storage_bucket_iam_member" "offload_viewer" {
+  for_each = local.runtime_members
+
+  bucket = module.offload.name
+  role   = "roles/storage.objectViewer"
+  member = each.value
+}
+
 # --- Sweeper ----------------------------------------------------------------------------------
 
 # Re-enqueues flows whose next task is overdue (DESIGN invariant 5); the worker hosts /sweep.
@@ -701,6 +852,8 @@ resource "google_cloud_scheduler_job" "sweep" {
     google_cloud_tasks_queue_iam_member.enqueuer,
     google_cloud_tasks_queue_iam_member.sweeper_viewer,
     google_pubsub_topic_iam_member.results_publisher,
+    google_storage_bucket_iam_member.offload_creator,
+    google_storage_bucket_iam_member.offload_viewer,
   ]
 }
 
@@ -746,6 +899,8 @@ resource "google_cloud_scheduler_job" "schedules" {
     google_cloud_tasks_queue_iam_member.enqueuer,
     google_cloud_tasks_queue_iam_member.sweeper_viewer,
     google_pubsub_topic_iam_member.results_publisher,
+    google_storage_bucket_iam_member.offload_creator,
+    google_storage_bucket_iam_member.offload_viewer,
   ]
 }
 

@@ -111,3 +111,18 @@ output "alert_policy_ids" {
   description = "Alert policy ids keyed by alert."
   value       = module.monitoring.alert_policy_ids
 }
+
+output "offload_bucket" {
+  description = "The bucket that holds offloaded payloads (RELAYFLOW_OFFLOAD_BUCKET); objects are deleted retention_days after they were written."
+  value       = module.offload.name
+}
+
+output "cmek_keys" {
+  description = "The Cloud KMS key of each store of flow data (firestore, pubsub, tasks, storage) with CMEK on; empty with it off."
+  value       = local.cmek ? { for store, key in local.kms_key : store => key } : {}
+}
+
+output "tasks_cmek_command" {
+  description = "With CMEK on, the gcloud command that makes Cloud Tasks encrypt every task created in the region with the tasks key (a per-location setting the google provider has no resource for); run it once after the apply that created the key. null with CMEK off."
+  value       = local.cmek ? "gcloud tasks cmek-config update --project=${var.project_id} --location=${var.region} --kms-key-name=${local.kms_key["tasks"]}" : null
+}

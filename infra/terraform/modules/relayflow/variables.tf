@@ -480,3 +480,37 @@ variable "api_sensitive_readers" {
   default     = []
   nullable    = false
 }
+
+variable "retention_days" {
+  description = "Days a finished flow is kept, RELAYFLOW_RETENTION_DAYS for every service (Firestore's TTL deletes a flow's document this long after it ended), and the age at which the offload bucket deletes a payload: one figure for both, in whole days, as the bucket's lifecycle counts them."
+  type        = number
+  default     = 30
+  nullable    = false
+
+  validation {
+    condition     = var.retention_days >= 1 && var.retention_days <= 3650 && floor(var.retention_days) == var.retention_days
+    error_message = "retention_days must be a whole number of days from 1 to 3650."
+  }
+}
+
+variable "offload_bucket_name" {
+  description = "Name of the bucket that holds offloaded payloads (RELAYFLOW_OFFLOAD_BUCKET); null: PROJECT_ID-relayflow-offload. Bucket names are global: set one if that name is taken."
+  type        = string
+  default     = null
+}
+
+variable "cmek" {
+  description = "Customer-managed encryption keys for every store of flow data (infra/terraform/README.md, \"Customer-managed encryption keys\"): with enabled = true, a Cloud KMS key ring in the region (and in Firestore's location if it differs) with one key per store (firestore, pubsub, tasks, storage), each granted to its service agent alone and rotated every rotation_period (seconds with an s suffix, 1 to 90 days); the Firestore database, every topic and the offload bucket name their key, and the tasks_cmek_command output sets Cloud Tasks' (one gcloud command: the provider has no resource for it). Firestore takes a key only when its database is created. grant_wait_s: how long the first apply waits after the grants, before creating anything that names a key (IAM propagation)."
+  type = object({
+    enabled         = bool
+    rotation_period = optional(string, "7776000s")
+    grant_wait_s    = optional(number, 120)
+  })
+  default  = { enabled = false }
+  nullable = false
+
+  validation {
+    condition     = var.cmek.grant_wait_s >= 0 && var.cmek.grant_wait_s <= 900
+    error_message = "cmek.grant_wait_s must be from 0 to 900 seconds."
+  }
+}
