@@ -249,7 +249,7 @@ def _register_reset(app: Flask, ops: Operations) -> None:
         if dry_run:
             return {"dry_run": True, **ops.engine.preview_reset(flow, step, undo=undo).as_json()}
         record = ops.engine.reset(flow, step, undo=undo, reason=why, by=caller().identity)
-        return flow_json(record, caller())
+        return flow_json(record, caller(), ops.sealing)
 
 
 def _register_messages(app: Flask, ops: Operations) -> None:
@@ -391,7 +391,7 @@ def in_flight_json(entries: Iterable[HistoryEntry]) -> list[dict[str, Any]]:
 
 
 def shown_json(
-    item: FlowSummary | FlowRecord, viewer: Caller, sealing: Sealing | None = None
+    item: FlowSummary | FlowRecord, viewer: Caller, sealing: Sealing | None
 ) -> dict[str, Any]:
     """A list's item as JSON: a whole document as ``flow_json`` shows it."""
     if isinstance(item, FlowRecord):
