@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from relayflow import ActionStep, ChildFlow, Flow, PermanentError
+from relayflow import (
+    ActionStep,
+    CallbackStep,
+    ChildFlow,
+    Flow,
+    PermanentError,
+    WaitForSignal,
+)
 from relayflow.apps.payment import PaymentInput, payment_flow
-from relayflow.core.engine import Started
+from relayflow.core.engine import Signalled, Started
 from relayflow.core.flows import PollPolicy, StepContext
 from relayflow.core.ports import Enqueued
 from relayflow.core.records import NextTask
@@ -133,6 +141,37 @@ def test_no_span_holds_one(tracer: Tracer, exporter: InMemorySpanExporter) -> No
     )
     assert len(spans) > 3 and not [v for v in secrets_of(token) if v in shown]
     assert "token [redacted] refused" in shown
+
+
+def test_a_callbacks_completion_and_a_signals_data_are_sealed_where_their_step_marks_them() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def ship(ctx: StepContext) -> dict[str, Any]:
+        seen.append({"pin": ctx.outputs["issue"]["pin"], "code": ctx.outputs["approve"]["data"]})
+        return {}
+
+    flow = Flow(
+        "cards",
+        (
+            CallbackStep("issue", lambda ctx: {"sent": True}, timeout_s=600),
+            WaitForSignal("approve", signal="approve"),
+            ActionStep("ship", ship),
+        ),
+        sensitive=("outputs.issue.pin", "outputs.approve.data.code"),
+    )
+    h = Harness(flow)
+    flow_id = h.start("cards", {}, flow_id="c-1")
+    h.run_until(h.now + timedelta(seconds=1))
+    sent = h.signal(flow_id, "approve", {"code": "CODE-7731"})
+    assert sent.outcome is Signalled.KEPT  # its step has not begun: kept on the document
+    kept = json.dumps(h.store.docs, default=str)
+    assert "signals" in kept and "$sealed" in kept
+    h.complete(h.token(flow_id, "issue"), {"pin": "PIN-9911"})
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.SUCCEEDED, record.result
+    assert seen == [{"pin": "PIN-9911", "code": {"code": "CODE-7731"}}]
+    for stored in (kept, json.dumps(h.store.docs, default=str)):
+        assert "PIN-9911" not in stored and "CODE-7731" not in stored
 
 
 def test_a_duplicate_start_is_a_duplicate_and_a_conflicting_one_is_recorded_redacted() -> None:
