@@ -32,6 +32,7 @@ from relayflow.core.listing import Uncountable
 from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Listing
 from relayflow.core.scheduler import Scheduler
+from relayflow.core.sealing import Sealing
 from relayflow.telemetry import Counters
 from relayflow.web import params
 from relayflow.web.access import Access, Caller, Forbidden, Role
@@ -79,6 +80,8 @@ class Operations:
     watch: Watch | None = None
     # The deployed app's schedules (None: the api shows none).
     scheduler: Scheduler | None = None
+    # Opens flows' sealed values for the callers who may read them (None: nobody does).
+    sealing: Sealing | None = None
 
 
 def guarded(access: Access, role: Role, action: str, *, unscoped: bool = False) -> Guard:

@@ -20,6 +20,7 @@ from typing import Any
 
 from opentelemetry.trace import Tracer
 
+from relayflow.core import scrubbing
 from relayflow.core.admission import Admission
 from relayflow.core.breakers import Breakers
 from relayflow.core.clock import Clock
@@ -56,6 +57,7 @@ from relayflow.core.planner import Preview, QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, PendingSignal
+from relayflow.core.sealing import Sealing
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 
 
@@ -77,9 +79,12 @@ class Engine:
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
         offload: Offload | None = None,
+        sealing: Sealing | None = None,
     ) -> None:
         """``offload``: where values too large for a flow document go (None: none do, and
-        the inline limits hold: ``core.payloads``)."""
+        the inline limits hold: ``core.payloads``). ``sealing``: the flows' sensitive values,
+        opened for handlers with its key; the ``store`` must seal them with the same (its
+        ``encode`` is ``sealing.sealed``)."""
         kernel = Kernel(
             registry=registry,
             store=store,
@@ -93,6 +98,7 @@ class Engine:
             tracer=tracer,
             metrics=metrics or Metrics(),  # the base class records nothing
             offload=offload,
+            sealing=sealing,
         )
         protection = Protection(kernel)
         execution = Execution.standard(kernel, breaker=protection.outcome)
@@ -127,7 +133,10 @@ class Engine:
         tenant's policy. A malformed message is recorded in ``rejected`` and reported, never
         raised; infrastructure errors raise, so that Pub/Sub redelivers.
         """
-        return self._intake.start(data, message_id=message_id, attributes=attributes, tenant=tenant)
+        with scrubbing.revealing():
+            return self._intake.start(
+                data, message_id=message_id, attributes=attributes, tenant=tenant
+            )
 
     def run_task(
         self, payload: TaskPayload, *, redelivery: bool = False, answered: bool = False
@@ -139,7 +148,8 @@ class Engine:
         ``answered``: the attempt it retries got an answer that says it is over
         (X-CloudTasks-TaskPreviousResponse, not a timeout), so nothing still runs it.
         """
-        return self._tasks.run(payload, redelivery=redelivery, answered=answered)
+        with scrubbing.revealing():  # what its handlers are told is kept out of its text
+            return self._tasks.run(payload, redelivery=redelivery, answered=answered)
 
     def reject_task(self, task_name: str, reason: str, body: bytes) -> None:
         """Record a task that can never be run (its body does not parse, or names an id

@@ -48,6 +48,7 @@ from relayflow.core.planner import Completed, Failed, Outcome, Plan
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import Position, TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, NextTask, flow_key, parent_spread, split_key
+from relayflow.core.sealing import owner_of
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
@@ -148,10 +149,12 @@ class Children:
         child_flow = self._k.registry.get(step.flow, step.version)
         plan = self._k.plan(child_flow)
         tenant = parent.tenant
+        # The parent's sealed values it passes on stay sealed, for the child now.
+        source, target = (owner_of(parent), ("input",)), (key, ("input",))
         record = planner.new_record(
             plan,
             flow_id=split_key(key)[1],
-            input=input,
+            input=self._k.sealing.resealed(input, source=source, target=target),
             message_id=None,
             deadline_s=step.deadline_s,
             tenant=tenant,
@@ -183,6 +186,11 @@ class Children:
         child_key = record.tracks[record.focus or ""].child
         child = self._k.store.get(child_key) if child_key else None
         outcome = child_outcome(child)
+        if isinstance(outcome, Completed) and child is not None:
+            # The child's sealed result, sealed again as this step's output.
+            target = (owner_of(record), ("outputs", record.position.step))
+            data = self._k.sealing.result_resealed(outcome.output, source=child.key, target=target)
+            outcome = Completed(data)
         if outcome is not None:
             return self._commit(found, plan, outcome)
         deadline = record.deadline_at

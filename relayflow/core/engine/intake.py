@@ -4,6 +4,10 @@ A malformed message is recorded in ``rejected`` and reported, never raised: rais
 Pub/Sub redeliver something that can never succeed. Infrastructure errors do raise, so that
 Pub/Sub redelivers. Publishers are bound to tenants by IAM on their topics, so the topic, not
 the message, says whose flow it is.
+
+A flow's sensitive input fields are sealed by the store as the flow's document is created; a
+refused message is recorded with them redacted (``core.redaction``), and they are kept out
+of what the start logs (``core.scrubbing``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from relayflow.core.errors import InvalidMessage
 from relayflow.core.messages import bounded, parse_start
 from relayflow.core.payloads import fingerprint
 from relayflow.core.records import FlowRecord
+from relayflow.core.redaction import kept_message
 from relayflow.core.rejections import MAX_SHOWN_NAME, rejected_task
 from relayflow.core.tenants import DEFAULT_TENANT
 
@@ -81,6 +86,7 @@ class Intake:
             self._reject(data, message_id, attributes, exc.reason)
             k.metrics.message_rejected("", "INVALID_MESSAGE")
             return StartResult(Started.REJECTED, reason=exc.reason)
+        k.sealing.reveal(flow, message.input)
         flow_id = message.flow_id or safe_id(message_id)
         policy = k.admission.tenants.policy(tenant)
         record = planner.new_record(
@@ -114,7 +120,7 @@ class Intake:
         existing = self._k.store.get(record.key)
         if existing is None:  # created and deleted meanwhile; Pub/Sub will redeliver
             raise RuntimeError(f"flow {record.flow_id} exists and does not")
-        if (existing.flow, fingerprint(existing.input), existing.labels) != (
+        if (existing.flow, fingerprint(self._input_of(existing)), existing.labels) != (
             record.flow,
             fingerprint(record.input),
             record.labels,
@@ -132,6 +138,12 @@ class Intake:
         log.info("duplicate start", extra={"flow_id": record.flow_id, "message_id": message_id})
         return StartResult(Started.DUPLICATE, flow_id=record.flow_id)
 
+    def _input_of(self, existing: FlowRecord) -> dict[str, object]:
+        """The input of a flow that exists, its sealed fields opened (to compare with a
+        start's: a key rotated since sealed them otherwise)."""
+        opened = self._k.sealing.opened(existing, existing.input, ("input",))
+        return dict(opened)
+
     def reject_message(
         self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
     ) -> None:
@@ -145,13 +157,16 @@ class Intake:
         reason = bounded(reason)
         log.warning("start message rejected", extra={"message_id": message_id, "reason": reason})
         now = self._k.clock.now()
+        kept, redacted = kept_message(data, self._k.registry)
         self._k.store.reject(
             safe_id(message_id),
             {
                 "message_id": message_id,
                 "reason": reason,
-                "data_base64": base64.b64encode(data[:KEPT_DATA_BYTES]).decode("ascii"),
-                "data_truncated": len(data) > KEPT_DATA_BYTES,
+                "data_base64": base64.b64encode(kept[:KEPT_DATA_BYTES]).decode("ascii"),
+                "data_truncated": len(kept) > KEPT_DATA_BYTES,
+                # What was left out of it, and how large it was (``core.redaction``).
+                **({"redacted": redacted, "data_bytes": len(data)} if redacted else {}),
                 # As pairs, not a map: Firestore refuses some keys Pub/Sub allows (``__x__``).
                 "attributes": [{"key": k, "value": v} for k, v in sorted(attributes.items())],
                 "rejected_at": now,

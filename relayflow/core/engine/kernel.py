@@ -49,6 +49,7 @@ from relayflow.core.ports import (
 )
 from relayflow.core.position import MAX_POLL_CHAIN, POLL_CHAIN, TaskKind
 from relayflow.core.records import FlowRecord
+from relayflow.core.sealing import Sealing
 from relayflow.core.state import ACTIVE, TERMINAL
 from relayflow.core.values import UnstorableValue, check_storable
 
@@ -120,8 +121,11 @@ class Kernel:
         tracer: Tracer | None,
         metrics: Metrics,
         offload: Offload | None = None,
+        sealing: Sealing | None = None,
     ) -> None:
         self.registry = registry
+        # Sealed values: opened for handlers; the store seals them on their way to it.
+        self.sealing = sealing or Sealing(registry)
         self.store = store
         self.queue = queue
         self.clock = clock
@@ -139,7 +143,12 @@ class Kernel:
         self.codec = Chain([offload] if offload is not None else [])
         self.sizes: Sizes = offload.sizes if offload is not None else payloads.INLINE
         self.results = Results(
-            store=store, events=events, tenants=admission.tenants, metrics=metrics, tracer=tracer
+            store=store,
+            events=events,
+            tenants=admission.tenants,
+            metrics=metrics,
+            tracer=tracer,
+            sealing=self.sealing,
         )
 
     def plan(self, flow: Flow | None) -> Plan:

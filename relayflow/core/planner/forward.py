@@ -25,6 +25,7 @@ from relayflow.core.planner.starts import start_ready
 from relayflow.core.planner.states import all_done, end_track, finish, move, past_deadline, product
 from relayflow.core.position import TaskKind
 from relayflow.core.records import FlowRecord, Result
+from relayflow.core.sealing import is_sealed
 from relayflow.core.state import Status
 
 
@@ -97,15 +98,21 @@ def advance(
 
 def output_mismatch(plan: Plan, record: FlowRecord, data: dict[str, Any]) -> PermanentError | None:
     """Why the output a flow would succeed with does not fit its ``output_model`` (as its
-    consumers will read it: offloaded values resolved), or None."""
+    consumers will read it: offloaded values resolved), or None.
+
+    A value sealed by an earlier write (``core.sealing``: the output of another of the flow's
+    last steps) is not checked again: only its handler saw it in clear."""
     flow = plan.flow
     if flow.output_model is None:
         return None
     try:
         flow.output_model.model_validate(plan.codec.decode(data, Slot.of(record)))
     except ValidationError as exc:
+        problems = describe(exc, skip=is_sealed)
+        if not problems:
+            return None
         message = f"the output of {flow.label} is not a {flow.output_model.__name__}: "
-        return PermanentError(message + bounded(describe(exc)), code="OUTPUT_INVALID")
+        return PermanentError(message + bounded(problems), code="OUTPUT_INVALID")
     except PermanentError as unreadable:  # its payload is gone or does not match
         return unreadable
     return None
