@@ -66,8 +66,9 @@ class Runtime:
     clock: Clock = field(default_factory=SystemClock)  # the engine's
     # Schedules' documents (None: Firestore's ``schedules`` collection, over the store's client).
     schedule_states: ScheduleStates | None = None
-    # The flows' sensitive fields: sealed by the store, opened for handlers and, in the api,
-    # for the callers who may read them (None: built without: no key).
+    # The flows' sensitive fields: sealed by the engine's codec as they enter a flow, opened
+    # for its handlers and, in the api, for the callers who may read them (None: built
+    # without: no key).
     sealing: Sealing | None = None
 
     def dead_letter_hold(self) -> DeadLetterHold:
@@ -161,7 +162,6 @@ def build_runtime(
         tenants=topology.firestore.tenants_collection,
         counters=counters,
         shards=settings.firestore_shards,
-        encode=sealing.sealed,
     )
     task_queue = queue.TaskQueue(
         recording.tasks(queue.build_client(settings), recorder),

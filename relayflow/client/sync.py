@@ -224,7 +224,7 @@ class FlowHandle:
 
 
 # Reading names no flow's objects: only writing does.
-READING = Slot(key="", incarnation="", flow="")
+READING = Slot(key="", incarnation="", flow="", version=0, path=())
 
 
 class Client:

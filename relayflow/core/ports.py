@@ -24,25 +24,6 @@ from relayflow.core.state import Status
 
 # Called with the current record; returns the record to write, or None to write nothing.
 Change = Callable[[FlowRecord], FlowRecord | None]
-# What a record becomes on its way to its document (its sensitive values sealed:
-# ``core.sealing.Sealing.sealed``): a store applies it to every record it creates or changes,
-# stores and returns what it made. Pure and idempotent; several compose (``encoded``), the
-# first given applied first (seal, then offload what is large).
-Encode = Callable[[FlowRecord], FlowRecord]
-
-
-def encoded(*encodes: Encode | None) -> Encode | None:
-    """One ``Encode`` applying each of ``encodes`` (those not None) in turn; None if none."""
-    chain = [e for e in encodes if e is not None]
-    if not chain:
-        return None
-
-    def encode(record: FlowRecord) -> FlowRecord:
-        for each in chain:
-            record = each(record)
-        return record
-
-    return encode
 
 
 @dataclass(frozen=True)

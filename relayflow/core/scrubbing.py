@@ -31,7 +31,11 @@ _REVEALED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
 
 @contextmanager
 def revealing() -> Iterator[None]:
-    """A scope (one task, one start) whose opened values are scrubbed from its text."""
+    """A scope (one task, one start) whose opened values are scrubbed from its text; inside
+    one already, that one (what is opened in it is scrubbed from all of its text)."""
+    if _REVEALED.get() is not None:
+        yield
+        return
     token = _REVEALED.set(set())
     try:
         yield

@@ -9,13 +9,17 @@ the same marker, so writing a document again changes nothing that did not change
 redelivered start compares equal to the flow it made (it reveals no more than whether one
 field of one flow changed between two writes).
 
-Where values are sealed: by the store, in every document it writes (``Sealing.sealed``, its
-``encode``): the input, each step's output and the copies the engine keeps of it (an effect's
-output, a callback's run output and early completion, a kept signal's data), and the result.
-Result events are made from what was written, so Pub/Sub carries markers too. Where they are
-opened: for a handler's context (``Execution.context``), by the path the marker is found at;
-in the api, for callers who may read them (``shown``); in a client holding the key
-(``opened_result``). A marker is never opened anywhere else: a task body carries no value.
+Where values are sealed: where they enter a flow, by ``Sealed``, the first codec of the
+engine's chain (``core.codec``, ``Kernel.codec``): the start input, each step's output (a
+callback's completion, a ForEach's join and its items' outputs in their lanes among them), a
+child's input, a kept signal's data. What the engine copies of them (an effect's output, a
+callback's run output, the result made of the last steps' outputs) is copied sealed, and
+the offload codec after it writes sealed values to the bucket (seal, then offload). Result
+events are made from what was written, so Pub/Sub carries markers too. Where they are
+opened: where the chain decodes a value for a handler's context or the output model's check,
+by the path the marker is found at; in the api, for callers who may read them (``shown``);
+in a client holding the key (``opened_result``). A marker is never opened anywhere else: a
+task body carries no value.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from relayflow.core import scrubbing, sensitive
+from relayflow.core.codec import Slot, escape, unescape
 from relayflow.core.errors import SealingUnavailable, UnknownFlow, UnreadableSealedValue
-from relayflow.core.flows import Flow, Registry, WaitForSignal
-from relayflow.core.records import Effect, FlowRecord, PendingSignal, Result, Track
+from relayflow.core.flows import Flow, ForEach, Registry
+from relayflow.core.records import FlowRecord
 from relayflow.core.scrubbing import REDACTED
 from relayflow.core.sensitive import ANY, Path
 from relayflow.core.values import nodes
@@ -160,27 +165,10 @@ class Sealing:
         """The flows (``name vN``) that mark sensitive fields."""
         return [flow.label for flow in self.registry if flow.sensitive_paths]
 
-    def sealed(self, record: FlowRecord) -> FlowRecord:
-        """``record`` with every sensitive value sealed: what the store writes (its
-        ``encode``). A flow that marks nothing, or no flow this registry knows, is as it is."""
-        flow = self._flow(record)
-        if flow is None or not flow.sensitive_paths:
-            return record
-        owner = owner_of(record)
-
-        def walk(value: Any, base: Path) -> Any:
-            return self.seal(flow, value, owner=owner, at=base)
-
-        update: dict[str, Any] = {"input": walk(record.input, ("input",))}
-        if not record.is_lane:  # a lane's outputs are its item steps': not marked
-            update.update(_sealed_outputs(flow, record, walk))
-        changed = {k: v for k, v in update.items() if v is not getattr(record, k)}
-        return record.model_copy(update=changed) if changed else record
-
     def seal(self, flow: Flow, value: Any, *, owner: str, at: Path) -> Any:
         """One value of ``owner``'s flow ``flow``, found at ``at`` (``("input",)``,
-        ``("outputs", step)``), with what the flow marks in it sealed: ``sealed`` value by
-        value, as a codec that seals a value before another stores it elsewhere needs it."""
+        ``("outputs", step)``), with what the flow marks in it sealed (``Sealed``, the codec,
+        seals each value a flow stores with it); values sealed already stay as they are."""
         marks = sensitive.under(flow.sensitive_paths, at)
         if not marks:
             return value
@@ -195,21 +183,20 @@ class Sealing:
 
         return sealed_at(value, marks, at, seal)
 
-    def opened(self, record: FlowRecord, value: Any, base: Path) -> Any:
-        """``value``, found at ``base`` of ``record`` (``("input",)``, ``("outputs", step)``),
-        with its markers opened: what a handler is told. UnreadableSealedValue if one does
-        not open there."""
+    def open(self, value: Any, *, owner: str, at: Path) -> Any:
+        """``value``, found at ``at`` of ``owner``'s flow (``("input",)``, ``("outputs",
+        step)``), with its markers opened: what a handler is told. UnreadableSealedValue if
+        one does not open there. Each value opened is noted for scrubbing."""
         sealer = self.sealer
         if sealer is None or not any(True for _ in markers(value)):
             return value
-        owner = owner_of(record)
 
-        def open_(marker: dict[str, Any], at: Path) -> Any:
-            clear = open_value(sealer, marker, owner, at)
+        def open_(marker: dict[str, Any], where: Path) -> Any:
+            clear = open_value(sealer, marker, owner, where)
             scrubbing.reveal(clear)  # kept out of what this request writes as text
             return clear
 
-        return opened_at(value, base, open_)
+        return opened_at(value, at, open_)
 
     def reveal(self, flow: Flow, flow_input: dict[str, Any]) -> None:
         """Note ``flow``'s sensitive values in a clear ``flow_input`` (a start message's) for
@@ -262,14 +249,70 @@ class Sealing:
 
         return opened_at(value, (), show)
 
-    def _flow(self, record: FlowRecord) -> Flow | None:
+    def flow_of(self, name: str, version: int) -> Flow | None:
+        """The definition whose marks a value of flow ``name`` at ``version`` follows (the
+        newest version's, as the engine plans it, once ``version`` is gone); None if the
+        registry has none of it."""
         try:
-            return self.registry.get(record.flow, record.version)
+            return self.registry.get(name, version)
         except UnknownFlow:
             try:
-                return self.registry.get(record.flow)  # planned with the newest version
+                return self.registry.get(name)  # planned with the newest version
             except UnknownFlow:
                 return None
+
+    def path_of(self, slot: Slot) -> Path:
+        """Where ``slot``'s value lies in its flow's terms (``flow_path``), the path its
+        markers are bound to."""
+        flow = self.flow_of(slot.flow, slot.version)
+        return (flow_path(flow, slot) if flow is not None else None) or slot.path
+
+
+class Sealed:
+    """The sealing codec (``core.codec``): a value's sensitive fields sealed as it enters its
+    flow, its markers opened where the chain decodes it for a handler. First in the engine's
+    chain (``Kernel.codec``), before the offload codec: what the bucket holds is sealed.
+
+    It works on the value as its caller gave it (``unescape`` first, ``escape`` after), so
+    its paths are the flow's own paths; a ``$sealed`` marker is no envelope of the chain's.
+    A lane's item step's output is sealed where it ends up in its flow's (``flow_path``)."""
+
+    def __init__(self, sealing: Sealing) -> None:
+        self.sealing = sealing
+
+    def encode(self, value: Any, slot: Slot) -> Any:
+        if not slot.path:  # a value is sealed as what it is in its flow: never guessed
+            raise ValueError(f"a value of flow {slot.flow} to seal has no path")
+        flow = self.sealing.flow_of(slot.flow, slot.version)
+        where = flow_path(flow, slot) if flow is not None else None
+        if flow is None or where is None or not sensitive.under(flow.sensitive_paths, where):
+            return value
+        return escape(self.sealing.seal(flow, unescape(value), owner=slot.key, at=where))
+
+    def decode(self, stored: Any, slot: Slot) -> Any:
+        if not any(True for _ in markers(stored)):
+            return stored
+        where = self.sealing.path_of(slot)
+        return escape(self.sealing.open(unescape(stored), owner=slot.key, at=where))
+
+
+def flow_path(flow: Flow, slot: Slot) -> Path | None:
+    """Where ``slot``'s value lies in ``flow``'s terms, the path its marks are read at: its
+    own, but for a ForEach lane's item step's output. A ForEach's output lists its items'
+    outputs (each the product of its item steps' last: ``planner.states.product``), so a last
+    item step's output is at ``("outputs", each, "items", "*")``, or ``(..., "*", step)``
+    with several last steps; an earlier item step's is nowhere in the flow's (None)."""
+    path = slot.path
+    if slot.scope is None or path[:1] != ("outputs",) or len(path) < 2:
+        return path
+    each = flow.named(slot.scope) if flow.index_of(slot.scope) is not None else None
+    if not isinstance(each, ForEach):
+        return None
+    sinks = each.item_flow.graph.sinks()
+    if path[1] not in sinks:
+        return None
+    item = ("outputs", slot.scope, "items", ANY)
+    return (*item, *(() if len(sinks) == 1 else (path[1],)), *path[2:])
 
 
 def open_result_value(sealer: Sealer, marker: dict[str, Any], owner: str, at: Path) -> Any:
@@ -288,77 +331,3 @@ def opened_result(sealer: Sealer, data: Any, owner: str) -> Any:
     """A flow's result data (from its result event or its document) with its markers opened,
     for a client holding the key (``relayflow.client``)."""
     return opened_at(data, (), lambda m, at: open_result_value(sealer, m, owner, at))
-
-
-Walk = Callable[[Any, Path], Any]
-
-
-def _sealed_outputs(flow: Flow, record: FlowRecord, walk: Walk) -> dict[str, Any]:
-    """The fields of ``record`` that hold step outputs, sealed: the outputs, effects' outputs,
-    tracks' run outputs and early completions, kept signals' data, and the results."""
-    outputs = {step: walk(out, ("outputs", step)) for step, out in record.outputs.items()}
-    return {
-        "outputs": record.outputs if _same(outputs, record.outputs) else outputs,
-        "effects": _each(record.effects, lambda e: _sealed_effect(e, walk)),
-        "tracks": _sealed_tracks(record.tracks, walk),
-        "signals": _each(record.signals, lambda s: _sealed_signal(flow, s, walk)),
-        "result": _sealed_result(flow, record, record.result, walk),
-        "pending_result": _sealed_result(flow, record, record.pending_result, walk),
-    }
-
-
-def _same(new: dict[str, Any], old: dict[str, Any]) -> bool:
-    return all(new[k] is v for k, v in old.items())
-
-
-def _each(items: list[Any], change: Callable[[Any], Any]) -> list[Any]:
-    changed = [change(item) for item in items]
-    return items if all(a is b for a, b in zip(changed, items, strict=True)) else changed
-
-
-def _sealed_effect(effect: Effect, walk: Walk) -> Effect:
-    if effect.output is None:
-        return effect
-    output = walk(effect.output, ("outputs", effect.step))
-    return effect if output is effect.output else effect.model_copy(update={"output": output})
-
-
-def _sealed_tracks(tracks: dict[str, Track], walk: Walk) -> dict[str, Track]:
-    changed = {}
-    for key, track in tracks.items():
-        base = ("outputs", track.position.step)
-        sent = walk(track.sent, base) if track.sent is not None else None
-        early = track.early
-        if early is not None and isinstance(early.get("output"), dict):
-            output = walk(early["output"], base)
-            early = early if output is early["output"] else {**early, "output": output}
-        if sent is not track.sent or early is not track.early:
-            changed[key] = track.model_copy(update={"sent": sent, "early": early})
-    return {**tracks, **changed} if changed else tracks
-
-
-def _sealed_signal(flow: Flow, signal: PendingSignal, walk: Walk) -> PendingSignal:
-    """A signal kept for a step that waits for it: its data sealed as that step's output's
-    ``data`` is (the first step of the flow that waits for a signal of that name)."""
-    waiter = next(
-        (s for s in flow.steps if isinstance(s, WaitForSignal) and signal.name in s.signals),
-        None,
-    )
-    if waiter is None:
-        return signal
-    data = walk(signal.data, ("outputs", waiter.name, "data"))
-    return signal if data is signal.data else signal.model_copy(update={"data": data})
-
-
-def _sealed_result(flow: Flow, record: FlowRecord, result: Result | None, walk: Walk) -> Any:
-    """A result's data sealed as the outputs it is made of (``planner.states.product``): the
-    output of its one last step, or of each, by name."""
-    if result is None or not isinstance(result.data, dict):
-        return result
-    sinks = [s for s in flow.graph.sinks() if s in record.outputs]
-    if len(sinks) == 1:
-        data = walk(result.data, ("outputs", sinks[0]))
-    else:
-        data = {k: walk(v, ("outputs", k)) if k in sinks else v for k, v in result.data.items()}
-        data = result.data if _same(data, result.data) else data
-    return result if data is result.data else result.model_copy(update={"data": data})

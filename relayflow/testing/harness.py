@@ -42,7 +42,7 @@ from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.schedule_state import ScheduleState
 from relayflow.core.scheduler import Scheduler, TickReport
 from relayflow.core.schedules import FLOW_ID_PREFIX, next_ticks
-from relayflow.core.sealing import Sealer, Sealing, owner_of
+from relayflow.core.sealing import Sealer, Sealing, opened_result, owner_of
 from relayflow.core.state import TERMINAL
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.core.versions import VersionUse, dropped, keeps, pairs, version_uses
@@ -465,18 +465,21 @@ class Harness:
 
     def value(self, flow_id: str, stored: Any) -> Any:
         """One of the flow's stored values (its ``input``, an ``outputs[step]``, its
-        ``result.data``) as its consumers see it: offloaded payloads read back."""
+        ``result.data``) as a reader is given it (the api's ``?resolve=true``): offloaded
+        payloads read back, sensitive fields sealed."""
         return self.engine.loaded(stored, self.flow(flow_id))
 
     def output(self, flow_id: str, step: str) -> Any:
-        """Step ``step``'s output, as the steps after it see it."""
-        return self.value(flow_id, self.flow(flow_id).outputs[step])
+        """Step ``step``'s output, as the steps after it see it (sensitive fields opened)."""
+        record = self.flow(flow_id)
+        return self.engine.opened(record.outputs[step], record, "outputs", step)
 
     def result_data(self, flow_id: str) -> Any:
-        """The data of the flow's result, as the client and result subscribers read it."""
-        result = self.flow(flow_id).result
-        assert result is not None, f"flow {flow_id!r} has not ended"
-        return self.value(flow_id, result.data)
+        """The data of the flow's result, as a client holding the key reads it (offloaded
+        payloads read back, sensitive fields opened)."""
+        record = self.flow(flow_id)
+        assert record.result is not None, f"flow {flow_id!r} has not ended"
+        return opened_result(self.sealer, self.value(flow_id, record.result.data), record.key)
 
     def path(self, flow_id: str) -> list[str]:
         """The flow's history as short lines: ``'register action #0: succeeded'``."""
@@ -503,8 +506,8 @@ class Harness:
 
     def _build(self) -> Engine:
         registry = _recorded(self._registry, self.calls)
+        # Seals the flows' sensitive values as they enter them (``Kernel.codec``).
         self.sealing = Sealing(registry, self.sealer)
-        self.store.encode = self.sealing.sealed  # sealed on their way to the documents
         return Engine(
             registry=registry,
             store=self.store,

@@ -1,31 +1,31 @@
 """Sealed values (relayflow.core.sealing) with the Tink sealer and the tests' AES-SIV one: a
-value opens where it was sealed and nowhere else, an altered one does not open, a document is
-sealed once and sealing it again changes nothing, and a caller who may not read them sees
-``[redacted]``."""
+value opens where it was sealed and nowhere else, an altered one does not open; the sealing
+codec seals a value where its flow marks it (a lane's item output where its ForEach lists it),
+escaped caller keys hide nothing from it, without a key it stores nothing in clear, and a
+caller who may not read them sees ``[redacted]``."""
 
 from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from relayflow.core.codec import MARKER, Chain, Slot
 from relayflow.core.errors import ConfigError, SealingUnavailable, UnreadableSealedValue
-from relayflow.core.flows import ActionStep, Flow, Registry
-from relayflow.core.position import Position, TaskKind
-from relayflow.core.records import FlowRecord, Result
+from relayflow.core.flows import ActionStep, Flow, ForEach, Registry
 from relayflow.core.sealing import (
+    Sealed,
     Sealer,
     Sealing,
+    flow_path,
     is_sealed,
     open_value,
     opened_result,
     redacted,
     seal_value,
 )
-from relayflow.core.state import Status
 from relayflow.gcp import sealer as tink_sealer
 from relayflow.gcp.sealer import TinkSealer, new_keyset
 from relayflow.testing import MemorySealer
@@ -115,7 +115,7 @@ def test_a_kms_key_uri_must_be_one() -> None:
         tink_sealer.kms_aead("projects/p/keys/k")
 
 
-# -- a flow document ---------------------------------------------------------------------------
+# -- the sealing codec ---------------------------------------------------------------------------
 
 
 def noop(ctx: Any) -> dict[str, Any]:
@@ -124,59 +124,85 @@ def noop(ctx: Any) -> dict[str, Any]:
 
 FLOW = Flow(
     "pay",
-    (ActionStep("charge", noop),),
+    (
+        ActionStep("charge", noop),
+        ForEach("each", items=lambda ctx: [], steps=(ActionStep("tokenize", noop),)),
+    ),
     sensitive=("input.card.number", "outputs.charge.token", "input.cards.*.number"),
 )
+INPUT = {"card": {"number": CARD}, "cards": [{"number": "5500"}], "customer": "c-1"}
 
 
-def record(**fields: Any) -> FlowRecord:
-    now = datetime(2030, 1, 1, tzinfo=UTC)
-    base: dict[str, Any] = {
-        "flow_id": "order-1",
-        "flow": "pay",
-        "input": {"card": {"number": CARD}, "cards": [{"number": "5500"}], "customer": "c-1"},
-        "status": Status.SUCCEEDED,
-        "position": Position(step="charge", step_index=0, kind=TaskKind.ACTION),
-        "created_at": now,
-        "updated_at": now,
-    }
-    return FlowRecord(**{**base, **fields})
+def slot(*path: str, flow: str = "pay", scope: str | None = None) -> Slot:
+    return Slot(key="order-1", incarnation="18f", flow=flow, version=1, path=path, scope=scope)
 
 
-def test_a_document_is_sealed_where_its_flow_marks_it() -> None:
+def test_a_value_is_sealed_where_its_flow_marks_it_and_opens_there() -> None:
     sealing = Sealing(Registry([FLOW]), MemorySealer())
+    codec = Chain([Sealed(sealing)])
+    stored = codec.encode(INPUT, slot("input"))
+    assert CARD not in json.dumps(stored) and "5500" not in json.dumps(stored)
+    assert stored["customer"] == "c-1" and stored["card"]["number"]["p"] == list(PATH)
+    assert codec.decode(stored, slot("input")) == INPUT
+    with pytest.raises(UnreadableSealedValue, match="another field"):
+        codec.decode({"x": stored["card"]["number"]}, slot("input"))  # moved: does not open
     data = {"token": "tok-1", "last4": "1111"}
-    ended = record(
-        outputs={"charge": data},
-        result=Result(status=Status.SUCCEEDED, code="OK", message="done", data=data),
+    sealed = codec.encode(data, slot("outputs", "charge"))
+    assert is_sealed(sealed["token"]) and sealed["last4"] == "1111"
+    assert opened_result(sealing.sealer, sealed, "order-1") == data  # type: ignore[arg-type]
+
+
+def test_a_callers_envelope_key_does_not_hide_a_field_from_sealing() -> None:
+    """The chain escapes a caller's ``$relayflow`` keys first; the sealing codec seals the
+    value as the caller gave it, at the flow's own paths."""
+    codec = Chain([Sealed(Sealing(Registry([FLOW]), MemorySealer()))])
+    given = {"card": {MARKER: "mine", "number": CARD}, MARKER: 1}
+    stored = codec.encode(given, slot("input"))
+    assert CARD not in json.dumps(stored)
+    assert codec.decode(stored, slot("input")) == given
+
+
+def test_a_lanes_last_item_step_output_is_sealed_as_the_foreach_lists_it() -> None:
+    flow = Flow(
+        "batch",
+        (
+            ForEach(
+                "each", items=lambda ctx: [], steps=(ActionStep("a", noop), ActionStep("b", noop))
+            ),
+        ),
+        sensitive=("outputs.each.items.*.token",),
     )
-    sealed = sealing.sealed(ended)
-    stored = json.dumps(sealed.to_doc(), default=str)
-    assert CARD not in stored and "tok-1" not in stored and "5500" not in stored
-    assert sealed.input["customer"] == "c-1" and sealed.outputs["charge"]["last4"] == "1111"
-    assert is_sealed(sealed.result.data["token"])  # type: ignore[union-attr]
-    assert sealing.sealed(sealed) == sealed  # sealed once: again changes nothing
-    opened = sealing.opened(sealed, sealed.input, ("input",))
-    assert opened == ended.input
-    owner = sealed.key
-    assert opened_result(sealing.sealer, sealed.result.data, owner) == data  # type: ignore[arg-type,union-attr]
+    assert flow_path(flow, slot("outputs", "b", scope="each")) == ("outputs", "each", "items", "*")
+    assert flow_path(flow, slot("outputs", "a", scope="each")) is None  # in no output of the flow
+    assert flow_path(flow, slot("input", scope="each")) == ("input",)
+    sealing = Sealing(Registry([flow]), MemorySealer())
+    lane_output = Sealed(sealing).encode(
+        {"token": "t-1"}, slot("outputs", "b", flow="batch", scope="each")
+    )
+    assert lane_output["token"]["p"] == ["outputs", "each", "items", "*", "token"]
+    assert Sealed(sealing).encode(
+        {"token": "t-1"}, slot("outputs", "a", flow="batch", scope="each")
+    ) == {"token": "t-1"}
 
 
 def test_a_flow_that_marks_nothing_is_left_as_it_is() -> None:
     plain = Flow("plain", (ActionStep("charge", noop),))
-    sealing = Sealing(Registry([plain]))  # no key needed
-    unmarked = record(flow="plain")
-    assert sealing.sealed(unmarked) is unmarked
+    codec = Sealed(Sealing(Registry([plain])))  # no key needed
+    value = {"card": {"number": CARD}}
+    assert codec.encode(value, slot("input", flow="plain")) is value
+    with pytest.raises(ValueError, match="no path"):
+        codec.encode(value, slot(flow="plain"))  # a value is never sealed at a guessed place
 
 
 def test_without_a_key_a_marked_value_is_never_stored_in_clear() -> None:
+    codec = Chain([Sealed(Sealing(Registry([FLOW])))])
     with pytest.raises(SealingUnavailable, match=r"marks input\.card\.number sensitive"):
-        Sealing(Registry([FLOW])).sealed(record())
+        codec.encode(INPUT, slot("input"))
 
 
 def test_a_caller_who_may_not_read_sees_redacted() -> None:
     sealing = Sealing(Registry([FLOW]), MemorySealer())
-    doc = sealing.sealed(record()).model_dump(mode="json")
+    doc = {"input": Chain([Sealed(sealing)]).encode(INPUT, slot("input"))}
     shown = redacted(doc)
     assert shown["input"]["card"]["number"] == "[redacted]"
     assert shown["input"]["cards"] == [{"number": "[redacted]"}]

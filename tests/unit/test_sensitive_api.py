@@ -1,7 +1,8 @@
 """Sensitive fields in the api and the console, in process: a viewer and an operator see them
-``[redacted]`` in a flow, a list of whole documents and the console's page; a sensitive reader
-sees them in clear, and each such read is logged; a dead letter's sensitive input is redacted;
-a service whose flows mark fields does not start without a keyset."""
+``[redacted]`` in a flow, a list of whole documents, an offloaded value read back
+(``?resolve=true``) and the console's page; a sensitive reader sees them in clear, and each
+such read is logged; a dead letter's sensitive input is redacted; a service whose flows mark
+fields does not start without a keyset."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
+from relayflow import ActionStep, Flow
 from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.errors import ConfigError
 from relayflow.core.flows import Registry
+from relayflow.core.payloads import refs
 from relayflow.core.sealing import seal_value
 from relayflow.gcp.sealer import write_keyset
 from relayflow.metrics import Metrics
@@ -28,14 +31,16 @@ from relayflow.web.access import Access
 from relayflow.web.api import build_api
 from relayflow.web.operations import Operations
 from tests.unit.test_api import OPERATOR, VIEWER, FakeDeadLetters, token, verifier_of
+from tests.unit.test_sealed_payloads import PAD, Order, order
+from tests.unit.test_sealed_payloads import harness as offloading
 from tests.unit.test_sensitive_flows import CARD, CVC, INPUT, payment
 
 READER = "auditor@example.com"
 
 
 class Api:
-    def __init__(self, access: Access) -> None:
-        self.h = Harness(payment())
+    def __init__(self, access: Access, harness: Harness | None = None) -> None:
+        self.h = harness or Harness(payment())
         self.letters = FakeDeadLetters()
         ops = Operations(
             engine=self.h.engine,
@@ -57,16 +62,18 @@ class Api:
         return str(self.h.opened(flow_id).outputs["authorize"]["token"])
 
 
+def access() -> Access:
+    return Access(
+        verifier=verifier_of(VIEWER, OPERATOR, READER),
+        viewers=frozenset({VIEWER, READER}),
+        operators=frozenset({OPERATOR}),
+        sensitive_readers=frozenset({READER}),
+    )
+
+
 @pytest.fixture
 def api() -> Iterator[Api]:
-    yield Api(
-        Access(
-            verifier=verifier_of(VIEWER, OPERATOR, READER),
-            viewers=frozenset({VIEWER, READER}),
-            operators=frozenset({OPERATOR}),
-            sensitive_readers=frozenset({READER}),
-        )
-    )
+    yield Api(access())
 
 
 @pytest.mark.parametrize("who", [VIEWER, OPERATOR])
@@ -96,6 +103,18 @@ def test_a_sensitive_reader_sees_them_and_the_read_is_logged(
     assert doc["result"]["data"]["token"] == api.token(flow_id)
     (read,) = [r for r in caplog.records if r.getMessage() == "sensitive fields shown"]
     assert (read.identity, read.flow_id) == (READER, flow_id)  # type: ignore[attr-defined]
+
+
+def test_resolve_reads_an_offloaded_value_back_with_them_redacted_but_for_a_reader() -> None:
+    h = offloading(Flow("orders", (ActionStep("ship", lambda ctx: {}),), input_model=Order))
+    api = Api(access(), h)
+    h.run(h.start("orders", order(), flow_id="o-1"))
+    assert refs(
+        h.flow("o-1").input
+    )  # the bucket holds it (sealed: tests/unit/test_sealed_payloads)
+    for who, card in ((VIEWER, "[redacted]"), (READER, CARD)):
+        doc = api.client.get("/flows/o-1?resolve=true", headers=token(who)).get_json()
+        assert doc["input"] == {"card": card, "notes": PAD}
 
 
 def test_the_console_shows_them_redacted(api: Api) -> None:

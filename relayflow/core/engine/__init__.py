@@ -83,8 +83,8 @@ class Engine:
     ) -> None:
         """``offload``: where values too large for a flow document go (None: none do, and
         the inline limits hold: ``core.payloads``). ``sealing``: the flows' sensitive values,
-        opened for handlers with its key; the ``store`` must seal them with the same (its
-        ``encode`` is ``sealing.sealed``)."""
+        sealed with its key as they enter a flow (before offload: ``Kernel.codec``), opened
+        for its handlers (None: no key; a flow that marks fields cannot store them)."""
         kernel = Kernel(
             registry=registry,
             store=store,
@@ -239,9 +239,15 @@ class Engine:
 
     def loaded(self, stored: Any, record: FlowRecord) -> Any:
         """One of ``record``'s stored values (its input, an output, its result's data) as
-        its consumers see it: offloaded payloads read back (PayloadMissing, PayloadCorrupt,
-        PayloadUnavailable)."""
-        return self._kernel.loaded(stored, record)
+        a reader other than its handlers is given it (the api, the harness): offloaded
+        payloads read back (PayloadMissing, PayloadCorrupt, PayloadUnavailable), sensitive
+        fields still sealed (``Kernel.resolved``)."""
+        return self._kernel.resolved(stored, record)
+
+    def opened(self, stored: Any, record: FlowRecord, *path: str) -> Any:
+        """``record``'s value at ``path`` (``"input"``; ``"outputs", step``) as its handlers
+        see it: offloaded payloads read back, sealed fields opened (``Kernel.loaded``)."""
+        return self._kernel.loaded(stored, record, *path)
 
     def find(
         self,

@@ -7,9 +7,10 @@ and after it. The engine's chain is retry counting, the breaker's outcome (``pro
 timing and metrics, then tracing; the innermost link runs the handler and classifies how it
 ended (DESIGN invariant 7). A handler never sees any of it.
 
-A flow's sealed values (``core.sealing``) are opened here, for the handler's context and
-nowhere else; what the handler's ending says (an error's message, a not-ready detail) is
-scrubbed of them before it reaches the history, the logs or a span (``core.scrubbing``).
+A flow's sealed values (``core.sealing``) are opened here, for the handler's context, and a
+handler's output is sealed (then offloaded if large) as it is stored; what the handler's
+ending says (an error's message, a not-ready detail) is scrubbed of them before it reaches
+the history, the logs or a span (``core.scrubbing``).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class Execution:
         outcome = self._chain(Call(record, handler, context, verdict, self._k.sizes.output_bytes))
         if isinstance(outcome, Completed) and outcome.output:
             where = f"output of {pos.step}"
-            return self._k.stored(outcome.output, record, where=where, checked=True)
+            return self._k.stored(outcome.output, record, step=pos.step, where=where, checked=True)
         return outcome
 
     def context(self, flow: Flow, record: FlowRecord, budget_s: float | None = None) -> StepContext:
@@ -131,10 +132,8 @@ class Execution:
         if pos.scope is not None and not record.is_lane:  # an item's undo, run by its flow
             index, item = pos.item, effect.item if effect is not None else None
         now = self._k.clock.now()
-        sealing = self._k.sealing
-        flow_input = sealing.opened(record, self._k.loaded(record.input, record), ("input",))
-        loaded = self._k.loaded(outputs, record)
-        outputs = {k: sealing.opened(record, v, ("outputs", k)) for k, v in loaded.items()}
+        flow_input = self._k.loaded(record.input, record, "input")
+        outputs = {k: self._k.loaded(v, record, "outputs", k) for k, v in outputs.items()}
         return StepContext(
             # The caller's id (a lane's item sees its flow's), not the key.
             flow_id=split_key(record.parent)[1] if record.parent else record.flow_id,

@@ -5,9 +5,9 @@ Pub/Sub redeliver something that can never succeed. Infrastructure errors do rai
 Pub/Sub redelivers. Publishers are bound to tenants by IAM on their topics, so the topic, not
 the message, says whose flow it is.
 
-A flow's sensitive input fields are sealed by the store as the flow's document is created; a
-refused message is recorded with them redacted (``core.redaction``), and they are kept out
-of what the start logs (``core.scrubbing``).
+A flow's sensitive input fields are sealed before its input is stored or offloaded (the
+engine's codec, ``Kernel.codec``); a refused message is recorded with them redacted
+(``core.redaction``), and they are kept out of what the start logs (``core.scrubbing``).
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from __future__ import annotations
 import base64
 import logging
 from datetime import timedelta
+from typing import Any
 
 from opentelemetry.trace import SpanKind
 
-from relayflow.core import planner, tracing
+from relayflow.core import planner, sensitive, tracing
 from relayflow.core.codec import Slot
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.keys import safe_id
 from relayflow.core.engine.outcomes import Started, StartResult
-from relayflow.core.errors import InvalidMessage
+from relayflow.core.errors import InvalidMessage, Unreadable, UnreadableSealedValue
 from relayflow.core.messages import bounded, parse_start
 from relayflow.core.payloads import fingerprint
 from relayflow.core.records import FlowRecord
@@ -101,11 +102,12 @@ class Intake:
             first_lease_s=k.limits.claim_lease_s + k.limits.first_delivery_within_s,
             labels=message.labels,
         ).model_copy(update={"trace": tracing.current_traceparent()})
-        # Offloaded if large (the bucket down: this raises, and Pub/Sub redelivers the start).
-        stored = k.codec.encode(message.input, Slot.of(record))
+        # Its sensitive fields sealed, then offloaded if large (the bucket down: this raises,
+        # and Pub/Sub redelivers the start).
+        stored = k.codec.encode(message.input, Slot.of(record, "input"))
         record = record.model_copy(update={"input": stored})
         if not k.store.create(record):
-            return self._duplicate(record, data, message_id, attributes)
+            return self._duplicate(record, message.input, data, message_id, attributes)
         k.metrics.flow_started(flow.name, k.admission.tenants.label(tenant))
         k.settle(record)
         if record.admission == "waiting" and not k.admission.seems_full(tenant):
@@ -114,17 +116,19 @@ class Intake:
         return StartResult(Started.STARTED, flow_id=flow_id)
 
     def _duplicate(
-        self, record: FlowRecord, data: bytes, message_id: str, attributes: dict[str, str]
+        self,
+        record: FlowRecord,
+        given: dict[str, Any],
+        data: bytes,
+        message_id: str,
+        attributes: dict[str, str],
     ) -> StartResult:
         """A start for a flow id that exists: the same request again, or a conflicting one."""
         existing = self._k.store.get(record.key)
         if existing is None:  # created and deleted meanwhile; Pub/Sub will redeliver
             raise RuntimeError(f"flow {record.flow_id} exists and does not")
-        if (existing.flow, fingerprint(self._input_of(existing)), existing.labels) != (
-            record.flow,
-            fingerprint(record.input),
-            record.labels,
-        ):
+        same = (existing.flow, existing.labels) == (record.flow, record.labels)
+        if not same or not self._same_input(existing, record, given):
             reason = (
                 f"flow_id {record.flow_id!r} already names a {existing.flow!r} flow with a "
                 "different input or labels; choose a new flow_id"
@@ -138,11 +142,20 @@ class Intake:
         log.info("duplicate start", extra={"flow_id": record.flow_id, "message_id": message_id})
         return StartResult(Started.DUPLICATE, flow_id=record.flow_id)
 
-    def _input_of(self, existing: FlowRecord) -> dict[str, object]:
-        """The input of a flow that exists, its sealed fields opened (to compare with a
-        start's: a key rotated since sealed them otherwise)."""
-        opened = self._k.sealing.opened(existing, existing.input, ("input",))
-        return dict(opened)
+    def _same_input(self, existing: FlowRecord, record: FlowRecord, given: dict[str, Any]) -> bool:
+        """Whether a flow that exists was started with ``given`` (``record``'s input as
+        stored): the same stored form (offloaded values compared by hash), or, for a flow
+        that marks its input, the same once opened (its keyset's primary key may have changed
+        since, sealing the same value otherwise)."""
+        if fingerprint(existing.input) == fingerprint(record.input):
+            return True
+        flow = self._k.sealing.flow_of(existing.flow, existing.version)
+        if flow is None or not sensitive.under(flow.sensitive_paths, ("input",)):
+            return False
+        try:
+            return bool(self._k.loaded(existing.input, existing, "input") == given)
+        except (*Unreadable, UnreadableSealedValue):  # gone, or under a key no longer held
+            return False
 
     def reject_message(
         self, data: bytes, message_id: str, attributes: dict[str, str], reason: str

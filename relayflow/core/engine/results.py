@@ -12,7 +12,6 @@ from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Events, Snapshot, Store
 from relayflow.core.records import FlowRecord
 from relayflow.core.result_events import event_kind
-from relayflow.core.sealing import Sealing
 from relayflow.core.tenants import Tenants
 
 log = logging.getLogger("relayflow.core.engine")
@@ -29,12 +28,8 @@ class Results:
         tenants: Tenants,
         metrics: Metrics,
         tracer: Tracer | None,
-        sealing: Sealing | None = None,
     ) -> None:
         self._store = store
-        # An event is made from a written record, sealed already; sealed again (a no-op
-        # then) so that no path to Pub/Sub can carry a sensitive value in clear.
-        self._sealing = sealing
         self._events = events
         self._tenants = tenants
         self._metrics = metrics
@@ -52,8 +47,7 @@ class Results:
             with tracing.span(
                 self._tracer, "publish result", kind=SpanKind.PRODUCER, attributes=attributes
             ):
-                sealed = self._sealing.sealed(record) if self._sealing else record
-                self._events.publish_result(sealed)
+                self._events.publish_result(record)
         except Exception:
             if marked:
                 self._unmark(record)

@@ -11,7 +11,7 @@ from typing import Any
 from google.cloud import firestore
 from pydantic import ValidationError
 
-from relayflow.core.ports import Encode, Unreadable
+from relayflow.core.ports import Unreadable
 from relayflow.core.records import FlowRecord
 from relayflow.gcp import documents
 from relayflow.gcp.store import keys, merge
@@ -32,10 +32,6 @@ def build_client(settings: Settings) -> firestore.Client:
     return firestore.Client(project=settings.project_id)
 
 
-def _as_it_is(record: FlowRecord) -> FlowRecord:
-    return record
-
-
 class StoreBase:
     """The collections of one store, shared by its families (each family's class builds on
     this one, so ``FlowStore`` is one object over one client)."""
@@ -51,13 +47,10 @@ class StoreBase:
         tenants: str = "tenants",
         counters: Counters | None = None,
         shards: int | None = None,
-        encode: Encode | None = None,
     ) -> None:
         """``shards``: the index shards (Settings.firestore_shards; the topology's count when
-        None). Queries ask every shard below it, so it may grow, never shrink. ``encode``:
-        what every flow document written goes through first (``core.ports.Encode``)."""
+        None). Queries ask every shard below it, so it may grow, never shrink."""
         self._client = client
-        self._encode = encode or _as_it_is
         self._shards = load_topology().firestore.shards if shards is None else shards
         if not 1 <= self._shards <= 1024:
             raise ValueError(f"firestore shards must be 1..1024, not {self._shards}")

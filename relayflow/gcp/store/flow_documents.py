@@ -40,7 +40,6 @@ class FirestoreFlowDocuments(StoreBase):
         """Create the flow document; False if one with that key exists already (also one an
         earlier release wrote at the legacy id: a start redelivered across the upgrade)."""
         key = record.key
-        record = self._encode(record)
         self._counters.add("firestore_reads")
         if self._docs.get(self._path(key, legacy=True), timeout=RPC_TIMEOUT_S) is not None:
             self._found_legacy(key)
@@ -106,7 +105,6 @@ class FirestoreFlowDocuments(StoreBase):
             updated = change(current.record)
             if updated is None:
                 return None
-            updated = self._encode(updated)
             path = self._path(flow_id)  # after the read: where it found the document
             doc = updated.to_doc()  # every field; only those that changed are sent
             fields, appends = documents.write_of(current.stored, doc)

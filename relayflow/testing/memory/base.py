@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from relayflow.core.ports import Encode, TenantState, Unreadable, UnstorableChange
+from relayflow.core.ports import TenantState, Unreadable, UnstorableChange
 from relayflow.core.records import FlowRecord
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -19,9 +19,7 @@ class MemoryBase:
     """The dicts of one in-memory store, shared by its families (each family's class builds on
     this one, so ``MemoryStore`` is one object over one set of dicts)."""
 
-    def __init__(self, *, encode: Encode | None = None) -> None:
-        # What every flow document written goes through first (``core.ports.Encode``).
-        self.encode: Encode = encode or (lambda record: record)
+    def __init__(self) -> None:
         self.docs: dict[str, dict[str, Any]] = {}
         self.rejected: dict[str, dict[str, Any]] = {}
         self.versions: dict[str, datetime] = {}

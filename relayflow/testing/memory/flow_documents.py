@@ -19,7 +19,7 @@ class MemoryFlowDocuments(MemoryBase):
     def create(self, record: FlowRecord) -> bool:
         if record.key in self.docs:
             return False
-        self._write(self.encode(record))
+        self._write(record)
         return True
 
     def read(self, flow_id: str) -> Snapshot | None:
@@ -54,7 +54,6 @@ class MemoryFlowDocuments(MemoryBase):
         updated = change(current.record)
         if updated is None:
             return None
-        updated = self.encode(updated)
         self._write(updated)
         return Snapshot(updated, self.versions[flow_id])
 
