@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from relayflow.app import AppError, load_registry
 from relayflow.core.breakers import Breakers
+from relayflow.core.bulk_runner import BulkRunner
+from relayflow.core.bulk_state import BulkQueue, BulkStore
 from relayflow.core.clock import Clock, SystemClock
 from relayflow.core.engine import Engine, Limits
 from relayflow.core.errors import ConfigError
@@ -27,6 +29,7 @@ from relayflow.core.sealing import Sealing
 from relayflow.gcp import blobs, events, queue, recording, store
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.breakers import FirestoreBreakers
+from relayflow.gcp.bulk_actions import FirestoreBulkActions
 from relayflow.gcp.dead_letters import DeadLetterHold
 from relayflow.gcp.schedule_states import FirestoreScheduleStates
 from relayflow.gcp.sealer import sealer_from_settings
@@ -41,6 +44,8 @@ from relayflow.topology import (
 )
 
 STEP_PATH = "/tasks/step"
+# Where a bulk action's batch tasks go (the worker serves them).
+BULK_PATH = "/tasks/bulk"
 # What a handler leaves of its queue's dispatch deadline for reading and committing.
 COMMIT_MARGIN_S = 20.0
 POLL_PATH = "/tasks/poll"
@@ -70,6 +75,10 @@ class Runtime:
     # for its handlers and, in the api, for the callers who may read them (None: built
     # without: no key).
     sealing: Sealing | None = None
+    # Bulk actions' documents (None: Firestore's ``bulk_actions``, over the store's client) and
+    # where their batch tasks go (None: no bulk action can run here).
+    bulk_store: BulkStore | None = None
+    bulk_queue: BulkQueue | None = None
 
     def dead_letter_hold(self) -> DeadLetterHold:
         """The dead-letter hold the api browses and replays from (a Pub/Sub subscriber, and a
@@ -95,6 +104,38 @@ class Runtime:
         )
         schedules = self.registry.schedules if self.registry is not None else ()
         return Scheduler(self.engine, states, schedules, self.clock)
+
+    def bulk_runner(self) -> BulkRunner:
+        """Bulk actions over their Firestore documents (``bulk_actions/{id}``), the flows'
+        listing and the engine; their batches enqueued on the bulk queue: what the api's and
+        the console's bulk routes, the worker's ``/tasks/bulk`` and the sweeper work with."""
+        names = self.topology.firestore
+        store = self.bulk_store or FirestoreBulkActions(
+            self.store.client,
+            collection=names.bulk_actions_collection,
+            rows=names.bulk_rows_collection,
+            counters=self.counters,
+        )
+        if self.bulk_queue is None:
+            raise ConfigError("this runtime has no queue for bulk actions' batches")
+        return BulkRunner(
+            self.engine,
+            store,
+            self.store,
+            self.bulk_queue,
+            self.clock,
+            retention_s=self.settings.retention_days * 24 * 3600.0,
+        )
+
+
+def bulk_target(settings: Settings, topology: Topology) -> queue.BulkTarget:
+    """Bulk actions' batches: on the steps queue's first shard, to the worker's batch route
+    (a few tasks a minute: no queue of their own to provision or to count against the
+    project's queue quota)."""
+    steps = topology.queues.steps
+    worker = base_url(settings.worker_url)
+    target = queue.Target(worker + BULK_PATH, worker, steps.dispatch_deadline_s)
+    return queue.BulkTarget(steps.name, target)
 
 
 def task_targets(settings: Settings, topology: Topology) -> dict[str, queue.Target]:
@@ -170,6 +211,7 @@ def build_runtime(
         targets=task_targets(settings, topology),
         service_account=settings.tasks_service_account,
         counters=counters,
+        bulk=bulk_target(settings, topology),
     )
     publisher = events.Events(
         recording.publisher(events.build_publisher(), recorder),
@@ -215,6 +257,7 @@ def build_runtime(
         registry,
         clock,
         sealing=sealing,
+        bulk_queue=task_queue,
     )
 
 

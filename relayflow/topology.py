@@ -158,6 +158,9 @@ class FirestoreNames(_Frozen):
     tenants_collection: str = "tenants"
     breakers_collection: str = "breakers"
     breaker_windows_collection: str = "breaker_windows"
+    # Bulk actions (``bulk_actions/{id}``) and their rows' chunks (a subcollection of each).
+    bulk_actions_collection: str = "bulk_actions"
+    bulk_rows_collection: str = "bulk_rows"
 
 
 class Topology(_Frozen):

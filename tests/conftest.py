@@ -14,7 +14,9 @@ default 18120; move it when two test runs share a machine): +0 ``emulators``, +1
 ``local_stack``, +200 tests/e2e, +300 and +400 the stack lifecycle tests in tests/local, +500
 tests/e2e/test_duplicates and tests/project, +600 and +650 tests/chaos (two runs side by
 side), +700 tests/console (the console in a browser), +800 tests/e2e/test_sleep (a stack
-running bench/sleep_app.py).
+running bench/sleep_app.py), +900 tests/client, +1100 tests/e2e/test_schedules, +1200 the e2e
+tests' ``bench_stack`` (bench/e2e_app.py: child flows and payload offload). A stack now takes 12
+ports of its block (the storage emulator is base+11).
 """
 
 from __future__ import annotations

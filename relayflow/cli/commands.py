@@ -7,6 +7,8 @@
     relayflow reset FLOW_ID --to-step STEP --reason … [--keep-effects] [--dry-run]
     relayflow tenants list | pause TENANT --reason … | resume TENANT --reason …
     relayflow schedules list | pause NAME --reason … | resume NAME --reason … | trigger NAME …
+    relayflow bulk retry --code RETRIES_EXHAUSTED --since T --reason … --dry-run | run ID
+    relayflow bulk reset --flow F --to-step STEP --reason … --dry-run | status ID --follow
     relayflow breakers
     relayflow rejected list           relayflow dead-letters list | replay MESSAGE_ID
     relayflow versions list | check [--app module:attr]
@@ -47,6 +49,7 @@ STEP = re.compile(r"[a-z][a-z0-9_]{0,62}")  # a step name (core.position.STEP_NA
 FLOW_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 TENANT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,4000}")
+BULK_ID = re.compile(r"bulk-[0-9a-f]{12}")
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 LABEL_VALUE = re.compile(r"[A-Za-z0-9_.@:/+-]{1,63}")
 MAX_LABELS = 16
@@ -233,6 +236,79 @@ def _schedules_parser(sub: Any) -> None:
             )
 
 
+def _bulk_parser(sub: Any) -> None:
+    bulk = sub.add_parser(
+        "bulk",
+        help="retry or cancel every flow a filter matches, server-side, after a dry run",
+    )
+    bulk_sub = bulk.add_subparsers(dest="bulk_action", required=True)
+    for name, does in (
+        ("retry", "run again every ended flow the filter matches"),
+        ("cancel", "cancel every active flow the filter matches (undoing what each did)"),
+        ("reset", "run every ended flow the filter matches again from a step"),
+    ):
+        act = bulk_sub.add_parser(name, help=f"{does} (operator role)")
+        if name == "reset":
+            act.add_argument("--to-step", type=_step, required=True, help="the step to reset to")
+            act.add_argument(
+                "--keep-effects",
+                action="store_true",
+                help="keep what ran from the step (replayed under its keys), not undo it first",
+            )
+        act.add_argument("--flow", type=_flow_name, help="only flows of this name")
+        act.add_argument("--status", type=_status)
+        act.add_argument("--version", type=_version)
+        act.add_argument("--tenant", type=_tenant)
+        act.add_argument("--parent", type=_flow_id, help="only the child flows of flow ID")
+        _found_by(act)
+        act.add_argument("--since", type=_time, help="updated at or after (ISO 8601, UTC)")
+        act.add_argument("--until", type=_time, help="updated before (ISO 8601, UTC)")
+        act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
+        act.add_argument(
+            "--rate", type=_rate, default=5.0, help="flows a second (0.01..50, default 5)"
+        )
+        act.add_argument("--dry-run", action="store_true", help="only say what would happen")
+        act.add_argument("--yes", action="store_true", help="run it without asking")
+        act.add_argument("--follow", action="store_true", help="show its progress until done")
+    bulk_sub.add_parser("list", help="bulk actions, the newest first").add_argument(
+        "--limit", type=_page_size, default=20
+    )
+    for name, does in (
+        ("status", "its progress (--follow: a live line until it is over)"),
+        ("previews", "every flow's row: what the dry run said, what was done"),
+        ("run", "act on exactly the flows its dry run listed (operator role)"),
+        ("pause", "stop after the batch under way (operator role)"),
+        ("resume", "go on from the next batch (operator role)"),
+        ("stop", "cancel the bulk action itself; what it did stays done (operator role)"),
+    ):
+        act = bulk_sub.add_parser(name, help=does)
+        act.add_argument("bulk_id", type=_bulk_id)
+        if name in ("status", "run"):
+            act.add_argument("--follow", action="store_true", help="a live progress line")
+        if name == "previews":
+            act.add_argument("--page", type=int, default=0, help="0, 1, … (100 flows a page)")
+        if name in ("run", "pause", "resume", "stop"):
+            act.add_argument(
+                "--reason", type=_reason, required=name == "stop", help="why (recorded)"
+            )
+
+
+def _bulk_id(text: str) -> str:
+    if not BULK_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bulk action id (bulk-<12 hex>)")
+    return text
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.01 <= value <= 50:
+        raise argparse.ArgumentTypeError("must be 0.01..50 flows a second")
+    return value
+
+
 def _reason(text: str) -> str:
     reason = " ".join(text.split())
     if not reason:
@@ -316,7 +392,18 @@ def _register_flows(sub: Any) -> None:
     ls.add_argument("--version", type=_version, help="only flows started on this version")
     ls.add_argument("--tenant", type=_tenant, help="only this tenant's flows")
     ls.add_argument("--parent", metavar="ID", help="only the child flows of flow ID")
-    ls.add_argument(
+    _found_by(ls)
+    ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
+    ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
+    ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")
+    ls.add_argument("--cursor", type=_cursor, help="the next page, as the last one said")
+    ls.add_argument("--counts", action="store_true", help="first, how many in each status")
+    ls.add_argument("--json", action="store_true", help="print the api's answer as JSON")
+
+
+def _found_by(parser: Any) -> None:
+    """``--label``, ``--code`` and ``--dependency``: what a list and a bulk action find flows by."""
+    parser.add_argument(
         "--label",
         type=_label,
         action="append",
@@ -324,18 +411,12 @@ def _register_flows(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="only flows with this label (repeat: with all of them; put the rarest first)",
     )
-    ls.add_argument("--code", type=_code, help="only flows that ended with this result code")
-    ls.add_argument(
+    parser.add_argument("--code", type=_code, help="only flows that ended with this result code")
+    parser.add_argument(
         "--dependency",
         type=_dependency,
         help="only flows put off for, or failed at a step calling, this dependency",
     )
-    ls.add_argument("--updated-from", type=_time, help="updated at or after (ISO 8601, UTC)")
-    ls.add_argument("--updated-to", type=_time, help="updated before (ISO 8601, UTC)")
-    ls.add_argument("--limit", type=_page_size, default=20, help=f"per page, 1..{MAX_LIST}")
-    ls.add_argument("--cursor", type=_cursor, help="the next page, as the last one said")
-    ls.add_argument("--counts", action="store_true", help="first, how many in each status")
-    ls.add_argument("--json", action="store_true", help="print the api's answer as JSON")
 
 
 def _whose(parser: Any) -> None:
@@ -370,6 +451,7 @@ def _register_operations(sub: Any) -> None:
         act.add_argument("--reason", type=_reason, required=True, help="why (recorded)")
 
     _schedules_parser(sub)
+    _bulk_parser(sub)
 
     sub.add_parser(
         "breakers", help="each dependency's breaker: state, failures, retry budget, transitions"
@@ -772,6 +854,12 @@ def _operation(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _bulk_command(args: argparse.Namespace) -> int:
+    from relayflow.cli.bulk import cmd_bulk
+
+    return cmd_bulk(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "publish": cmd_publish,
     "watch": cmd_watch,
@@ -792,6 +880,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "breakers": _operation("cmd_breakers"),
     "rejected": _operation("cmd_rejected"),
     "dead-letters": _operation("cmd_dead_letters"),
+    "bulk": _bulk_command,
     "versions": cmd_versions,
     "drain": cmd_drain,
 }

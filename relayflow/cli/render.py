@@ -312,14 +312,25 @@ def tenant_table(tenants: Sequence[Mapping[str, Any]]) -> str:
     for t in tenants:
         limit = t.get("max_running") or "-"
         rate = t.get("starts_per_s") or "-"
-        state = "paused" if t.get("paused") else "active"
-        if t.get("paused") and t.get("paused_by"):
-            state += f" by {t['paused_by']}: {t.get('reason', '')}"
         lines.append(
             f"{t['tenant']:<24} {t.get('priority', 'low'):<8} {limit!s:>11} {rate!s:>8} "
-            f"{t.get('running', 0):>7} {t.get('waiting', 0):>7}  {state}"
+            f"{t.get('running', 0):>7} {t.get('waiting', 0):>7}  {_tenant_state(t)}"
         )
     return "\n".join(lines)
+
+
+def _tenant_state(t: Mapping[str, Any]) -> str:
+    """``active``, ``paused (configured)`` or ``paused by WHO: WHY (since WHEN)``."""
+    if not t.get("paused"):
+        return "active"
+    if t.get("configured_paused"):
+        return "paused (configured)"
+    state = "paused"
+    if t.get("paused_by"):
+        state += f" by {t['paused_by']}: {t.get('reason', '')}"
+        if t.get("since"):
+            state += f" (since {stamp(t['since'])})"
+    return state
 
 
 def schedule_table(schedules: Sequence[Mapping[str, Any]]) -> str:

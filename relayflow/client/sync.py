@@ -23,8 +23,8 @@ callers that may not subscribe: each wait is a long-poll, ``GET /flows/{id}?wait
 the api answers as soon as the flow ends. Make one Client per process and share it: it is
 thread-safe, and each one has its own subscription.
 
-Reads and operations (``status``, ``cancel``, ``retry``, ``list``, ``complete_callback``) go
-through the api, as the CLI's do (``relayflow.client.transport``).
+Reads and operations (``status``, ``cancel``, ``retry``, ``list``, ``complete_callback``,
+``bulk``) go through the api, as the CLI's do (``relayflow.client.transport``).
 
 A flow's sensitive fields (``relayflow.core.sealing``) come sealed in its result event: a
 client holding the deployment's key (``sealer=``, or ``RELAYFLOW_SENSITIVE_KEYSET[_FILE]``
@@ -380,6 +380,42 @@ class Client:
         }
         page = self.api.get("/flows", query)
         return FlowPage(list(page.get("flows") or []), page.get("next_cursor"), page.get("counts"))
+
+    def bulk(
+        self,
+        action: Literal["retry", "cancel", "reset"],
+        *,
+        reason: str,
+        rate_per_s: float = 5.0,
+        dry_run: bool = True,
+        step: str | None = None,
+        undo: bool = True,
+        **wanted: Any,
+    ) -> dict[str, Any]:
+        """A bulk ``action`` over every flow ``wanted`` matches (the list's filters: ``flow``,
+        ``status``, ``version``, ``tenant``, ``updated_from``, ``updated_to``, ``parent``,
+        ``label`` (a ``key=value`` or a list of them), ``code``, ``dependency``): its dry run
+        (``POST /bulk``; the operator role), run at once unless ``dry_run``; a reset's
+        ``step`` and ``undo``. The bulk action as the api shows it, with the first page of
+        its flows' ``previews``."""
+        body: dict[str, Any] = {
+            "action": action,
+            "filter": {k: v for k, v in wanted.items() if v is not None},
+            "reason": reason,
+            "rate_per_s": rate_per_s,
+            "dry_run": dry_run,
+        }
+        if step is not None:
+            body |= {"step": step, "undo": undo}
+        return self.api.post("/bulk", body)
+
+    def bulk_run(self, bulk_id: str, *, reason: str = "") -> dict[str, Any]:
+        """Run a previewed bulk action: act on exactly the flows its dry run listed."""
+        return self.api.post(f"/bulk/{quoted(bulk_id)}:run", {"reason": reason})
+
+    def bulk_status(self, bulk_id: str) -> dict[str, Any]:
+        """A bulk action's progress: state, counts, what it waits for (``GET /bulk/{id}``)."""
+        return self.api.get(f"/bulk/{quoted(bulk_id)}")
 
     def complete_callback(
         self,

@@ -154,8 +154,10 @@ class Admission:
     def forget_full(self, tenant: str) -> None:
         self._full_until.pop(tenant, None)
 
-    def set_paused(self, tenant: str, paused: bool, *, by: str, reason: str) -> TenantState:
-        state = TenantState(tenant, paused, by, reason)
+    def set_paused(
+        self, tenant: str, paused: bool, *, by: str, reason: str, at: datetime
+    ) -> TenantState:
+        state = TenantState(tenant, paused, by, reason, at)
         self._store.set_tenant_state(state)
         self._states[tenant] = (time.monotonic(), state)
         return state

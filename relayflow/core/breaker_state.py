@@ -350,10 +350,12 @@ def bucket_start(policy: BreakerPolicy, now: datetime) -> int:
 def view(
     dependency: str, state: BreakerState, policy: BreakerPolicy, window: Counts, now: datetime
 ) -> dict[str, Any]:
-    """A breaker as the api and the CLI show it: its state, its window and its budget."""
+    """A breaker as the api and the CLI show it: its state, its window and its budget, and the
+    policy that judges them (``failure_rate`` is the window's; ``policy.failure_rate`` opens it)."""
     return {
         "dependency": dependency,
         "enabled": policy.enabled,
+        "policy": policy.model_dump(),
         "state": state.state.value,
         "since": _iso(state.since),
         "reopen_at": _iso(state.reopen_at),
@@ -362,6 +364,7 @@ def view(
         "window_s": policy.window_s,
         "calls": window.calls,
         "failures": window.failures,
+        "failure_rate": round(window.failures / window.calls, 4) if window.calls else None,
         "first_attempts": window.first,
         "retries": window.retries,
         "retry_budget": policy.retry_budget * window.first + policy.min_retries,

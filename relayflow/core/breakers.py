@@ -187,6 +187,35 @@ class Breakers:
             self._metrics.dependency_deferred(dependency, verdict.reason)
         return verdict
 
+    def ready(self, dependency: str) -> Verdict:
+        """Whether more calls to ``dependency`` are welcome now, asking only (no call counted,
+        no probe taken): not while its breaker is open (until it may probe) or half-open, nor
+        while its retry budget is spent (it is failing calls already). What a bulk action asks
+        before each batch of flows that call it; each flow's own calls still ask ``check``."""
+        policy = self._policies.policy(dependency)
+        now = self._clock.now()
+        with self._lock:
+            known = self._fresh(dependency, now)
+            state = known.state
+            if not policy.enabled:
+                return Verdict(dependency)
+            soon = now + timedelta(seconds=max(1.0, policy.bucket_s))
+            # Open past its time, it waits for a call to probe it: the flows let in now are
+            # those calls (the first probes, the others are put off by their own check), or
+            # nothing would ever probe a dependency that every flow gave up on.
+            due = state.reopen_at is not None and now >= state.reopen_at
+            if state.state is Breaker.OPEN and not due:
+                until = max(state.reopen_at or soon, soon)
+                detail = f"{dependency}'s breaker is open"
+                return Verdict(dependency, False, until, "open", detail)
+            if state.state is Breaker.HALF_OPEN:
+                detail = f"{dependency}'s breaker is half-open: its probes decide"
+                return Verdict(dependency, False, soon, "half_open", detail)
+            if not self._within_budget(known, policy, now):
+                detail = f"{dependency}'s retry budget is spent"
+                return Verdict(dependency, False, soon, "budget", detail)
+        return Verdict(dependency)
+
     def _decide(
         self,
         dependency: str,

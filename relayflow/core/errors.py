@@ -123,6 +123,25 @@ class UnknownSchedule(RelayflowError):
     """Raised when no schedule of the deployed app has the name an operator gives."""
 
 
+class AlreadyActed(InvalidTransition):
+    """Raised when a bulk action's operation finds the flow already has its entry: the bulk
+    action acted on it before (a batch run again after a crash), and does not act twice."""
+
+
+class ChangedSince(InvalidTransition):
+    """Raised when a bulk action's operation finds the flow changed since its dry run (another
+    generation, another status): it acts on exactly what was previewed, so it skips it."""
+
+
+class BulkNotFound(RelayflowError):
+    """Raised when no bulk action has the id an operator gives (or the caller may not see it)."""
+
+
+class BulkRefused(RelayflowError):
+    """Raised when a bulk action cannot be made or changed as asked: too many flows match, it
+    is not in a state that allows it (run twice, cancel a finished one), a bad filter."""
+
+
 class PayloadMissing(PermanentError):
     """Raised when a value a flow offloaded to its bucket is gone (deleted, or aged out by the
     bucket's lifecycle): the flow ends rather than run on without it."""
@@ -145,3 +164,8 @@ class PayloadUnavailable(RetryableError):
     """Raised when the bucket cannot be reached for now (a timeout, a 5xx, a 429)."""
 
     code = "PAYLOAD_UNAVAILABLE"
+
+
+class UnknownTenant(RelayflowError):
+    """Raised when an operator names a tenant that has no policy, no operator's state and is
+    not the default one (or one the caller may not see)."""

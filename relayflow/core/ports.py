@@ -81,6 +81,7 @@ class TenantState:
     paused: bool = False
     by: str = ""
     reason: str = ""
+    at: datetime | None = None  # when it was last paused or resumed (None: never, or unknown)
 
 
 class FlowDocuments(Protocol):
@@ -228,6 +229,12 @@ class Listing(Protocol):
         """How many flows ``filter`` admits in each status (its own status aside); only in
         ``statuses`` when given (the others 0, not counted: counting costs a read per 1,000
         index entries, and ended flows pile up)."""
+        ...
+
+    def matching(self, filter: FlowFilter, *, limit: int) -> list[FlowRecord]:
+        """Whole documents of every flow ``filter`` admits, in no order, but at most ``limit``
+        and one more (which says there are more): a bulk action's dry run, which needs them
+        all once, not a page in order."""
         ...
 
     def rejected_messages(

@@ -35,6 +35,10 @@ class HistoryEntry(_Model):
     detail: str = ""
     delay_s: float | None = None
     by: str = ""  # who did it, for an operator action (cancel, retry): the caller's identity
+    # The bulk action an operator's action was part of (its id): a bulk action acts on a flow
+    # at most once, and a batch run again after a crash finds what it did here. Left out when
+    # empty (all but a bulk action's entries), so documents read and weigh as before.
+    bulk: str = Field(default="", exclude_if=lambda bulk: not bulk)
 
 
 class NextTask(_Model):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -15,6 +16,7 @@ from google.api_core.exceptions import AlreadyExists, FailedPrecondition, NotFou
 from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
+from relayflow.core.bulk import BulkTask
 from relayflow.core.ports import Enqueued
 from relayflow.core.position import PollNote, TaskPayload
 from relayflow.core.records import NextTask
@@ -46,6 +48,15 @@ class Target:
     dispatch_deadline_s: int
 
 
+@dataclass(frozen=True)
+class BulkTarget:
+    """Where bulk actions' batch tasks go: a queue of the topology's (the steps queue's
+    first shard: a few tasks a minute beside its 500 a second) and the worker's batch route."""
+
+    queue: str
+    target: Target
+
+
 class TaskQueue:
     """Creates and inspects relayflow tasks in their queues."""
 
@@ -58,11 +69,13 @@ class TaskQueue:
         targets: dict[str, Target],
         service_account: str,
         counters: Counters | None = None,
+        bulk: BulkTarget | None = None,
     ) -> None:
         self._client = client
         self._project = project
         self._location = location
         self._targets = targets
+        self._bulk = bulk
         self._service_account = service_account
         self._counters = counters or Counters()
 
@@ -73,7 +86,25 @@ class TaskQueue:
         """Create the task for ``nxt`` unless it exists (or existed) under its name; a poll
         chain's next task carries ``chain`` in its body."""
         request = _CreateTaskRequest(parent=self.queue_path(nxt.queue))
-        self._fill(request.task, flow_id, nxt, chain)
+        payload = TaskPayload(flow_id=flow_id, position=nxt.position, chain=tuple(chain))
+        self._fill(
+            request.task,
+            (nxt.queue, nxt.task_id, nxt.run_at),
+            self._targets[nxt.queue],
+            payload.model_dump_json(),
+        )
+        return self._create(request)
+
+    def ensure_batch(self, task: BulkTask, run_at: datetime) -> Enqueued:
+        """Create a bulk action's batch task unless one of its name exists (or existed)."""
+        if self._bulk is None:
+            raise RuntimeError("this queue was built without a target for bulk actions")
+        request = _CreateTaskRequest(parent=self.queue_path(self._bulk.queue))
+        where = (self._bulk.queue, task.task_id(), run_at)
+        self._fill(request.task, where, self._bulk.target, task.model_dump_json())
+        return self._create(request)
+
+    def _create(self, request: Any) -> Enqueued:
         try:
             # A plain protobuf request, wrapped without a copy: the client would otherwise
             # rebuild the task through proto-plus on every call (a tenth of a poll's CPU).
@@ -117,12 +148,10 @@ class TaskQueue:
             return TaskPayload.model_validate_json(task.http_request.body)
         return None
 
-    def _fill(self, task: Any, flow_id: str, nxt: NextTask, chain: Sequence[PollNote]) -> None:
-        target = self._targets[nxt.queue]
-        payload = TaskPayload(flow_id=flow_id, position=nxt.position, chain=tuple(chain))
-        body = payload.model_dump_json()
-        task.name = self._client.task_path(self._project, self._location, nxt.queue, nxt.task_id)
-        task.schedule_time.FromDatetime(nxt.run_at)
+    def _fill(self, task: Any, where: tuple[str, str, datetime], target: Target, body: str) -> None:
+        queue, task_id, run_at = where
+        task.name = self._client.task_path(self._project, self._location, queue, task_id)
+        task.schedule_time.FromDatetime(run_at)
         task.dispatch_deadline.seconds = int(target.dispatch_deadline_s)
         http = task.http_request
         http.url = target.url

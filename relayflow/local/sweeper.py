@@ -1,7 +1,8 @@
 """The local stack's sweeper: what Cloud Scheduler does in the cloud, on the same schedule.
 
 ``python -m relayflow.local.sweeper --interval-s 60`` sweeps once per interval (the first
-after one interval) until it is stopped, logging each report; each time it also runs the
+after one interval) until it is stopped, logging each report (with the bulk actions' lost
+batches it made again, ``BulkRunner.sweep``); each time it also runs the
 app's schedules' tick job (the cloud's second scheduler job, ``POST /schedules/tick``), as of
 the clock ``--clock-file`` moves (``relayflow.local.clock``). It builds the same runtime as
 the worker, so it loads the same ``RELAYFLOW_APP``.
@@ -34,10 +35,11 @@ def run(interval_s: float, stop: threading.Event, clock: Clock | None = None) ->
         tick(scheduler, clock)
         try:
             report = runtime.engine.sweep(grace_s=grace_s)
+            rescued = runtime.bulk_runner().sweep()
         except Exception:
             log.exception("sweep failed; trying again next interval")
             continue
-        log.info("swept", extra={"report": report.__dict__})
+        log.info("swept", extra={"report": report.__dict__, "bulk_batches_rescued": rescued})
 
 
 def tick(scheduler: Scheduler, clock: Clock | None) -> None:

@@ -21,6 +21,9 @@ from opentelemetry.trace import Tracer
 from relayflow.core.breaker_policy import Dependencies
 from relayflow.core.breaker_state import BreakerState
 from relayflow.core.breakers import Breakers
+from relayflow.core.bulk import DEFAULT_RATE_PER_S, BulkTask
+from relayflow.core.bulk_runner import BatchReport, BulkRunner
+from relayflow.core.bulk_state import BulkAction, BulkRow, BulkState
 from relayflow.core.clock import FakeClock
 from relayflow.core.engine import (
     CallbackAnswer,
@@ -34,6 +37,7 @@ from relayflow.core.engine import (
 from relayflow.core.errors import RelayflowError
 from relayflow.core.flows import Flow, Handler, Registry, Step, StepContext
 from relayflow.core.kinds import REGISTRY
+from relayflow.core.listing import FlowFilter
 from relayflow.core.payloads import Offload
 from relayflow.core.planner import Preview, QueueNames
 from relayflow.core.ports import Enqueued
@@ -50,6 +54,8 @@ from relayflow.metrics import Metrics
 from relayflow.testing.memory import (
     MemoryBlobs,
     MemoryBreakers,
+    MemoryBulkQueue,
+    MemoryBulkStore,
     MemoryEvents,
     MemoryQueue,
     MemoryScheduleStates,
@@ -164,6 +170,9 @@ class Harness:
         self._messages = 0
         # Schedules' documents, as Firestore's ``schedules/{name}`` holds them.
         self.schedule_states = MemoryScheduleStates()
+        # Bulk actions' documents and rows, and their batch tasks (``bulk``).
+        self.bulk_store = MemoryBulkStore()
+        self.bulk_queue = MemoryBulkQueue()
         self.blobs = MemoryBlobs()
         self.offload = (
             None
@@ -414,6 +423,78 @@ class Harness:
     def sweep(self, grace_s: float = 120.0) -> SweepReport:
         """Run the sweeper once."""
         return self.engine.sweep(grace_s=grace_s)
+
+    @property
+    def bulk_runner(self) -> BulkRunner:
+        """Bulk actions over this engine's flows, as the api and the worker run them."""
+        return BulkRunner(self.engine, self.bulk_store, self.store, self.bulk_queue, self.clock)
+
+    def bulk(
+        self,
+        action: str,
+        *,
+        reason: str = "a bulk action in a test",
+        by: str = "a test",
+        rate_per_s: float = DEFAULT_RATE_PER_S,
+        dry_run: bool = False,
+        step: str | None = None,
+        undo: bool = True,
+        **wanted: Any,
+    ) -> BulkAction:
+        """A bulk ``action`` (retry, cancel, or reset to ``step``) over the flows ``wanted``
+        matches (the listing's filter: ``flow=``, ``status=``, ``code=``, ``labels=`` ...):
+        its dry run, then, unless ``dry_run``, run to its end in virtual time (``run_bulk``).
+        The bulk action as it stands; ``bulk_rows(id)`` has each flow's preview and outcome."""
+        runner = self.bulk_runner
+        made = runner.create(
+            action,
+            FlowFilter(**wanted),
+            reason=reason,
+            by=by,
+            rate_per_s=rate_per_s,
+            step=step,
+            undo=undo,
+        )
+        if dry_run:
+            return made
+        runner.run(made.id, by=by)
+        return self.run_bulk(made.id)
+
+    def run_bulk(self, bulk_id: str, *, max_tasks: int = 100_000) -> BulkAction:
+        """Deliver due tasks, the flows' and the bulk action's batches alike, earliest first,
+        skipping time ahead, until the bulk action is no longer running (done, paused,
+        cancelled); it as it ended. Its flows go on running after (``run()`` ends them)."""
+        runner = self.bulk_runner
+        for _ in range(max_tasks):
+            if runner.get(bulk_id).state is not BulkState.RUNNING:
+                return runner.get(bulk_id)
+            batch = self.bulk_queue.due_first()
+            task = self.queue.due_first()
+            if batch is None and task is None:
+                raise AssertionError(f"bulk action {bulk_id} is running and has no task")
+            if batch is not None and (task is None or batch.run_at <= task.next.run_at):
+                self.deliver_batch()
+            else:
+                self.deliver_next()
+        raise AssertionError(f"bulk action {bulk_id} still running after {max_tasks} tasks")
+
+    def deliver_batch(self) -> BatchReport | None:
+        """Deliver the batch task due first, moving the clock to when it is due, as the
+        worker's ``/tasks/bulk`` would; what the batch did (None: none is queued)."""
+        queued = self.bulk_queue.due_first()
+        if queued is None:
+            return None
+        self.advance_to(queued.run_at)
+        return self.bulk_runner.run_batch(self.bulk_queue.take(queued.task))
+
+    def deliver_bulk_task(self, task: BulkTask) -> BatchReport:
+        """Deliver ``task`` (again, if you like: a duplicate, a redelivery after a crash)."""
+        return self.bulk_runner.run_batch(task)
+
+    def bulk_rows(self, bulk_id: str) -> list[BulkRow]:
+        """Every row of a bulk action, in order: each flow's preview and what became of it."""
+        action = self.bulk_runner.get(bulk_id)
+        return [row for n in range(action.chunks) for row in self.bulk_store.rows(bulk_id, n)[0]]
 
     def deploy(self, registry: Registry | Flow | Iterable[Flow]) -> None:
         """Serve ``registry`` from now on, as a new deployment would: flows in flight keep

@@ -25,6 +25,9 @@
 | ``GET /schedules`` | viewer, unscoped | each schedule: next ticks (its zone, UTC), last runs |
 | ``POST /schedules/{s}:pause``, ``:resume`` | operator, unscoped | ``{"reason"}`` |
 | ``POST /schedules/{s}:trigger`` | operator, unscoped | ``{"reason", "flow_id"?}``: run it now |
+| ``POST /bulk`` | operator | ``{action, filter, reason, dry_run, rate_per_s}`` (``bulk``) |
+| ``GET /bulk``, ``/bulk/{id}``, ``/bulk/{id}/previews`` | viewer | progress, per-flow rows |
+| ``POST /bulk/{id}:run``, ``:pause``, ``:resume``, ``:cancel`` | operator | ``{"reason"}`` |
 | ``GET /whoami`` | viewer | the caller's identity, role and tenants |
 | ``GET /schemas``, ``/schemas/{name}`` | viewer | the messages' published JSON Schemas |
 | ``GET /definitions`` | viewer | each flow's steps and input/output JSON Schemas (``flow``) |
@@ -70,10 +73,11 @@ from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.runtime import Runtime, api_verifier
 from relayflow.web import console, guard, longpoll, params
 from relayflow.web.access import Caller, Forbidden, Role, access_from_settings
+from relayflow.web.bulk import add_bulk_routes
 from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.family import family_json
 from relayflow.web.guard import guard_from_settings
-from relayflow.web.operations import Operations, caller, guarded, refusal
+from relayflow.web.operations import Operations, caller, guarded, refusal, tenants_seen
 from relayflow.web.redaction import shown_doc, shown_letter
 from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
@@ -107,6 +111,7 @@ def api_app(runtime: Runtime) -> Flask:
             watch=document_watch(runtime),
             scheduler=runtime.scheduler(),
             sealing=runtime.sealing,
+            bulk=runtime.bulk_runner(),
         )
     )
 
@@ -122,6 +127,7 @@ def build_api(ops: Operations) -> Flask:
     _register_messages(app, ops)
     _register_tenants(app, ops)
     add_schedule_routes(app, ops)
+    add_bulk_routes(app, ops)
     add_callback_routes(
         app, ops.engine, guarded(ops.access, Role.COMPLETER, "complete callback tokens")
     )
@@ -305,8 +311,7 @@ def _register_tenants(app: Flask, ops: Operations) -> None:
     @app.get("/tenants")
     @guarded(ops.access, Role.VIEWER, "read tenants")
     def list_tenants() -> Any:
-        views = ops.engine.tenant_views()
-        return {"tenants": [v for v in views if caller().sees(v["tenant"])]}
+        return {"tenants": tenants_seen(ops, caller())}
 
     for action, paused in (("pause", True), ("resume", False)):
         _tenant_action(app, ops, action, paused=paused)

@@ -32,8 +32,15 @@ from relayflow.core.records import FlowRecord
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.core.versions import VersionUse, pairs, version_uses
-from relayflow.web import console_schedules, params, timeline
-from relayflow.web.access import Role
+from relayflow.web import (
+    console_breakers,
+    console_bulk,
+    console_schedules,
+    console_tenants,
+    params,
+    timeline,
+)
+from relayflow.web.access import Caller, Role
 from relayflow.web.family import family_json
 from relayflow.web.operations import Guard, Operations, guarded, refusal
 from relayflow.web.redaction import shown_letter, shown_record
@@ -78,6 +85,9 @@ def blueprint(ops: Operations) -> Blueprint:
     _register_reset(bp, ops, operator)
     _register_message_pages(bp, ops, viewer, operator)
     console_schedules.register(bp, ops)
+    console_tenants.register(bp, ops)
+    console_breakers.register(bp, ops)
+    console_bulk.register(bp, ops)
     _register_signals(bp, ops, guarded(ops.access, Role.SIGNALLER, "send signals"))
     return bp
 
@@ -108,18 +118,21 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
     @viewer
     def flows() -> str:
         query = params.list_query(request.args, default_limit=50)
-        query = replace(query, filter=g.caller.narrow(query.filter))
+        query = replace(query, filter=g.caller.narrow(_whose(query.filter, g.caller)))
         page = ops.store.summaries(query.filter, after=query.after, limit=query.limit)
         # Several labels travel as one field, spaces between (params.labels splits them).
         kept: dict[str, Any] = {
             k: v for k in FILTER_FIELDS if (v := " ".join(filter(None, request.args.getlist(k))))
         }
+        if query.filter.tenant:
+            kept["tenant"] = query.filter.tenant  # the one a scoped caller sees, if it named none
         return render_template(
             "console/flows.html",
             page=page,
             counts=_counts(ops, query.filter),
             statuses=list(Status),
             args=kept,
+            tenants=sorted(g.caller.tenants) if g.caller.tenants is not None else None,
             next_url=url_for(".flows", **kept, cursor=page.next.encode()) if page.next else None,
             first_url=url_for(".flows", **kept) if query.after else None,
         )
@@ -147,6 +160,14 @@ def _register_flow_pages(bp: Blueprint, ops: Operations, viewer: Guard) -> None:
     def flow_live(flow_id: str) -> str:
         """The part of a flow's page that changes while it runs (the page polls it)."""
         return render_template("console/_flow_live.html", **_flow_context(ops, flow_id))
+
+
+def _whose(wanted: FlowFilter, caller: Caller) -> FlowFilter:
+    """A caller scoped to several tenants who names none sees its first one's flows, the
+    form's tenant field saying whose (the api asks it to name one instead)."""
+    if wanted.tenant is None and caller.tenants:
+        return replace(wanted, tenant=min(caller.tenants))
+    return wanted
 
 
 def _running(ops: Operations) -> dict[tuple[str, int], VersionUse] | None:
@@ -416,14 +437,23 @@ def duration(seconds: float) -> str:
     return sign + " ".join(parts[:2])
 
 
+def _moment(at: datetime | str | None) -> datetime | None:
+    """A time in UTC, from a datetime or the ISO text the tenants' and breakers' views hold."""
+    if not at:
+        return None
+    return (datetime.fromisoformat(at) if isinstance(at, str) else at).astimezone(UTC)
+
+
 def _register_filters(bp: Blueprint) -> None:
     @bp.app_template_filter("when")
-    def when(at: datetime | None) -> str:
-        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if at else ""
+    def when(at: datetime | str | None) -> str:
+        moment = _moment(at)
+        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if moment else ""
 
     @bp.app_template_filter("short")
-    def short(at: datetime | None) -> str:
-        return at.astimezone(UTC).strftime("%m-%d %H:%M:%S") if at else ""
+    def short(at: datetime | str | None) -> str:
+        moment = _moment(at)
+        return moment.strftime("%m-%d %H:%M:%S") if moment else ""
 
     @bp.app_template_filter("seconds")
     def seconds(value: float | None) -> str:

@@ -12,10 +12,13 @@ from typing import Any
 
 from flask import g, request
 
+from relayflow.core.bulk_runner import BulkRunner
 from relayflow.core.dead_letters import DeadLetters
 from relayflow.core.engine import Engine
 from relayflow.core.errors import (
     AmbiguousFlow,
+    BulkNotFound,
+    BulkRefused,
     DeadLetterNotFound,
     FlowNotFound,
     InvalidTransition,
@@ -25,6 +28,7 @@ from relayflow.core.errors import (
     RelayflowError,
     Unauthorized,
     UnknownSchedule,
+    UnknownTenant,
     VerifierUnavailable,
 )
 from relayflow.core.flows import Registry
@@ -54,6 +58,9 @@ ERRORS: dict[type[RelayflowError], tuple[int, str]] = {
     InvalidTransition: (409, "FAILED_PRECONDITION"),
     AmbiguousFlow: (400, "INVALID_ARGUMENT"),
     UnknownSchedule: (404, "NOT_FOUND"),
+    BulkNotFound: (404, "NOT_FOUND"),
+    BulkRefused: (409, "FAILED_PRECONDITION"),
+    UnknownTenant: (404, "NOT_FOUND"),
     Uncountable: (400, "INVALID_ARGUMENT"),
     PayloadMissing: (409, "PAYLOAD_MISSING"),
     PayloadCorrupt: (409, "PAYLOAD_CORRUPT"),
@@ -82,6 +89,8 @@ class Operations:
     scheduler: Scheduler | None = None
     # Opens flows' sealed values for the callers who may read them (None: nobody does).
     sealing: Sealing | None = None
+    # Bulk actions over the flows (None: the api makes none).
+    bulk: BulkRunner | None = None
 
 
 def guarded(access: Access, role: Role, action: str, *, unscoped: bool = False) -> Guard:
@@ -107,6 +116,11 @@ def caller() -> Caller:
     """The caller ``guarded`` identified for this request."""
     found: Caller = g.caller
     return found
+
+
+def tenants_seen(ops: Operations, viewer: Caller) -> list[dict[str, Any]]:
+    """Every tenant's view (``Engine.tenant_views``) that ``viewer`` may see."""
+    return [view for view in ops.engine.tenant_views() if viewer.sees(view["tenant"])]
 
 
 def refusal(exc: RelayflowError) -> tuple[int, str]:

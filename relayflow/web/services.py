@@ -20,12 +20,13 @@ from opentelemetry.trace import SpanKind, Tracer
 from pydantic import ValidationError
 
 from relayflow import telemetry
+from relayflow.core.bulk import BulkTask
 from relayflow.core.engine import Ran
 from relayflow.core.errors import Unauthorized, VerifierUnavailable
 from relayflow.core.messages import describe
 from relayflow.core.metrics import Metrics
 from relayflow.core.position import TaskPayload, is_document_id
-from relayflow.runtime import Runtime
+from relayflow.runtime import BULK_PATH, Runtime
 from relayflow.telemetry import Counters
 from relayflow.web.access import Verifier, verify
 
@@ -172,11 +173,13 @@ def task_app(
     route: str,
     verifier: Verifier | None,
     sweep_verifier: Verifier | None = None,
+    bulk: bool = False,
 ) -> Flask:
     """A service that Cloud Tasks calls at ``route`` with a TaskPayload body.
 
     ``sweep_verifier`` admits the callers of ``POST /sweep`` (Cloud Scheduler's account too);
-    without it, /sweep admits what ``route`` admits.
+    without it, /sweep admits what ``route`` admits. ``bulk``: it also runs bulk actions'
+    batches (``POST /tasks/bulk``, the worker).
     """
     app = base_app(route.strip("/").replace("/", "-"), runtime.counters, runtime.metrics)
     engine = runtime.engine
@@ -208,7 +211,11 @@ def task_app(
     @_traced(runtime.tracer, "POST /sweep")
     def sweep() -> Any:
         report = engine.sweep(grace_s=runtime.settings.sweep_grace_s)
-        return report.__dict__
+        rescued = runtime.bulk_runner().sweep() if runtime.bulk_queue is not None else 0
+        return {**report.__dict__, "bulk_batches_rescued": rescued}
+
+    if bulk:
+        _add_bulk_route(app, runtime, verifier)
 
     @app.post(SCHEDULES_TICK_PATH)
     @_authenticated(sweep_verifier or verifier)
@@ -223,6 +230,21 @@ def task_app(
         return runtime.scheduler().tick(now).to_dict()
 
     return app
+
+
+def _add_bulk_route(app: Flask, runtime: Runtime, verifier: Verifier | None) -> None:
+    @app.post(BULK_PATH)
+    @_authenticated(verifier)
+    @_traced(runtime.tracer, f"POST {BULK_PATH}")
+    def run_batch() -> Any:
+        try:
+            task = BulkTask.model_validate_json(request.get_data())
+        except ValidationError as exc:
+            runtime.metrics.message_rejected("", "INVALID_TASK")
+            return _reject_task(runtime, f"a bulk batch task: {describe(exc)}")
+        # A failure here is a 500: Cloud Tasks delivers the batch again, which acts on no
+        # flow twice (``core.bulk_runner``).
+        return runtime.bulk_runner().run_batch(task).to_dict()
 
 
 def _driven_now(body: bytes) -> datetime | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 from google.cloud import firestore
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -57,6 +58,10 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     )
     stack.up()
     try:
+        # The api opens its Firestore channel with the first request that reads (seconds on a
+        # busy machine): one read now, so that no test's first read runs into its timeout.
+        warm = requests.get(f"http://{HOST}:{stack.ports.api}/flows:counts", timeout=120)
+        warm.raise_for_status()
         yield stack
     finally:
         stack.down()

@@ -28,7 +28,7 @@ from relayflow.local.ports import HOST, Ports
 from relayflow.local.stack import Stack
 
 E2E_BASE_PORT = int(os.environ.get("RELAYFLOW_TEST_BASE_PORT", "18120")) + 200
-BENCH_BASE_PORT = E2E_BASE_PORT + 700  # the block tests/conftest.py names +900
+BENCH_BASE_PORT = E2E_BASE_PORT + 1000  # the block tests/conftest.py names +1200
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 FAST_POLICIES = {
     "RELAYFLOW_POLL_INITIAL_S": "0.5",

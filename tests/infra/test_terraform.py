@@ -535,11 +535,18 @@ def test_subscriptions_never_expire() -> None:
 
 
 # Which topology collections expire, by key. History goes retention_days after it ends (flows,
-# their ForEach lanes, refused messages). Live state never expires: tenant slots and operator
-# states, breakers and their call windows are read on every start or call and overwritten in
-# place; deleting one would free a slot a running flow holds, resume a paused tenant or close an
-# open breaker behind the engine's back. A new collection must be put in one of the two.
-EXPIRING = {"flows_collection", "lanes_collection", "rejected_collection"}
+# their ForEach lanes, refused messages, bulk actions and their rows). Live state never
+# expires: tenant slots and operator states, breakers and their call windows are read on every
+# start or call and overwritten in place; deleting one would free a slot a running flow holds,
+# resume a paused tenant or close an open breaker behind the engine's back. A new collection
+# must be put in one of the two.
+EXPIRING = {
+    "flows_collection",
+    "lanes_collection",
+    "rejected_collection",
+    "bulk_actions_collection",
+    "bulk_rows_collection",
+}
 LIVE_STATE = {
     "tenant_slots_collection",
     "tenants_collection",
@@ -562,6 +569,8 @@ def test_firestore_is_native_with_ttl_on_expire_at_for_flows_lanes_and_rejected(
         "${local.topology.firestore.flows_collection}",
         "${local.topology.firestore.lanes_collection}",
         "${local.topology.firestore.rejected_collection}",
+        "${local.topology.firestore.bulk_actions_collection}",
+        "${local.topology.firestore.bulk_rows_collection}",
     ]
     assert {f"${{local.topology.firestore.{k}}}" for k in EXPIRING} == set(call["ttl_collections"])
 

@@ -22,7 +22,7 @@ from relayflow.core.planner import QueueNames
 from relayflow.gcp import events, queue, store
 from relayflow.local.clients import subscriber_client
 from relayflow.local.stack import Stack
-from relayflow.runtime import task_targets
+from relayflow.runtime import bulk_target, task_targets
 from relayflow.settings import Settings
 from relayflow.topology import Topology, load_topology
 
@@ -73,6 +73,7 @@ def task_queue(
         location=settings.location,
         targets=task_targets(settings, topology),
         service_account=settings.tasks_service_account,
+        bulk=bulk_target(settings, topology),
     )
 
 

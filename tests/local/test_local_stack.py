@@ -57,7 +57,7 @@ def test_up_status_second_up_down(tmp_path: Path, test_base_port: int) -> None:
         rows = table.splitlines()[1:]
         assert code == 0, table
         assert [row.split()[0] for row in rows] == [
-            "pubsub", "firestore", "cloud_tasks", "client_api", "orders_api",
+            "pubsub", "firestore", "cloud_tasks", "storage", "client_api", "orders_api",
             "start_function", "worker", "poller", "api", "sweeper",
         ]  # fmt: skip
         assert all(row.split()[-1] == "yes" for row in rows)

@@ -121,16 +121,34 @@ class Api:
         return flow_id
 
 
-def build(access: Access, guard: RequestGuard | None = None, **harness: Any) -> Api:
-    h = Harness((FLOW, WAIT), **harness)
-    letters = FakeDeadLetters()
-    ops = Operations(
+def verifier(*emails: str) -> TokenVerifier:
+    """Checks the test issuer's tokens for the api's audience, admitting ``emails``."""
+    return TokenVerifier(
+        audience=API_URL, allowed_emails=set(emails), certs_url=CERTS_URL, request=certs_transport
+    )
+
+
+def operations(h: Harness, access: Access, **extra: Any) -> Operations:
+    """What the api works with over the harness ``h`` (no dead letters held unless ``extra``
+    gives them)."""
+    extra.setdefault("dead_letters", FakeDeadLetters())
+    return Operations(
         engine=h.engine,
         store=h.store,
         access=access,
-        dead_letters=letters,
         counters=Counters(),
         metrics=Metrics(),
+        **extra,
+    )
+
+
+def build(access: Access, guard: RequestGuard | None = None, **harness: Any) -> Api:
+    h = Harness((FLOW, WAIT), **harness)
+    letters = FakeDeadLetters()
+    ops = operations(
+        h,
+        access,
+        dead_letters=letters,
         registry=Registry((FLOW, WAIT)),
         guard=guard or RequestGuard(),
     )

@@ -209,6 +209,8 @@ def test_a_view_shows_the_state_the_window_and_the_retry_budget() -> None:
         "window_s": 30.0,
         "calls": 10,
         "failures": 6,
+        "failure_rate": 0.6,
+        "policy": POLICY.model_dump(),
         "first_attempts": 8,
         "retries": 2,
         "retry_budget": 0.5 * 8 + 2,

@@ -262,6 +262,19 @@ def test_a_disabled_breaker_lets_everything_through_but_still_counts() -> None:
     assert (view["calls"], view["failures"], view["retries"]) == (10, 10, 10)
 
 
+def test_the_view_shows_the_windows_failure_rate_against_the_policy_that_opens_it() -> None:
+    b = breakers()
+    (quiet,) = b.views()
+    assert quiet["failure_rate"] is None  # no call yet: no rate
+    call(b, ok=True)
+    call(b, ok=False, retry=True)
+    call(b, ok=False)
+    (view,) = b.views()
+    assert (view["calls"], view["failures"], view["failure_rate"]) == (3, 2, 0.6667)
+    assert (view["retries"], view["retry_budget"]) == (1, 0.5 * 2 + 1)
+    assert view["policy"] == POLICY.model_dump()
+
+
 def test_p95_comes_from_the_latency_histogram() -> None:
     counts = Counts()
     for _ in range(94):
@@ -395,3 +408,39 @@ def test_breaker_metrics_count_transitions_deferrals_and_calls() -> None:
     assert value(metrics, "relayflow.dependency.deferred", dependency=DEP, reason="open") >= 1
     assert value(metrics, "relayflow.dependency.calls", dependency=DEP, outcome="failed") >= 4
     assert value(metrics, "relayflow.breaker.state", dependency=DEP) == 0  # closed again
+
+
+def test_ready_asks_without_counting_and_waits_out_an_open_breaker_until_it_may_probe() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock)
+    assert b.ready(DEP).run  # closed
+    for _ in range(POLICY.min_calls):
+        call(b, ok=False)
+    assert state(store) is Breaker.OPEN
+    waiting = b.ready(DEP)
+    assert (waiting.run, waiting.reason, waiting.detail) == (
+        False,
+        "open",
+        f"{DEP}'s breaker is open",
+    )
+    assert waiting.until is not None and waiting.until >= clock.now() + timedelta(seconds=1)
+    clock.advance(POLICY.open_s)  # it may probe now: a batch's flows are those probes
+    assert b.ready(DEP).run
+    assert state(store) is Breaker.OPEN  # asking took no probe and changed nothing
+    assert b.check(DEP, retry=False).probe  # the first call half-opens it
+    assert b.ready(DEP).reason == "half_open"
+    (view,) = b.views()
+    assert view["calls"] == POLICY.min_calls  # ready() counted no call
+
+
+def test_ready_waits_while_the_retry_budget_is_spent() -> None:
+    store, clock = MemoryBreakers(), FakeClock()
+    b = breakers(store, clock, min_calls=1000)
+    for _ in range(4):
+        call(b, ok=True)
+    for _ in range(3):
+        call(b, ok=False, retry=True)
+    assert b.ready(DEP).reason == "budget"
+    clock.advance(35)  # the window (30 s) has moved past them
+    assert b.ready(DEP).run
+    assert breakers(store, clock, enabled=False).ready(DEP).run

@@ -205,13 +205,17 @@ def test_the_tenants_table_shows_limits_state_and_counts() -> None:
             {"tenant": "acme", "max_running": 50, "starts_per_s": 5.0, "priority": "high",
              "running": 50, "waiting": 950, "paused": False},
             {"tenant": "default", "max_running": 0, "starts_per_s": 0.0, "priority": "low",
-             "running": 2, "waiting": 0, "paused": True, "paused_by": "op@x", "reason": "drill"},
+             "running": 2, "waiting": 0, "paused": True, "paused_by": "op@x", "reason": "drill",
+             "since": "2026-03-01T12:00:05+00:00"},
+            {"tenant": "gamma", "max_running": 0, "starts_per_s": 0.0, "priority": "low",
+             "running": 0, "waiting": 0, "paused": True, "configured_paused": True},
         ]
     )  # fmt: skip
     lines = table.splitlines()
     assert lines[1].split() == ["acme", "high", "50", "5.0", "50", "950", "active"]
     assert lines[2].split()[:6] == ["default", "low", "-", "-", "2", "0"]
-    assert lines[2].endswith("paused by op@x: drill")
+    assert lines[2].endswith("paused by op@x: drill (since 2026-03-01 12:00:05)")
+    assert lines[3].endswith("paused (configured)")
 
 
 def test_status_shows_a_flows_clean_up_and_how_to_undo_again() -> None:

@@ -79,6 +79,18 @@ class ListingContract:
         assert ids(page.items) == [f"f-{i:02d}" for i in reversed(range(12))]
         assert page.next is None
 
+    def test_matching_reads_every_flow_a_filter_admits_and_one_past_the_limit(
+        self, store: Store
+    ) -> None:
+        made = seed(store)
+        assert sorted(ids(store.matching(FlowFilter(), limit=100))) == sorted(ids(made))
+        wanted = FlowFilter(status=Status.FAILED, flow="orders", updated_from=T0)
+        found = store.matching(wanted, limit=100)
+        assert sorted(ids(found)) == sorted(ids([r for r in made if wanted.matches(r)]))
+        assert found and all(r.status is Status.FAILED for r in found)
+        assert found[0].input  # whole documents, not summaries
+        assert len(store.matching(FlowFilter(), limit=4)) == 5  # one more: there are more
+
     def test_a_cursor_walks_every_page_once_in_order(self, store: Store) -> None:
         seed(store)
         seen: list[str] = []

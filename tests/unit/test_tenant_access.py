@@ -11,38 +11,29 @@ import pytest
 
 from relayflow.core.state import Status
 from relayflow.core.tenants import TenantPolicy, Tenants
-from relayflow.gcp.auth import TokenVerifier
-from relayflow.metrics import Metrics
-from relayflow.telemetry import Counters
 from relayflow.testing import Harness
 from relayflow.web.access import Access
 from relayflow.web.api import build_api
-from relayflow.web.operations import Operations
 from tests.unit.test_api import (
-    API_URL,
-    CERTS_URL,
     FLOW,
     OPERATOR,
     VIEWER,
     Api,
-    FakeDeadLetters,
-    certs_transport,
     message,
+    operations,
     token,
+    verifier,
 )
 
 ACME_VIEWER, ACME_OPERATOR = "acme-vi@example.com", "acme-op@example.com"
 TWO_TENANTS = "both@example.com"
 
 
-@pytest.fixture
-def api() -> Api:
-    everyone = {VIEWER, OPERATOR, ACME_VIEWER, ACME_OPERATOR, TWO_TENANTS}
-    verifier = TokenVerifier(
-        audience=API_URL, allowed_emails=everyone, certs_url=CERTS_URL, request=certs_transport
-    )
-    access = Access(
-        verifier=verifier,
+def scoped_access() -> Access:
+    """Viewers and operators by token: an unscoped one of each, one of each scoped to acme, and
+    a viewer scoped to acme and globex."""
+    return Access(
+        verifier=verifier(VIEWER, OPERATOR, ACME_VIEWER, ACME_OPERATOR, TWO_TENANTS),
         viewers=frozenset({VIEWER, ACME_VIEWER, TWO_TENANTS}),
         operators=frozenset({OPERATOR, ACME_OPERATOR}),
         scopes={
@@ -51,15 +42,12 @@ def api() -> Api:
             TWO_TENANTS: frozenset({"acme", "globex"}),
         },
     )
+
+
+@pytest.fixture
+def api() -> Api:
     h = Harness(FLOW, tenants=Tenants(tenants={"acme": TenantPolicy(max_running=5)}))
-    ops = Operations(
-        engine=h.engine,
-        store=h.store,
-        access=access,
-        dead_letters=FakeDeadLetters(),
-        counters=Counters(),
-        metrics=Metrics(),
-    )
+    ops = operations(h, scoped_access())
     return Api(h, build_api(ops).test_client(), ops.dead_letters)  # type: ignore[arg-type]
 
 

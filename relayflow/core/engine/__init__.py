@@ -15,14 +15,14 @@ messages), ``sweeper``, ``chains`` (poll chains as their queue holds them), ``op
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry.trace import Tracer
 
 from relayflow.core import scrubbing
 from relayflow.core.admission import Admission
-from relayflow.core.breakers import Breakers
+from relayflow.core.breakers import Breakers, Verdict
 from relayflow.core.clock import Clock
 from relayflow.core.engine import chains
 from relayflow.core.engine.callbacks import Callbacks
@@ -53,7 +53,7 @@ from relayflow.core.errors import FlowNotFound, InvalidMessage
 from relayflow.core.flows import Registry
 from relayflow.core.metrics import Metrics
 from relayflow.core.payloads import Offload, Sizes
-from relayflow.core.planner import Preview, QueueNames
+from relayflow.core.planner import BulkMark, Preview, QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, PendingSignal
@@ -273,36 +273,70 @@ class Engine:
         return self._operations.lanes(flow_id)
 
     def cancel(
-        self, flow_id: str, reason: str = "cancelled by an operator", *, by: str = ""
+        self,
+        flow_id: str,
+        reason: str = "cancelled by an operator",
+        *,
+        by: str = "",
+        bulk: BulkMark | None = None,
     ) -> FlowRecord:
         """Cancel an active flow; InvalidTransition if it has already ended. A flow whose type
         is not deployed is cancelled without undoing anything (there are no handlers to undo
         with); its result names the effects left behind. ``by`` (the operator) and ``reason``
-        are recorded on the flow's history."""
-        return self._operations.cancel(flow_id, reason, by=by)
+        are recorded on the flow's history, and ``bulk``'s id when a bulk action does it (once:
+        AlreadyActed if it did already, ChangedSince if the flow moved on since its dry run)."""
+        return self._operations.cancel(flow_id, reason, by=by, bulk=bulk)
 
-    def retry(self, flow_id: str, *, reason: str = "", by: str = "") -> FlowRecord:
+    def retry(
+        self,
+        flow_id: str,
+        *,
+        reason: str = "",
+        by: str = "",
+        bulk: BulkMark | None = None,
+        start_in_s: float = 0.0,
+    ) -> FlowRecord:
         """Run a failed, timed-out or cancelled flow again as a new generation; ``by`` and
-        ``reason`` are recorded on the flow's history.
+        ``reason`` are recorded on the flow's history (and ``bulk``'s id, as for ``cancel``);
+        its first steps are due ``start_in_s`` from now (a bulk action's pacing).
 
         The ended generation's result event goes out first if it has not yet, so a retry
         never swallows it.
         """
-        return self._operations.retry(flow_id, reason=reason, by=by)
+        return self._operations.retry(
+            flow_id, reason=reason, by=by, bulk=bulk, start_in_s=start_in_s
+        )
+
+    def preview(
+        self, record: FlowRecord, action: str, *, step: str | None = None, undo: bool = True
+    ) -> Preview:
+        """What ``action`` (``retry``, ``cancel``, or ``reset`` to ``step``) would do to
+        ``record`` now, said before it is done: the steps that would run again, the effects
+        undone and kept, and what those steps call (a dry run's row, built from the same
+        planner functions as the operation)."""
+        return self._operations.preview(record, action, step=step, undo=undo)
 
     def reset(
-        self, flow_id: str, step: str, *, undo: bool = True, reason: str = "", by: str = ""
+        self,
+        flow_id: str,
+        step: str,
+        *,
+        undo: bool = True,
+        reason: str = "",
+        by: str = "",
+        bulk: BulkMark | None = None,
     ) -> FlowRecord:
         """Run an ended flow again from ``step`` as a new generation (``planner.reset``): with
         ``undo``, the live effects of ``step`` and of every step after it are undone first,
         newest first; without, they are kept and replayed under the same idempotency keys.
         The steps before it keep their outputs and effects. ``by`` and ``reason`` are
-        recorded on the flow's history and its ``reset``; InvalidTransition says why a flow
-        cannot be reset (active, cleaning up, a child, ``step`` not one of its own...).
+        recorded on the flow's history and its ``reset`` (and ``bulk``'s id, as for
+        ``cancel``); InvalidTransition says why a flow cannot be reset (active, cleaning up, a
+        child, ``step`` not one of its own...).
 
         The ended generation's result event goes out first if it has not yet.
         """
-        return self._operations.reset(flow_id, step, undo=undo, reason=reason, by=by)
+        return self._operations.reset(flow_id, step, undo=undo, reason=reason, by=by, bulk=bulk)
 
     def preview_reset(self, flow_id: str, step: str, *, undo: bool = True) -> Preview:
         """What ``reset`` would do now, changing nothing: the steps that would run again, the
@@ -328,9 +362,20 @@ class Engine:
         """Every dependency's breaker: state, window counts, budget, p95, transitions."""
         return self._protection.views()
 
+    def ready(self, dependencies: Iterable[str]) -> Verdict | None:
+        """The first of ``dependencies`` whose breaker would put a call off now (open,
+        half-open, or its retry budget spent), asking only; None if each would take one. What
+        a bulk action asks before a batch of flows that call them."""
+        return self._protection.ready(dependencies)
+
     def tenant_views(self) -> list[dict[str, Any]]:
         """Every tenant with a policy or a state: its limits, paused or not, flows waiting."""
         return self._tenancy.views()
+
+    def tenant_view(self, tenant: str) -> dict[str, Any] | None:
+        """One tenant's limits, state and flows, as ``tenant_views`` shows it; None for a
+        tenant with neither a policy nor an operator's state (not the default one)."""
+        return self._tenancy.view(tenant)
 
 
 __all__ = [

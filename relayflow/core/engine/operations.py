@@ -4,13 +4,15 @@ dry run), undo what it left live."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
 
 from relayflow.core import planner
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.errors import AmbiguousFlow, FlowNotFound, InvalidTransition, UnknownFlow
 from relayflow.core.flows import Flow
-from relayflow.core.planner import Plan
+from relayflow.core.planner import BulkMark, Plan, Preview
+from relayflow.core.position import split_effect_name
 from relayflow.core.records import FlowRecord, flow_key, split_key
 from relayflow.core.state import TERMINAL
 
@@ -57,31 +59,102 @@ class Operations:
         found = [self._k.store.get(lane_id) for lane_id in record.lanes]
         return [lane for lane in found if lane is not None]
 
-    def cancel(self, flow_id: str, reason: str, *, by: str) -> FlowRecord:
+    def cancel(
+        self, flow_id: str, reason: str, *, by: str, bulk: BulkMark | None = None
+    ) -> FlowRecord:
         """Cancel an active flow (see ``Engine.cancel``)."""
-        return self._operate(flow_id, lambda plan, r: planner.cancel(plan, r, reason, by=by))
+        tag = bulk.bulk if bulk is not None else ""
+        return self._operate(
+            flow_id,
+            lambda plan, r: planner.cancel(plan, planner.checked(r, bulk), reason, by=by, bulk=tag),
+        )
 
-    def retry(self, flow_id: str, *, reason: str, by: str) -> FlowRecord:
+    def retry(
+        self,
+        flow_id: str,
+        *,
+        reason: str,
+        by: str,
+        bulk: BulkMark | None = None,
+        start_in_s: float = 0.0,
+    ) -> FlowRecord:
         """Run an ended flow again as a new generation, its ended generation's result event
         sent first if it has not been, so a retry never swallows it."""
         self._settled(flow_id)
+        tag = bulk.bulk if bulk is not None else ""
         return self._operate(
-            flow_id, lambda plan, r: planner.restart(plan, r, reason=reason, by=by)
+            flow_id,
+            lambda plan, r: planner.restart(
+                plan, planner.checked(r, bulk), reason=reason, by=by, bulk=tag, delay_s=start_in_s
+            ),
         )
 
-    def reset(self, flow_id: str, step: str, *, undo: bool, reason: str, by: str) -> FlowRecord:
+    def reset(
+        self,
+        flow_id: str,
+        step: str,
+        *,
+        undo: bool,
+        reason: str,
+        by: str,
+        bulk: BulkMark | None = None,
+    ) -> FlowRecord:
         """Run an ended flow again from ``step`` as a new generation (see ``Engine.reset``),
         its ended generation's result event sent first if it has not been."""
         self._settled(flow_id)
+        tag = bulk.bulk if bulk is not None else ""
         return self._operate(
             flow_id,
-            lambda plan, r: planner.reset(plan, r, step, undo=undo, reason=reason, by=by),
+            lambda plan, r: planner.reset(
+                plan, planner.checked(r, bulk), step, undo=undo, reason=reason, by=by, bulk=tag
+            ),
         )
 
     def preview_reset(self, flow_id: str, step: str, *, undo: bool) -> planner.Preview:
         """What ``reset`` would do now, changing nothing (see ``Engine.preview_reset``)."""
         record = self.get(flow_id)
         return planner.preview_reset(self._plan_for(record), record, step, undo=undo)
+
+    def preview(
+        self, record: FlowRecord, action: str, *, step: str | None = None, undo: bool = True
+    ) -> Preview:
+        """What ``action`` (retry, cancel, or reset to ``step``, undoing what ran from it or
+        not) would do to ``record`` now: a dry run's row, from the same planner functions the
+        operation runs, with what its steps call (``dependencies``)."""
+        plan = self._plan_for(record)
+        if action == "reset":
+            if step is None:
+                raise ValueError("a reset's preview needs the step to reset to")
+            preview = planner.preview_reset(plan, record, step, undo=undo)
+        elif action in ("retry", "cancel"):
+            previewed = planner.preview_retry if action == "retry" else planner.preview_cancel
+            preview = previewed(plan, record)
+        else:
+            raise ValueError(f"no preview of {action!r}: retry, cancel or reset")
+        if plan.definition is None or not preview.allowed:
+            return preview
+        called = self._dependencies(plan.definition, (*preview.rerun, *preview.undone))
+        detail = {**preview.detail, "dependencies": sorted(called)}
+        return dataclasses.replace(preview, detail=detail)
+
+    def _dependencies(self, flow: Flow, steps: Iterable[str]) -> set[str]:
+        """What ``steps`` of ``flow`` call (a ForEach's item steps too; an item's effect is
+        named ``each[7].charge``)."""
+        kinds = self._k.kinds
+        called: set[str] = set()
+        for name in steps:
+            scope, _, step_name = split_effect_name(name)
+            container = kinds.container(flow, scope)
+            index = container.index_of(step_name)
+            if index is None:
+                continue
+            step = container.step(index)
+            inner = kinds.of(step).inner(step)
+            if inner is not None:
+                called |= kinds.dependencies([inner])
+            elif (dependency := kinds.of(step).dependency(step)) is not None:
+                called.add(dependency)
+        return called
 
     def undo(self, flow_id: str, *, reason: str, by: str) -> FlowRecord:
         """Start a new clean-up of what an ended flow left live (see ``Engine.undo``)."""

@@ -13,6 +13,7 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -66,6 +67,18 @@ class Protection:
         )
         self._bring_forward_closed_elsewhere()
         return verdict
+
+    def ready(self, dependencies: Iterable[str]) -> Verdict | None:
+        """The first of ``dependencies`` whose breaker says not now (open, half-open, or its
+        retry budget spent), asking only; None if each is ready (or breakers are off)."""
+        breakers = self._k.breakers
+        if breakers is None:
+            return None
+        for dependency in sorted(set(dependencies)):
+            verdict = breakers.ready(dependency)
+            if not verdict.run:
+                return verdict
+        return None
 
     def outcome(self, call: Call, then: Next) -> Outcome:
         """Middleware: the call's outcome to its breaker (a retryable error is the dependency

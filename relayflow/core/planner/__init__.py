@@ -43,7 +43,14 @@ from relayflow.core.planner.endings import (
     unpublished,
 )
 from relayflow.core.planner.forward import after
-from relayflow.core.planner.operations import cancel, restart, undo_again, undoable
+from relayflow.core.planner.operations import (
+    BulkMark,
+    cancel,
+    checked,
+    restart,
+    undo_again,
+    undoable,
+)
 from relayflow.core.planner.plan import (
     MAX_RETRY_AFTER_S,
     MAX_SCHEDULE_AHEAD_S,
@@ -59,7 +66,7 @@ from relayflow.core.planner.plan import (
     schedule,
     step_of,
 )
-from relayflow.core.planner.previews import Preview
+from relayflow.core.planner.previews import Preview, preview_cancel, preview_retry
 from relayflow.core.planner.recovery import crashed, lost, rescue, set_aside
 from relayflow.core.planner.reset import preview_reset, reset
 from relayflow.core.planner.starts import new_record
@@ -69,6 +76,7 @@ __all__ = [
     "MAX_QUEUE_SHARDS",
     "MAX_RETRY_AFTER_S",
     "MAX_SCHEDULE_AHEAD_S",
+    "BulkMark",
     "Completed",
     "Failed",
     "Outcome",
@@ -88,6 +96,7 @@ __all__ = [
     "await_admission",
     "begin_effect",
     "cancel",
+    "checked",
     "claim",
     "crashed",
     "defer",
@@ -100,7 +109,9 @@ __all__ = [
     "is_claimed",
     "lost",
     "new_record",
+    "preview_cancel",
     "preview_reset",
+    "preview_retry",
     "published",
     "release",
     "rescue",

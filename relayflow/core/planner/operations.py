@@ -3,10 +3,11 @@ generation, keeping what is still in effect), undo again what an ended flow left
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from relayflow.core.errors import InvalidTransition
+from relayflow.core.errors import AlreadyActed, ChangedSince, InvalidTransition
 from relayflow.core.flows import Flow
 from relayflow.core.planner.claims import is_claimed
 from relayflow.core.planner.cleanup import cleanup_states, cleanup_track
@@ -21,9 +22,40 @@ from relayflow.core.records import Cleanup, Effect, EffectState, FlowRecord, Res
 from relayflow.core.state import TERMINAL, Status, check_transition
 
 
-def cancel(plan: Plan, record: FlowRecord, reason: str, *, by: str = "") -> FlowRecord:
+@dataclass(frozen=True)
+class BulkMark:
+    """What a bulk action's operation on one flow carries: the bulk action's id (recorded on
+    the flow's history entry) and the generation and status its dry run saw."""
+
+    bulk: str
+    generation: int
+    status: Status
+
+
+def checked(record: FlowRecord, mark: BulkMark | None) -> FlowRecord:
+    """``record`` if bulk action ``mark`` may act on it now: AlreadyActed if its history has
+    the bulk action's entry (a batch run again after a crash: it acted already), ChangedSince
+    if it is not at the generation and status the dry run saw. Checked in the same
+    compare-and-set as the operation, so two deliveries of one batch never both act."""
+    if mark is None:
+        return record
+    if any(entry.bulk == mark.bulk for entry in record.history):
+        raise AlreadyActed(f"bulk action {mark.bulk} acted on it already")
+    now = (record.status, record.position.generation)
+    if now != (mark.status, mark.generation):
+        raise ChangedSince(
+            f"changed since the dry run: {mark.status} (generation {mark.generation}) then, "
+            f"{record.status} (generation {record.position.generation}) now"
+        )
+    return record
+
+
+def cancel(
+    plan: Plan, record: FlowRecord, reason: str, *, by: str = "", bulk: str = ""
+) -> FlowRecord:
     """Cancel an active flow: undo its completed steps (if any can be undone), then end it
-    CANCELLED. Its pending tasks become stale no-ops.
+    CANCELLED. Its pending tasks become stale no-ops. ``bulk``: the bulk action it is part of,
+    recorded on its history entry.
 
     A flow already compensating is refused: it is on its way to an end already. So is one
     with a step running a side effect: its effect could land after the undo and never be
@@ -41,14 +73,24 @@ def cancel(plan: Plan, record: FlowRecord, reason: str, *, by: str = "") -> Flow
                 f"{running.claim.until.isoformat()}); cancel again once it has committed"
             )
     result = Result(status=Status.CANCELLED, code="CANCELLED", message=reason)
-    entry = new_entry(plan, record, "cancelled", detail=reason).model_copy(update={"by": by})
-    record = log(plan, record, entry, a_try=False)
+    entry = new_entry(plan, record, "cancelled", detail=reason)
+    record = log(plan, record, entry.model_copy(update={"by": by, "bulk": bulk}), a_try=False)
     return compensate_next(plan, stop_all(record), result).stored()
 
 
-def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -> FlowRecord:
-    """Run a failed, timed-out or cancelled flow again, as a new generation; ``reason`` and
-    ``by`` (the operator) are recorded on its history entry.
+def restart(
+    plan: Plan,
+    record: FlowRecord,
+    *,
+    reason: str = "",
+    by: str = "",
+    bulk: str = "",
+    delay_s: float = 0.0,
+) -> FlowRecord:
+    """Run a failed, timed-out or cancelled flow again, as a new generation; ``reason``,
+    ``by`` (the operator) and ``bulk`` (the bulk action it is part of) are recorded on its
+    history entry. Its first steps are due ``delay_s`` from now (a bulk action spreads the
+    flows of a batch over the batch's time).
 
     It keeps the outputs of steps that are still in effect (done and not undone) and of the
     steps before them, and starts every step that is then ready: a step whose undo failed is
@@ -68,7 +110,8 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
     kept = outputs_kept(plan, record)
     generation = record.position.generation + 1
     detail = f"generation {generation}" + (f": {reason}" if reason else "")
-    entry = new_entry(plan, record, "restarted", detail=detail).model_copy(update={"by": by})
+    entry = new_entry(plan, record, "restarted", detail=detail)
+    entry = entry.model_copy(update={"by": by, "bulk": bulk})
     moved = move(plan, log(plan, record, entry, a_try=False), Status.PENDING).model_copy(
         update={
             "outputs": kept,
@@ -85,7 +128,7 @@ def restart(plan: Plan, record: FlowRecord, *, reason: str = "", by: str = "") -
             "dependency": None,
         }
     )
-    return start_ready(plan, moved, generation=generation)
+    return start_ready(plan, moved, generation=generation, delay_s=delay_s)
 
 
 def outputs_kept(plan: Plan, record: FlowRecord) -> dict[str, Any]:

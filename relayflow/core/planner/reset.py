@@ -165,15 +165,24 @@ def owner(effect: Effect) -> str:
 
 
 def reset(
-    plan: Plan, record: FlowRecord, step: str, *, undo: bool = True, reason: str = "", by: str = ""
+    plan: Plan,
+    record: FlowRecord,
+    step: str,
+    *,
+    undo: bool = True,
+    reason: str = "",
+    by: str = "",
+    bulk: str = "",
 ) -> FlowRecord:
     """Run the ended flow again from ``step`` as a new generation (see the module); ``reason``
-    and ``by`` (the operator) are recorded on its history entry and its ``reset``."""
+    and ``by`` (the operator) are recorded on its history entry and its ``reset``, with
+    ``bulk``, the bulk action it is part of."""
     scope = scope_of(plan, record, step, undo=undo)
     generation = record.position.generation + 1
     mode = "undoing what ran from it" if undo else "keeping the effects"
     detail = f"generation {generation}: reset to {step}, {mode}" + (f": {reason}" if reason else "")
-    entry = new_entry(plan, record, "reset", detail=detail).model_copy(update={"by": by})
+    entry = new_entry(plan, record, "reset", detail=detail)
+    entry = entry.model_copy(update={"by": by, "bulk": bulk})
     marker = Reset(
         step=step,
         generation=generation,

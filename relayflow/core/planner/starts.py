@@ -15,9 +15,11 @@ from relayflow.core.records import FlowRecord, Track
 from relayflow.core.state import Status
 
 
-def start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowRecord:
-    """A track, due now, for each step that may start: not done, skipped or running, and
-    all it runs after done or skipped."""
+def start_ready(
+    plan: Plan, record: FlowRecord, *, generation: int, delay_s: float = 0.0
+) -> FlowRecord:
+    """A track, due now (or ``delay_s`` from now), for each step that may start: not done,
+    skipped or running, and all it runs after done or skipped."""
     flow = plan.flow
     ready = flow.graph.ready(record.outputs, record.skipped, record.tracks)
     tracks = dict(record.tracks)
@@ -33,7 +35,7 @@ def start_ready(plan: Plan, record: FlowRecord, *, generation: int) -> FlowRecor
             scope=record.scope,  # in a lane: the ForEach and the item
             item=record.item_index,
         )
-        nxt = schedule(plan, record, position, 0.0)
+        nxt = schedule(plan, record, position, delay_s)
         token = callback_token(plan, record, name, generation) if kind.hands_token else None
         tracks[name] = Track(position=position, next=nxt, started_at=plan.now, token=token)
     started = record.model_copy(update={"tracks": tracks, "focus": None, "aside_until": None})

@@ -14,6 +14,7 @@ others on the flows it finds (``core.listing.sifted``, at most ``MAX_SIFTED`` a 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -84,6 +85,34 @@ class FirestoreListing(StoreBase):
         """``flows`` as summaries, read as a projection: a fraction of each document."""
         page = self._listing(filter, after=after, limit=limit, fields=SUMMARY_FIELDS)
         return self._parsed(page, lambda snap: FlowSummary.from_doc(fields_of(snap)))
+
+    def matching(self, filter: FlowFilter, *, limit: int) -> list[FlowRecord]:
+        """Every flow ``filter`` admits, in no order, at most ``limit`` + 1: each shard's
+        query (the lists' own, so their indexes serve it) streamed whole, side by side, none
+        merged in order; every stream stops once ``limit`` + 1 are found, so a filter that
+        admits millions costs about ``limit`` reads, not millions."""
+        filtered = self._filtered(filter)
+        descending = firestore.Query.DESCENDING
+        found: list[Any] = []
+        lock = threading.Lock()
+
+        def scan(shard: int) -> None:
+            query = (
+                in_shard(filtered, shard)
+                .order_by("updated_at", direction=descending)
+                .order_by("flow_id", direction=descending)
+            )
+            for snap in query.stream(timeout=RPC_TIMEOUT_S):
+                with lock:
+                    if len(found) > limit:
+                        return
+                    found.append(snap)
+
+        with ThreadPoolExecutor(max_workers=min(self._shards, 16)) as pool:
+            list(pool.map(scan, range(self._shards)))
+        self._counters.add("firestore_reads", max(1, len(found)))
+        # What the query cannot ask (a filter's further conditions) is checked on each.
+        return [r for r in self._parse(found[: limit + 1]) if filter.matches(r)]
 
     def count_by_status(
         self, filter: FlowFilter, *, statuses: Iterable[Status] | None = None

@@ -3,6 +3,7 @@ an operator ever paused or resumed (``core.ports.TenantStates``)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from relayflow.core.ports import TenantState
@@ -21,7 +22,9 @@ class FirestoreTenantStates(StoreBase):
     def set_tenant_state(self, state: TenantState) -> None:
         """Pause or resume a tenant."""
         self._counters.add("firestore_writes")
-        body = {"paused": state.paused, "by": state.by, "reason": state.reason}
+        body: dict[str, Any] = {"paused": state.paused, "by": state.by, "reason": state.reason}
+        if state.at is not None:
+            body["at"] = state.at
         self._tenants.document(state.tenant).set(body, timeout=RPC_TIMEOUT_S)
 
     def tenant_states(self) -> list[TenantState]:
@@ -35,6 +38,11 @@ class FirestoreTenantStates(StoreBase):
 
 
 def _state(tenant: str, doc: dict[str, Any]) -> TenantState:
+    at = doc.get("at")  # absent on documents written before it was kept
     return TenantState(
-        tenant, bool(doc.get("paused")), str(doc.get("by", "")), str(doc.get("reason", ""))
+        tenant,
+        bool(doc.get("paused")),
+        str(doc.get("by", "")),
+        str(doc.get("reason", "")),
+        at if isinstance(at, datetime) else None,
     )

@@ -1,7 +1,7 @@
 """The worker service (Cloud Run).
 
-Cloud Tasks delivers action steps and compensations (queue flow-steps) here; Cloud Scheduler
-calls /sweep.
+Cloud Tasks delivers action steps and compensations (queue flow-steps) here, and bulk actions'
+batches (/tasks/bulk); Cloud Scheduler calls /sweep.
 """
 
 from __future__ import annotations
@@ -16,4 +16,5 @@ app = task_app(
     route=STEP_PATH,
     verifier=task_verifier(settings, settings.worker_url),
     sweep_verifier=task_verifier(settings, settings.worker_url, sweep=True),
+    bulk=True,
 )

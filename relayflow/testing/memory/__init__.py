@@ -1,4 +1,5 @@
-"""In-memory implementations of the engine's ports (Store, Queue, Events, Breakers, Blobs).
+"""In-memory implementations of the engine's ports (Store, Queue, Events, Breakers, Blobs) and
+of the bulk actions' (BulkStore, BulkQueue).
 
 They behave like the real services in the ways the engine relies on: a flow document is
 written whole and goes through its Firestore form on every write; a conditional write against
@@ -15,6 +16,7 @@ from __future__ import annotations
 from relayflow.testing.memory.base import EPOCH
 from relayflow.testing.memory.blobs import MemoryBlobs
 from relayflow.testing.memory.breakers import MemoryBreakers
+from relayflow.testing.memory.bulk import MemoryBulkQueue, MemoryBulkStore, QueuedBatch
 from relayflow.testing.memory.events import MemoryEvents
 from relayflow.testing.memory.flow_documents import MemoryFlowDocuments
 from relayflow.testing.memory.listing import MemoryListing
@@ -42,6 +44,8 @@ __all__ = [
     "EPOCH",
     "MemoryBlobs",
     "MemoryBreakers",
+    "MemoryBulkQueue",
+    "MemoryBulkStore",
     "MemoryEvents",
     "MemoryFlowDocuments",
     "MemoryListing",
@@ -52,5 +56,6 @@ __all__ = [
     "MemoryStore",
     "MemoryTenantSlots",
     "MemoryTenantStates",
+    "QueuedBatch",
     "QueuedTask",
 ]

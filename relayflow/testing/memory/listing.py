@@ -64,6 +64,9 @@ class MemoryListing(MemoryBase):
         page = self.flows(filter, after=after, limit=limit)
         return Page([FlowSummary.from_record(r) for r in page.items], page.next)
 
+    def matching(self, filter: FlowFilter, *, limit: int) -> list[FlowRecord]:
+        return [r for r in self._records() if not r.is_lane and filter.matches(r)][: limit + 1]
+
     def count_by_status(
         self, filter: FlowFilter, *, statuses: Iterable[Status] | None = None
     ) -> dict[Status, int]:

@@ -1,10 +1,10 @@
-// The live view: while the flow runs, fetch the changing part of its page every second and
-// swap it in; stop once the flow has ended (the fragment says data-active="false").
+// The live view: while the flow (or the bulk action) runs, fetch the changing part of its page
+// every second and swap it in; stop once it has ended (the fragment says data-active="false").
 (function () {
   const live = document.getElementById("live");
   if (!live) return;
   const url = live.dataset.liveUrl;
-  const active = () => live.querySelector("#flow")?.dataset.active === "true";
+  const active = () => live.querySelector("[data-active]")?.dataset.active === "true";
 
   async function refresh() {
     try {

@@ -5,6 +5,8 @@ limits, state and counts. Through relayflow.testing's harness, with the tenant's
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from relayflow.core.ports import TenantState
 from relayflow.core.state import Status
 from relayflow.core.tenants import TenantPolicy, Tenants
@@ -34,10 +36,17 @@ def test_pausing_a_tenant_puts_its_tasks_off_and_resuming_goes_on_where_they_wer
 def test_a_pause_records_who_paused_the_tenant_and_why() -> None:
     h = Harness(flow())
     state = h.engine.pause_tenant("acme", by="ops@example.com", reason="maintenance")
-    assert state == TenantState("acme", paused=True, by="ops@example.com", reason="maintenance")
+    paused_at = h.now
+    assert state == TenantState(
+        "acme", paused=True, by="ops@example.com", reason="maintenance", at=paused_at
+    )
     assert h.store.tenant_state("acme") == state
+    h.advance(60)
     resumed = h.engine.resume_tenant("acme", by="lead@example.com", reason="done")
-    assert resumed == TenantState("acme", paused=False, by="lead@example.com", reason="done")
+    resumed_at = paused_at + timedelta(seconds=60)
+    assert resumed == TenantState(
+        "acme", paused=False, by="lead@example.com", reason="done", at=resumed_at
+    )
     assert h.store.tenant_state("acme") == resumed
 
 
@@ -56,7 +65,12 @@ def test_resuming_a_tenant_admits_the_flows_that_waited_while_it_was_paused() ->
 
 def test_views_show_every_tenant_with_a_policy_or_a_state_and_its_flows() -> None:
     # given acme (2 at a time) with three flows, beta paused by an operator, and one default flow
-    tenants = Tenants(tenants={"acme": TenantPolicy(max_running=2, priority="high")})
+    tenants = Tenants(
+        tenants={
+            "acme": TenantPolicy(max_running=2, priority="high"),
+            "gamma": TenantPolicy(paused=True),
+        }
+    )
     h = Harness(flow(), tenants=tenants)
     for i in range(3):
         h.start("job", flow_id=f"a{i}", tenant="acme")
@@ -64,11 +78,25 @@ def test_views_show_every_tenant_with_a_policy_or_a_state_and_its_flows() -> Non
     h.engine.pause_tenant("beta", by="ops", reason="unpaid")
     # then each is shown once, by name, with its limits, its state and its flows
     views = {view["tenant"]: view for view in h.engine.tenant_views()}
-    assert sorted(views) == ["acme", "beta", "default"]
+    assert sorted(views) == ["acme", "beta", "default", "gamma"]
     acme = views["acme"]
     assert (acme["max_running"], acme["priority"], acme["paused"]) == (2, "high", False)
     assert (acme["running"], acme["waiting"]) == (2, 1)
     beta = views["beta"]
     assert (beta["paused"], beta["paused_by"], beta["reason"]) == (True, "ops", "unpaid")
+    assert (beta["since"], beta["configured_paused"]) == (h.now.isoformat(), False)
     assert (beta["running"], beta["waiting"], beta["max_running"]) == (0, 0, 0)
     assert (views["default"]["running"], views["default"]["waiting"]) == (1, 0)
+    assert views["default"]["since"] is None  # never paused or resumed
+    gamma = views["gamma"]  # paused in its policy: no operator did it, none can lift it
+    assert (gamma["paused"], gamma["configured_paused"], gamma["paused_by"]) == (True, True, "")
+
+
+def test_one_tenants_view_is_as_the_list_shows_it_and_none_for_an_unknown_tenant() -> None:
+    h = Harness(flow(), tenants=Tenants(tenants={"acme": TenantPolicy(max_running=2)}))
+    h.start("job", flow_id="a0", tenant="acme")
+    h.engine.pause_tenant("beta", by="ops", reason="unpaid")  # no policy: known by its state
+    listed = {view["tenant"]: view for view in h.engine.tenant_views()}
+    for name in ("acme", "beta", "default"):
+        assert h.engine.tenant_view(name) == listed[name]
+    assert h.engine.tenant_view("nobody") is None

@@ -225,6 +225,10 @@ locals {
   # their single-field indexes are off too, and they are indexed only in the composite indexes
   # below, behind `shard`. So are values that rise with the flows (Pub/Sub message ids, the
   # keys lanes and slots name). expire_at is the TTL field's (google_firestore_field.ttl).
+  #
+  # A bulk action (issue 23) is found by its id, listed by created_at and swept by state: its
+  # maps, lists and texts and the times its batches move are exempt; a chunk of its rows (100
+  # flows' previews and outcomes) is read whole, so its rows list is too.
   unindexed_fields = {
     (local.topology.firestore.flows_collection)           = ["input", "outputs", "history", "result", "pending_result", "error", "next", "claim", "effects", "tracks", "cleanup", "reset", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "lanes", "slot", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
     (local.topology.firestore.lanes_collection)           = ["input", "outputs", "history", "items", "item_outputs", "effects", "tracks", "result", "pending_result", "cleanup", "updated_at", "next_run_at", "finished_at", "queued_at", "created_at", "deadline_at", "aside_until", "message_id", "flow_id", "parent", "signals", "signal_ids", "child_of", "labels"]
@@ -232,6 +236,8 @@ locals {
     (local.topology.firestore.tenant_slots_collection)    = ["taken_at", "free_at", "holder"]
     (local.topology.firestore.breakers_collection)        = ["transitions"]
     (local.topology.firestore.breaker_windows_collection) = ["buckets"]
+    (local.topology.firestore.bulk_actions_collection)    = ["filter", "refused", "skipped_why", "errors", "log", "reason", "waiting", "updated_at", "started_at", "finished_at", "next_at"]
+    (local.topology.firestore.bulk_rows_collection)       = ["rows"]
   }
 
   # What a service that receives a Pub/Sub push needs besides its own invoker grants before the
@@ -419,6 +425,8 @@ module "firestore" {
     local.topology.firestore.flows_collection,
     local.topology.firestore.lanes_collection,
     local.topology.firestore.rejected_collection,
+    local.topology.firestore.bulk_actions_collection,
+    local.topology.firestore.bulk_rows_collection,
   ]
   unindexed_fields = local.unindexed_fields
   # Every composite index leads with `shard` (relayflow.gcp.store.keys): its entries for a
