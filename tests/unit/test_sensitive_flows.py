@@ -9,18 +9,21 @@ from __future__ import annotations
 import json
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
+from pydantic import BaseModel, field_validator
 
 from relayflow import (
     ActionStep,
     CallbackStep,
     ChildFlow,
     Flow,
+    ForEach,
     PermanentError,
+    Sensitive,
     WaitForSignal,
 )
 from relayflow.apps.payment import PaymentInput, payment_flow
@@ -231,3 +234,49 @@ def test_a_value_that_does_not_open_is_retried_then_fails_the_flow() -> None:
     assert record.result is not None and record.result.code == "RETRIES_EXHAUSTED"
     assert "keyset lacks its key" in record.result.message
     assert h.calls_of("authorize") == []  # no handler ran with what did not open
+
+
+def test_a_foreach_items_outputs_are_sealed_and_their_undo_run_by_the_flow_reads_them() -> None:
+    undone: list[str] = []
+
+    def tokenize(ctx: StepContext) -> dict[str, Any]:
+        if ctx.item == 2:
+            raise PermanentError("declined", code="DECLINED")
+        return {"token": f"tok_item_{ctx.item}"}
+
+    def untokenize(ctx: StepContext) -> dict[str, Any]:
+        undone.append(ctx.outputs["tokenize"]["token"])
+        return {}
+
+    each = ForEach(
+        "each",
+        items=lambda ctx: [0, 1, 2],
+        steps=(ActionStep("tokenize", tokenize, compensate=untokenize),),
+        concurrency=1,
+    )
+    h = Harness(Flow("batch", (each,), sensitive=("outputs.each.items.*.token",)))
+    record = h.run(h.start("batch", {}, flow_id="b-1"))
+    assert record is not None and record.status is Status.FAILED, record.result
+    assert sorted(undone) == ["tok_item_0", "tok_item_1"]  # undone by the flow, in clear
+    assert "tok_item_" not in json.dumps(h.store.docs, default=str)
+
+
+class Issued(BaseModel):
+    token: Annotated[str, Sensitive]
+
+    @field_validator("token")
+    @classmethod
+    def known(cls, token: str) -> str:
+        raise ValueError(f"token {token} is not one we issued")
+
+
+def test_the_output_check_reads_them_opened_and_its_message_is_scrubbed() -> None:
+    flow = Flow(
+        "issue", (ActionStep("make", lambda ctx: {"token": "tok_not_ours_1"}),), output_model=Issued
+    )
+    h = Harness(flow)
+    record = h.run(h.start("issue", {}, flow_id="i-1"))
+    assert record is not None and record.result is not None
+    assert record.result.code == "OUTPUT_INVALID"  # checked in clear: the validator ran
+    assert "token [redacted] is not one we issued" in record.result.message
+    assert "tok_not_ours_1" not in json.dumps(h.store.docs, default=str)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from opentelemetry.trace import Span
 
@@ -133,7 +133,7 @@ class Execution:
             index, item = pos.item, effect.item if effect is not None else None
         now = self._k.clock.now()
         flow_input = self._k.loaded(record.input, record, "input")
-        outputs = {k: self._k.loaded(v, record, "outputs", k) for k, v in outputs.items()}
+        outputs = self._opened(record, outputs)
         return StepContext(
             # The caller's id (a lane's item sees its flow's), not the key.
             flow_id=split_key(record.parent)[1] if record.parent else record.flow_id,
@@ -153,6 +153,16 @@ class Execution:
             item=item,
             item_index=index,
         )
+
+    def _opened(self, record: FlowRecord, outputs: dict[str, Any]) -> dict[str, Any]:
+        """``outputs`` as the handler at ``record``'s position reads them. An item's undo run
+        by its flow reads its item's output as the item's lane stored it (``Slot.scope``)."""
+        pos = record.position
+        item_of = pos.scope if pos.scope is not None and not record.is_lane else None
+        return {
+            k: self._k.loaded(v, record, "outputs", k, scope=item_of if k == pos.step else None)
+            for k, v in outputs.items()
+        }
 
     def traced(self, call: Call, then: Next) -> Outcome:
         """A span per handler call, named by the task, marked failed if it failed."""

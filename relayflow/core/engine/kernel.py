@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry.trace import Tracer
@@ -187,11 +187,13 @@ class Kernel:
         except PayloadUnavailable as exc:
             return Retry(exc)
 
-    def loaded(self, stored: Any, record: FlowRecord, *path: str) -> Any:
+    def loaded(self, stored: Any, record: FlowRecord, *path: str, scope: str | None = None) -> Any:
         """``record``'s value at ``path`` (``"input"``; ``"outputs", step``) as its handlers
         see it: offloaded values read back (PayloadMissing, PayloadCorrupt,
-        PayloadUnavailable), sealed ones opened (UnreadableSealedValue)."""
-        return self.codec.decode(stored, Slot.of(record, *path))
+        PayloadUnavailable), sealed ones opened (UnreadableSealedValue). ``scope``: a value
+        ForEach ``scope``'s lane stored (an item's effect's output, undone by its flow)."""
+        slot = Slot.of(record, *path)
+        return self.codec.decode(stored, replace(slot, scope=scope) if scope else slot)
 
     def resolved(self, stored: Any, record: FlowRecord) -> Any:
         """A value of ``record``'s as a reader other than its handlers is given it (the api's
