@@ -10,7 +10,8 @@ end-to-end tests (tests/e2e/test_offload.py, on the stack of bench/e2e_app.py).
   ``summarize`` checks every item's output in order.
 - ``payload-sealed``: a sensitive ``card`` in an input large enough to be offloaded,
   ``tokenize`` returns a sensitive token and ``mib`` MiB (offloaded too), ``verify`` checks
-  it read both in clear: the bucket must hold them sealed (sealing comes before offload).
+  it read both in clear and returns them as the result (offloaded, the token sealed in it):
+  the bucket must hold them sealed (sealing comes before offload).
 """
 
 from __future__ import annotations
@@ -95,9 +96,10 @@ def tokenize(ctx: StepContext) -> dict[str, Any]:
 
 def verify(ctx: StepContext) -> dict[str, Any]:
     order = ctx.input_as(SealedOrder)
-    if ctx.outputs["tokenize"]["token"] != token_of(order.card):
+    made = ctx.outputs["tokenize"]
+    if made["token"] != token_of(order.card):
         raise PermanentError("the token read back is not the token made", code="MISMATCH")
-    return {"card_last4": order.card[-4:], "token_ok": True}
+    return {"card_last4": order.card[-4:], "token": made["token"], "data": made["data"]}
 
 
 FLOWS = (
@@ -130,7 +132,7 @@ FLOWS = (
         name="payload-sealed",
         steps=(ActionStep("tokenize", tokenize), ActionStep("verify", verify)),
         input_model=SealedOrder,
-        sensitive=("outputs.tokenize.token",),
+        sensitive=("outputs.tokenize.token", "outputs.verify.token"),
     ),
 )
 
