@@ -8,14 +8,28 @@ end-to-end tests (tests/e2e/test_offload.py, on the stack of bench/e2e_app.py).
   or changes the object while the flow waits.
 - ``payload-fanout``: a ForEach of ``items`` items, each returning ``item_bytes`` bytes, then
   ``summarize`` checks every item's output in order.
+- ``payload-sealed``: a sensitive ``card`` in an input large enough to be offloaded,
+  ``tokenize`` returns a sensitive token and ``mib`` MiB (offloaded too), ``verify`` checks
+  it read both in clear and returns them as the result (offloaded, the token sealed in it):
+  the bucket must hold them sealed (sealing comes before offload).
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Annotated, Any
 
-from relayflow import ActionStep, Flow, ForEach, PermanentError, Registry, StepContext
+from pydantic import BaseModel
+
+from relayflow import (
+    ActionStep,
+    Flow,
+    ForEach,
+    PermanentError,
+    Registry,
+    Sensitive,
+    StepContext,
+)
 from relayflow.core.flows import WaitForSignal
 
 MIB = 1024 * 1024
@@ -63,6 +77,31 @@ def summarize(ctx: StepContext) -> dict[str, Any]:
     return {"items": len(items), "bytes": total}
 
 
+class SealedOrder(BaseModel):
+    """A card to keep sealed, with notes that make the input too large for its document."""
+
+    card: Annotated[str, Sensitive]
+    notes: str
+    mib: float
+
+
+def token_of(card: str) -> str:
+    return f"tok-{digest(card)[:16]}"
+
+
+def tokenize(ctx: StepContext) -> dict[str, Any]:
+    order = ctx.input_as(SealedOrder)
+    return {"token": token_of(order.card), "data": blob(order.mib, ctx.flow_id)}
+
+
+def verify(ctx: StepContext) -> dict[str, Any]:
+    order = ctx.input_as(SealedOrder)
+    made = ctx.outputs["tokenize"]
+    if made["token"] != token_of(order.card):
+        raise PermanentError("the token read back is not the token made", code="MISMATCH")
+    return {"card_last4": order.card[-4:], "token": made["token"], "data": made["data"]}
+
+
 FLOWS = (
     Flow(
         name="payload",
@@ -88,6 +127,12 @@ FLOWS = (
             ),
             ActionStep("summarize", summarize),
         ),
+    ),
+    Flow(
+        name="payload-sealed",
+        steps=(ActionStep("tokenize", tokenize), ActionStep("verify", verify)),
+        input_model=SealedOrder,
+        sensitive=("outputs.tokenize.token", "outputs.verify.token"),
     ),
 )
 

@@ -4,7 +4,9 @@ What a flow author needs is imported from here, and only from here::
 
     from relayflow import ActionStep, Flow, NotReady, PollStep, Registry, StepContext
 
-and what a service that starts flows needs (``relayflow.client``)::
+(``Sensitive`` marks a model's field whose values are sealed before they are stored:
+``card: Annotated[str, Sensitive]``), and what a service that starts flows needs
+(``relayflow.client``)::
 
     from relayflow import AsyncClient, Client, FlowFailed, FlowHandle, WaitTimeout
 
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
         WaitForSignal,
     )
     from relayflow.core.schedules import CatchUp, Overlap, Schedule
+    from relayflow.core.sensitive import Sensitive
     from relayflow.core.tenants import TenantPolicy, Tenants
     from relayflow.http import call_json, raise_for_response
     from relayflow.settings import Settings
@@ -90,6 +93,7 @@ _EXPORTS = {
     "Schedule": "relayflow.core.schedules",
     "Overlap": "relayflow.core.schedules",
     "CatchUp": "relayflow.core.schedules",
+    "Sensitive": "relayflow.core.sensitive",
 }
 
 __all__ = [
@@ -119,6 +123,7 @@ __all__ = [
     "RetryPolicy",
     "RetryableError",
     "Schedule",
+    "Sensitive",
     "Settings",
     "Sleep",
     "StepContext",

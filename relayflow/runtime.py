@@ -25,12 +25,14 @@ from relayflow.core.payloads import Offload
 from relayflow.core.planner import QueueNames
 from relayflow.core.schedule_state import ScheduleStates
 from relayflow.core.scheduler import Scheduler
+from relayflow.core.sealing import Sealing
 from relayflow.gcp import blobs, events, queue, recording, store
 from relayflow.gcp.auth import TokenVerifier
 from relayflow.gcp.breakers import FirestoreBreakers
 from relayflow.gcp.bulk_actions import FirestoreBulkActions
 from relayflow.gcp.dead_letters import DeadLetterHold
 from relayflow.gcp.schedule_states import FirestoreScheduleStates
+from relayflow.gcp.sealer import sealer_from_settings
 from relayflow.metrics import configure_metrics
 from relayflow.settings import Settings, load_settings
 from relayflow.telemetry import Counters, configure_logging, configure_tracing
@@ -69,6 +71,10 @@ class Runtime:
     clock: Clock = field(default_factory=SystemClock)  # the engine's
     # Schedules' documents (None: Firestore's ``schedules`` collection, over the store's client).
     schedule_states: ScheduleStates | None = None
+    # The flows' sensitive fields: sealed by the engine's codec as they enter a flow, opened
+    # for its handlers and, in the api, for the callers who may read them (None: built
+    # without: no key).
+    sealing: Sealing | None = None
     # Bulk actions' documents (None: Firestore's ``bulk_actions``, over the store's client) and
     # where their batch tasks go (None: no bulk action can run here).
     bulk_store: BulkStore | None = None
@@ -184,6 +190,7 @@ def build_runtime(
     metrics = metrics or Metrics()
     registry = load_registry(settings.app, settings)  # first: a bad app fails before any client
     topology = deployed_topology(settings)
+    sealing = build_sealing(settings, registry)
     counters = Counters()
     clock = SystemClock()
     recorder = recording.from_env(component)
@@ -237,6 +244,7 @@ def build_runtime(
         tracer=tracer,
         metrics=metrics,
         offload=offload(settings, counters),
+        sealing=sealing,
     )
     return Runtime(
         settings,
@@ -248,6 +256,7 @@ def build_runtime(
         metrics,
         registry,
         clock,
+        sealing=sealing,
         bulk_queue=task_queue,
     )
 
@@ -260,6 +269,20 @@ def offload(settings: Settings, counters: Counters | None = None) -> Offload | N
     project = settings.project_id
     bucket = blobs.GcsBlobs(settings.offload_bucket, project=project, counters=counters)
     return Offload(bucket, threshold_bytes=settings.offload_threshold_bytes)
+
+
+def build_sealing(settings: Settings, registry: Registry) -> Sealing:
+    """What seals and opens the flows' sensitive fields, with the settings' keyset;
+    ConfigError if a flow marks fields and there is none (nothing is stored in clear)."""
+    sealing = Sealing(registry, sealer_from_settings(settings))
+    marking = sealing.marking()
+    if marking and sealing.sealer is None:
+        raise ConfigError(
+            f"flows {', '.join(marking)} mark sensitive fields: set RELAYFLOW_SENSITIVE_KEYSET "
+            "(a Tink keyset, encrypted by RELAYFLOW_SENSITIVE_KEY_URI in the cloud) or "
+            "RELAYFLOW_SENSITIVE_KEYSET_FILE (README, 'Sensitive data')"
+        )
+    return sealing
 
 
 def limits(settings: Settings, topology: Topology) -> Limits:
@@ -308,6 +331,11 @@ def boot(service: str) -> Runtime:
     except AppError as exc:
         logging.getLogger("relayflow.boot").critical(
             "cannot load the app", extra={"service": service, "reason": str(exc)}
+        )
+        raise
+    except ConfigError as exc:  # e.g. flows mark sensitive fields and no keyset is set
+        logging.getLogger("relayflow.boot").critical(
+            "bad configuration", extra={"service": service, "reason": str(exc)}
         )
         raise
 

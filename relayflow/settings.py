@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, HttpUrl, field_validator
+from pydantic import AliasChoices, Field, HttpUrl, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from relayflow.core.breaker_policy import Dependencies
@@ -130,6 +131,21 @@ class Settings(BaseSettings):
     api_signallers: tuple[str, ...] = ()
     # Callers who see only some tenants' flows, as JSON: {"alice@acme.com": ["acme"]}.
     api_scopes: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # Viewers and operators who see flows' sensitive fields in clear in the api, the console
+    # and the CLI (every read logged); everyone else sees "[redacted]". "local": the local
+    # stack's caller.
+    api_sensitive_readers: tuple[str, ...] = ()
+
+    # Flows' sensitive fields (relayflow.core.sealing): the Tink keyset that seals them, as
+    # JSON (cleartext, or encrypted by the Cloud KMS key ``sensitive_key_uri``), or a file
+    # holding it. Needed by every service when a flow marks a field; ``relayflow local up``
+    # makes a cleartext one in its state dir.
+    sensitive_keyset: str | None = Field(default=None, min_length=1)
+    sensitive_keyset_file: Path | None = None
+    sensitive_key_uri: str | None = Field(
+        default=None,
+        pattern=r"^gcp-kms://projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$",
+    )
 
     # Metrics: "none" builds nothing, so metrics off cost nothing; "local" only keeps them
     # for GET /metrics; "console" also prints them to stderr; "gcp" exports to Cloud Monitoring.
@@ -200,6 +216,22 @@ class Settings(BaseSettings):
                     + (f" (not {bad})" if bad else "")
                 )
         return scopes
+
+    @field_validator(
+        "sensitive_keyset", "sensitive_keyset_file", "sensitive_key_uri", mode="before"
+    )
+    @classmethod
+    def _unset_if_empty(cls, value: object) -> object:
+        return None if value == "" else value  # as Terraform sets them when there is none
+
+    @model_validator(mode="after")
+    def _one_keyset(self) -> Settings:
+        if self.sensitive_keyset is not None and self.sensitive_keyset_file is not None:
+            raise ValueError(
+                "set RELAYFLOW_SENSITIVE_KEYSET (the keyset) or RELAYFLOW_SENSITIVE_KEYSET_FILE "
+                "(a file holding it), not both"
+            )
+        return self
 
     @field_validator("poll_chain", mode="before")
     @classmethod

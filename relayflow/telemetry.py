@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
+from relayflow.core.scrubbing import scrubbed_json
 from relayflow.core.tracing import (
     PUBSUB_PREFIX,
     PUBSUB_TRACEPARENT,
@@ -55,7 +56,9 @@ class JsonFormatter(logging.Formatter):
     """One JSON line per record; extra fields (flow_id, step, ...) are kept as keys.
 
     Given the project id, a record logged inside a span also names the span's trace in the
-    fields Cloud Logging reads (``logging.googleapis.com/trace`` and ``/spanId``).
+    fields Cloud Logging reads (``logging.googleapis.com/trace`` and ``/spanId``). Sensitive
+    values the current task opened for its handlers are scrubbed from the line, whatever
+    logged them (``core.scrubbing``).
     """
 
     def __init__(self, project_id: str | None = None) -> None:
@@ -75,7 +78,7 @@ class JsonFormatter(logging.Formatter):
             entry.update(trace_log_fields(self._project_id))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return scrubbed_json(json.dumps(entry, default=str))
 
 
 def trace_log_fields(project_id: str) -> dict[str, Any]:

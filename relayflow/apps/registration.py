@@ -34,6 +34,7 @@ from relayflow import (
 )
 from relayflow import StepContext as Ctx
 from relayflow.apps.approval import approval_flow
+from relayflow.apps.payment import payment_flow
 
 FLOW_NAME = "registration"
 
@@ -347,7 +348,11 @@ def build_registry(settings: Settings, session: requests.Session | None = None) 
         timeout_s=settings.poll_deadline_s,
         safety=safety,
     )
-    flows = (registration_flow(api, poll=poll, retry=retry), fleet, approval_flow())
+    flows = [registration_flow(api, poll=poll, retry=retry), fleet, approval_flow()]
+    # Its card and token are sealed: run only where there is a keyset to seal them with (the
+    # local stack makes one), so a deployment without one still starts.
+    if settings.sensitive_keyset or settings.sensitive_keyset_file:
+        flows.append(payment_flow(poll))
     return Registry(flows)
 
 

@@ -55,6 +55,9 @@ LABEL_VALUE = re.compile(r"[A-Za-z0-9_.@:/+-]{1,63}")
 MAX_LABELS = 16
 DEPENDENCY = re.compile(r"[a-z][a-z0-9-]{0,62}")
 MAX_CODE_CHARS = 100
+KMS_KEY_URI = re.compile(
+    r"gcp-kms://projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+"
+)
 STATUSES = ("PENDING", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED")
 # How often ``watch`` reads a poll chain's task for the polls its flow's document has not
 # recorded yet (a GetTask per candidate the chain may have made: only while someone watches).
@@ -124,6 +127,15 @@ def _tenant(text: str) -> str:
     if not TENANT.fullmatch(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a tenant name ([a-z0-9][a-z0-9-]{{0,62}})"
+        )
+    return text
+
+
+def _kms_key_uri(text: str) -> str:
+    if not KMS_KEY_URI.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Cloud KMS key URI "
+            "(gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K)"
         )
     return text
 
@@ -551,6 +563,18 @@ def _register_tools(sub: Any) -> None:
         "migrate-shards",
         help="once, after upgrading: give documents an earlier release wrote their index shard",
     )
+    keyset = sub.add_parser(
+        "keyset",
+        help="a new Tink keyset for flows' sensitive fields (RELAYFLOW_SENSITIVE_KEYSET), as JSON",
+    )
+    keyset.add_argument(
+        "--kms-key-uri",
+        type=_kms_key_uri,
+        default=None,
+        help="encrypt it with this Cloud KMS key (gcp-kms://projects/P/locations/L/keyRings/R/"
+        "cryptoKeys/K; your credentials need cloudkms.cryptoKeyVersions.useToEncrypt); "
+        "without it: cleartext, for local runs only",
+    )
     graph = sub.add_parser("graph", parents=[app], help="print a flow's shape (text, or --mermaid)")
     graph.add_argument("flow", type=_flow_name, help="flow name")
     graph.add_argument("--version", type=_version, default=None, help="default: the newest")
@@ -756,6 +780,14 @@ def cmd_migrate_shards(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keyset(args: argparse.Namespace) -> int:
+    """Print a fresh AES256-SIV keyset (encrypted by ``--kms-key-uri`` when given)."""
+    from relayflow.gcp.sealer import new_keyset
+
+    print(new_keyset(key_uri=args.kms_key_uri))
+    return 0
+
+
 def cmd_graph(args: argparse.Namespace) -> int:
     """Print a flow's shape; reads the app only (no emulator, no cloud)."""
     from relayflow.app import load_registry
@@ -835,6 +867,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sweep": cmd_sweep,
     "migrate-shards": cmd_migrate_shards,
     "graph": cmd_graph,
+    "keyset": cmd_keyset,
     "status": _operation("cmd_status"),
     "list": _operation("cmd_list"),
     "cancel": _operation("cmd_cancel"),

@@ -25,6 +25,13 @@ thread-safe, and each one has its own subscription.
 
 Reads and operations (``status``, ``cancel``, ``retry``, ``list``, ``complete_callback``,
 ``bulk``) go through the api, as the CLI's do (``relayflow.client.transport``).
+
+A flow's sensitive fields (``relayflow.core.sealing``) come sealed in its result event: a
+client holding the deployment's key (``sealer=``, or ``RELAYFLOW_SENSITIVE_KEYSET[_FILE]``
+and ``RELAYFLOW_SENSITIVE_KEY_URI`` in its environment, as the services have them) opens them
+in ``result()``; one without returns the data with the sealed markers in it (a dict, not the
+output model). Through the api (``wait="api"``) they come as the api shows them to the
+caller: ``"[redacted]"`` unless it is a sensitive reader.
 """
 
 from __future__ import annotations
@@ -60,8 +67,11 @@ from relayflow.core.errors import InvalidMessage, RelayflowError, UnknownFlow
 from relayflow.core.flows import Registry
 from relayflow.core.messages import MAX_INPUT_BYTES, validate_start
 from relayflow.core.payloads import MAX_OFFLOADED_INPUT_BYTES, Offload, refs
+from relayflow.core.records import flow_key
+from relayflow.core.sealing import Sealer, markers, opened_result
 from relayflow.core.tenants import DEFAULT_TENANT, TENANT_PATTERN
 from relayflow.gcp import blobs
+from relayflow.gcp.sealer import sealer_from_env
 from relayflow.topology import Topology, load_topology
 
 WaitMode = Literal["events", "api"]
@@ -214,7 +224,7 @@ class FlowHandle:
 
 
 # Reading names no flow's objects: only writing does.
-READING = Slot(key="", incarnation="", flow="")
+READING = Slot(key="", incarnation="", flow="", version=0, path=())
 
 
 class Client:
@@ -231,6 +241,7 @@ class Client:
         environ: Mapping[str, str] | None = None,
         topology: Topology | None = None,
         subscription_project: str | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         if wait not in ("events", "api"):
@@ -243,6 +254,8 @@ class Client:
         self.subscription_project = subscription_project or self.project
         self.api = Transport.from_env(env, api_url)
         self.registry = registry
+        # Opens sealed result data (None: results keep their markers).
+        self.sealer = sealer if sealer is not None else sealer_from_env(env)
         self.tenant = tenant
         self.wait_mode: WaitMode = wait
         self.topology = topology or load_topology()
@@ -465,10 +478,15 @@ class Client:
     def output_of(self, ended: FlowResult) -> Any:
         """A succeeded flow's data, as its version's ``output_model`` when this client has the
         registry and the model (the engine checked the output against it before the flow could
-        succeed), else as it came."""
-        model = self._output_model(ended.flow, ended.version)
+        succeed), else as it came; its sealed values opened if this client holds the key (a
+        marker left in it: the dict as it came)."""
         data = None if ended.data is None else self.resolved(ended.data)
-        return data if model is None or data is None else model.model_validate(data)
+        if data is not None and self.sealer is not None:
+            data = opened_result(self.sealer, data, flow_key(ended.tenant, ended.flow_id))
+        model = self._output_model(ended.flow, ended.version)
+        if model is None or data is None or any(True for _ in markers(data)):
+            return data
+        return model.model_validate(data)
 
     def resolved(self, data: Any) -> Any:
         """A flow's stored value as its handlers saw it: each payload reference in it

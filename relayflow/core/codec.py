@@ -2,10 +2,12 @@
 change form on their way into its document and back.
 
 Every value a flow stores passes ``Codec.encode`` before it is written and ``Codec.decode``
-where it is read for a consumer (a handler's context, an output model's check, the api, the
-client, the harness). Codecs chain (``Chain``): encoding runs them in order, decoding in
-reverse, so a codec that seals sensitive fields placed before the offload one has the bucket
-hold sealed values (encrypt, then offload).
+where it is read for a consumer (a handler's context, an output model's check; the api, the
+client and the harness read it through the chain without its sealing codec). Codecs chain
+(``Chain``): encoding runs them in order, decoding in reverse; the engine's chain is the
+sealing codec (``core.sealing.Sealed``) then the offload one (``core.payloads.Offload``), so
+the bucket holds sealed values (encrypt, then offload). A ``Slot`` tells a codec whose value
+it handles and where in the flow's document it lies.
 
 What a codec writes in a value's place is an *envelope*: a JSON object with the one key
 ``$relayflow`` whose value names its kind — ``{"$relayflow": {"ref": {...}}}`` for a payload
@@ -35,21 +37,30 @@ class EnvelopeError(PayloadCorrupt):
 
 @dataclass(frozen=True)
 class Slot:
-    """Whose value a codec handles: the flow's key (a ForEach lane's: its flow's), when that
-    flow's document was created (its incarnation, so a flow id reused after its document
-    expired names fresh objects), and its flow's name."""
+    """Whose value a codec handles and where it lies: the flow's key (a ForEach lane's: its
+    flow's), when that flow's document was created (its incarnation, so a flow id reused after
+    its document expired names fresh objects), its flow's name and version, and the value's
+    path in the flow's document, ``("input",)`` or ``("outputs", step)``: what a sealing codec
+    seals it as (``core.sealing``). ``scope``: a ForEach lane's values, its ForEach's name (its
+    outputs are its item steps')."""
 
     key: str
     incarnation: str
     flow: str
+    version: int
+    path: tuple[str, ...]
+    scope: str | None = None
 
     @classmethod
-    def of(cls, record: FlowRecord) -> Slot:
-        """The slot of ``record``'s values (a lane shares its flow's)."""
+    def of(cls, record: FlowRecord, *path: str) -> Slot:
+        """The slot of ``record``'s value at ``path`` (a lane shares its flow's key)."""
         return cls(
             key=record.parent or record.key,
             incarnation=incarnation(record.created_at),
             flow=record.flow,
+            version=record.version,
+            path=path,
+            scope=record.scope if record.is_lane else None,
         )
 
 
@@ -142,7 +153,7 @@ class Plain:
 class Chain:
     """Codecs applied in order on the way in, in reverse on the way out, between escaping
     (first in) and unescaping (last out). ``Chain([seal, offload])``: the bucket holds sealed
-    values."""
+    values (``Kernel.codec``)."""
 
     def __init__(self, codecs: Sequence[Codec] = ()) -> None:
         self.codecs = tuple(codecs)

@@ -42,6 +42,19 @@ class PermanentError(StepError):
     code = "PERMANENT"
 
 
+class UnreadableSealedValue(RetryableError):
+    """Raised when a sealed value of a flow does not open for a handler: the key that sealed
+    it is not in this service's keyset, or the value was altered or moved to another flow or
+    field. Retried as any retryable error (a deploy may bring the key back), so bounded."""
+
+    code = "SEALED_UNREADABLE"
+
+
+class SealingUnavailable(RelayflowError):
+    """Raised when a flow marks sensitive fields and this process holds no key to seal them
+    with (``RELAYFLOW_SENSITIVE_KEYSET``): nothing is stored in clear instead."""
+
+
 class NotReady(RelayflowError):
     """Raised by a poll step when the awaited operation is not done yet: poll again later.
 

@@ -23,6 +23,7 @@ from relayflow.core.graph import Graph
 from relayflow.core.position import STEP_NAME_PATTERN
 from relayflow.core.schedules import Schedule
 from relayflow.core.schedules import checked as checked_schedules
+from relayflow.core.sensitive import Path, compiled
 
 JSONDict = dict[str, Any]
 _STEP_NAME = re.compile(STEP_NAME_PATTERN)
@@ -470,6 +471,10 @@ class Flow:
     fails the flow (code ``OUTPUT_INVALID``, undoing what it did) instead of handing its
     callers something they cannot read. Their JSON Schemas are the flow's published contract
     (``GET /definitions``, ``relayflow graph --schema``).
+
+    ``sensitive``: paths of values sealed before they are stored and shown redacted
+    (``"input.card.number"``, ``"outputs.charge.token"``), besides the fields the models mark
+    with ``Sensitive``; see ``relayflow.core.sensitive``.
     """
 
     name: str
@@ -478,8 +483,11 @@ class Flow:
     description: str = ""
     version: int = 1
     output_model: type[BaseModel] | None = None
+    sensitive: tuple[str, ...] = ()
     # The steps' dependencies, checked when the flow is defined (set in __post_init__).
     graph: Graph = field(init=False, repr=False, compare=False)
+    # Every sensitive path: ``sensitive`` and the models' marks (set in __post_init__).
+    sensitive_paths: tuple[Path, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not _FLOW_NAME.match(self.name):
@@ -494,7 +502,19 @@ class Flow:
             raise ConfigError(f"step names {bad} must match {STEP_NAME_PATTERN}")
         if len(set(names)) != len(names):
             raise ConfigError(f"flow {self.name!r} repeats a step name: {names}")
-        object.__setattr__(self, "graph", Graph.of(self.name, self.steps))
+        graph = Graph.of(self.name, self.steps)
+        object.__setattr__(self, "graph", graph)
+        if isinstance(self.sensitive, str):
+            raise ConfigError(f"flow {self.name!r}: sensitive is a tuple of paths, not a string")
+        paths = compiled(
+            self.name,
+            self.sensitive,
+            steps=names,
+            sinks=graph.sinks(),
+            input_model=self.input_model,
+            output_model=self.output_model,
+        )
+        object.__setattr__(self, "sensitive_paths", paths)
 
     @property
     def label(self) -> str:

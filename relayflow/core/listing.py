@@ -286,6 +286,10 @@ class RejectedMessage(_Model):
     attributes: dict[str, str] = {}
     data: str = ""  # the bytes as text (undecodable bytes replaced), at most 16 KiB of them
     data_truncated: bool = False
+    # What was left out of ``data`` ('' if nothing): a flow's sensitive input fields, redacted,
+    # or all of it when its flow could not be told (``core.redaction``); and how large it was.
+    redacted: str = ""
+    data_bytes: int | None = None
 
     @classmethod
     def from_doc(cls, doc_id: str, doc: dict[str, Any]) -> RejectedMessage:

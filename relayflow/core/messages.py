@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -56,13 +57,20 @@ MAX_REASON_CHARS = 1000
 _SHOWN_ERRORS = 5
 
 
-def describe(error: ValidationError, prefix: str = "") -> str:
-    """A pydantic error as one bounded line: ``field: problem; field: problem; and N more``.
+def describe(
+    error: ValidationError, prefix: str = "", *, skip: Callable[[Any], bool] | None = None
+) -> str:
+    """A pydantic error as one bounded line: ``field: problem; field: problem; and N more``
+    ('' if ``skip``, asked of each error's input, skips them all).
 
     Bounded (at most ~1 KiB): a message with 50,000 unknown keys must not produce a reason
     too large to store or to log.
     """
-    items = error.errors(include_url=False, include_input=False)
+    items = error.errors(include_url=False, include_input=skip is not None)
+    if skip is not None:
+        items = [item for item in items if not skip(item.get("input"))]
+        if not items:
+            return ""
     parts = [
         f"{prefix}{_where(item['loc'])}: {item['msg'][:150]}" for item in items[:_SHOWN_ERRORS]
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MAX_DEPTH = 16  # Firestore allows 20 levels of maps and arrays; leave room for the envelope
@@ -20,6 +21,20 @@ MAX_DEPTH = 16  # Firestore allows 20 levels of maps and arrays; leave room for 
 MAX_FIELD_PATH_BYTES = 1500 - 200
 _RESERVED_KEY = re.compile(r"^__.*__$")
 _INT64 = (-(2**63), 2**63 - 1)
+
+
+def nodes(value: Any, *, stop: Callable[[Any], bool] = lambda value: False) -> Iterator[Any]:
+    """Every value in a JSON tree, ``value`` first: objects' values and lists' items, not
+    inside those ``stop`` says to stop at."""
+    yield value
+    if stop(value):
+        return
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from nodes(item, stop=stop)
+    elif isinstance(value, list):
+        for item in value:
+            yield from nodes(item, stop=stop)
 
 
 class UnstorableValue(ValueError):

@@ -26,20 +26,28 @@ __all__ = [
 ]
 # Loopback traffic must never go through a developer's proxy (gRPC honours http_proxy too).
 _NO_PROXY = "127.0.0.1,localhost"
+KEYSET_FILE = "RELAYFLOW_SENSITIVE_KEYSET_FILE"
+# A keyset the caller's environment names, left out when the stack names its own.
+_OTHER_KEYSETS = ("RELAYFLOW_SENSITIVE_KEYSET", "RELAYFLOW_SENSITIVE_KEY_URI")
 
 
 def relayflow_env(
-    ports: Ports, app: str | None = None, queue_shards: int | None = None
+    ports: Ports,
+    app: str | None = None,
+    queue_shards: int | None = None,
+    keyset: Path | None = None,
 ) -> dict[str, str]:
     """Variables a relayflow process or a client of the local stack reads (see settings.py).
 
     ``app`` (a ``RELAYFLOW_APP`` target) and ``queue_shards`` (``RELAYFLOW_QUEUE_SHARDS``: the
     queues the stack provisioned of each kind) are set only when given: unset, every process
-    runs the default app on topology.json's shards.
+    runs the default app on topology.json's shards. ``keyset``: the stack's cleartext keyset
+    of flows' sensitive fields (``RELAYFLOW_SENSITIVE_KEYSET_FILE``).
     """
     return {
         **({"RELAYFLOW_APP": app} if app else {}),
         **({"RELAYFLOW_QUEUE_SHARDS": str(queue_shards)} if queue_shards else {}),
+        **({KEYSET_FILE: str(keyset)} if keyset else {}),
         "PUBSUB_EMULATOR_HOST": f"{HOST}:{ports.pubsub}",
         "FIRESTORE_EMULATOR_HOST": f"{HOST}:{ports.firestore}",
         "CLOUD_TASKS_EMULATOR_HOST": f"{HOST}:{ports.cloud_tasks_grpc}",
@@ -79,6 +87,7 @@ def child_env(
     app: str | None = None,
     app_path: Path | None = None,
     queue_shards: int | None = None,
+    keyset: Path | None = None,
 ) -> dict[str, str]:
     """A component's environment: the caller's, overridden by the stack's own variables.
 
@@ -89,9 +98,11 @@ def child_env(
     no_proxy = ",".join(v for v in (base.get("NO_PROXY"), _NO_PROXY) if v)
     python_path = [str(app_path)] if app_path else []
     python_path += [p for p in (base.get("PYTHONPATH") or "").split(os.pathsep) if p]
+    if keyset is not None:
+        base = {k: v for k, v in base.items() if k not in _OTHER_KEYSETS}
     return {
         **base,
-        **relayflow_env(ports, app, queue_shards),
+        **relayflow_env(ports, app, queue_shards, keyset),
         **({"PYTHONPATH": os.pathsep.join(python_path)} if python_path else {}),
         "NO_PROXY": no_proxy,
         "no_proxy": no_proxy,

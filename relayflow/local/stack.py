@@ -19,6 +19,7 @@ from google.api_core.exceptions import GoogleAPICallError
 from pydantic import ValidationError
 
 from relayflow.core.queue_shards import MAX_QUEUE_SHARDS
+from relayflow.gcp.sealer import write_keyset
 from relayflow.local import processes, statefile
 from relayflow.local.clients import wipe_firestore
 from relayflow.local.components import ALL, Component, Phase, Toolchain, build, resolve
@@ -132,6 +133,11 @@ class Stack:
         return self.state_dir / "env"
 
     @property
+    def keyset_file(self) -> Path:
+        """The stack's cleartext keyset of flows' sensitive fields (``up`` makes it once)."""
+        return self.state_dir / "sensitive-keyset.json"
+
+    @property
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
 
@@ -141,7 +147,7 @@ class Stack:
     def env(self) -> dict[str, str]:
         """What a client of this stack needs (emulator hosts, project, service URLs, the
         queue shards)."""
-        return relayflow_env(self.ports, self.app, self.queue_shards)
+        return relayflow_env(self.ports, self.app, self.queue_shards, self.keyset_file)
 
     def topology(self) -> Topology:
         """The topology as this stack provisions and runs it: its queue shards and rate."""
@@ -312,6 +318,7 @@ class Stack:
             app=self.app,
             app_path=self.app_path,
             queue_shards=self.queue_shards,
+            keyset=self.keyset_file,
         )
 
     def _wait_healthy(self, components: Sequence[Component]) -> None:
@@ -354,6 +361,8 @@ class Stack:
                 provision_queues(self.ports, topology)
         except GoogleAPICallError as error:
             raise StackError(f"provisioning the emulators failed: {error}") from error
+        # The key the services seal flows' sensitive fields with (made once, then kept).
+        write_keyset(self.keyset_file)
 
     def _tenants(self) -> list[str]:
         """The tenants named in the stack's RELAYFLOW_TENANTS: each gets its own start topic."""

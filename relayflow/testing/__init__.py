@@ -11,11 +11,14 @@ ports, with a virtual clock that jumps to the next due task.
         assert len(h.calls_of("charge")) == 2
 
 ``MemoryStore``, ``MemoryQueue`` and ``MemoryEvents`` are the in-memory ports, for tests that
-build an Engine themselves.
+build an Engine themselves; ``MemorySealer`` seals flows' sensitive fields (AES-SIV, a key in
+memory), as every ``Harness`` does by default (``h.opened(flow_id)``: the document as its
+handlers see it).
 """
 
 from relayflow.testing.harness import START, Call, Crash, Harness, Scripted, scripted
 from relayflow.testing.memory import MemoryEvents, MemoryQueue, MemoryStore, QueuedTask
+from relayflow.testing.sealer import MemorySealer
 
 __all__ = [
     "START",
@@ -24,6 +27,7 @@ __all__ = [
     "Harness",
     "MemoryEvents",
     "MemoryQueue",
+    "MemorySealer",
     "MemoryStore",
     "QueuedTask",
     "Scripted",

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from opentelemetry.trace import Tracer
+
 from relayflow.core.breaker_policy import Dependencies
 from relayflow.core.breaker_state import BreakerState
 from relayflow.core.breakers import Breakers
@@ -44,6 +46,7 @@ from relayflow.core.records import FlowRecord, HistoryEntry, NextTask
 from relayflow.core.schedule_state import ScheduleState
 from relayflow.core.scheduler import Scheduler, TickReport
 from relayflow.core.schedules import FLOW_ID_PREFIX, next_ticks
+from relayflow.core.sealing import Sealer, Sealing, opened_result, owner_of
 from relayflow.core.state import TERMINAL
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 from relayflow.core.versions import VersionUse, dropped, keeps, pairs, version_uses
@@ -58,6 +61,7 @@ from relayflow.testing.memory import (
     MemoryScheduleStates,
     MemoryStore,
 )
+from relayflow.testing.sealer import MemorySealer
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 # How long Cloud Tasks waits before delivering again a task that answered 409 or 5xx.
@@ -133,11 +137,18 @@ class Harness:
         metrics: Metrics | None = None,
         poll_chain: int | None = None,
         offload_threshold_bytes: int | None = None,
+        sealer: Sealer | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         """``offload_threshold_bytes``: values over this many bytes of JSON go to a bucket
         (``blobs``, in memory), as RELAYFLOW_OFFLOAD_BUCKET and _THRESHOLD_BYTES make a
-        deployment do; None: none do, and the inline limits hold."""
+        deployment do; None: none do, and the inline limits hold. ``sealer``: what seals the
+        flows' sensitive fields (None: a ``MemorySealer`` of its own). ``tracer``: its
+        engine's spans."""
         self.clock = FakeClock(start)
+        # Seals the flows' sensitive fields in the documents, opens them for handlers, as a
+        # deployment's keyset does (a key of its own by default: ``MemorySealer``).
+        self.sealer = sealer or MemorySealer()
         # Dependencies' breakers, shared as Firestore shares them (on, with their defaults,
         # unless ``dependencies`` says otherwise: ``Dependencies.off()``).
         self.breakers = MemoryBreakers()
@@ -154,6 +165,7 @@ class Harness:
             self.limits = replace(self.limits, poll_chain=poll_chain)
         self.tenants = tenants
         self.metrics = metrics  # e.g. relayflow.metrics.OtelMetrics, to read what was counted
+        self.tracer = tracer  # e.g. one writing to an InMemorySpanExporter, to read the spans
         self._registry = _as_registry(registry)
         self._messages = 0
         # Schedules' documents, as Firestore's ``schedules/{name}`` holds them.
@@ -512,6 +524,13 @@ class Harness:
             raise AssertionError(f"no flow {flow_id!r}")
         return record
 
+    def opened(self, flow_id: str) -> FlowRecord:
+        """The flow's document with its sealed values opened, as its handlers see them (``flow``
+        is the document as stored: sensitive fields sealed)."""
+        record = self.flow(flow_id)
+        shown = self.sealing.shown(record.model_dump(mode="python"), owner_of(record))
+        return FlowRecord.model_validate(shown)
+
     def key(self, flow_id: str) -> str:
         """The key of the flow ``flow_id`` names (an id, or already a key)."""
         if flow_id in self.store.docs:
@@ -527,18 +546,21 @@ class Harness:
 
     def value(self, flow_id: str, stored: Any) -> Any:
         """One of the flow's stored values (its ``input``, an ``outputs[step]``, its
-        ``result.data``) as its consumers see it: offloaded payloads read back."""
+        ``result.data``) as a reader is given it (the api's ``?resolve=true``): offloaded
+        payloads read back, sensitive fields sealed."""
         return self.engine.loaded(stored, self.flow(flow_id))
 
     def output(self, flow_id: str, step: str) -> Any:
-        """Step ``step``'s output, as the steps after it see it."""
-        return self.value(flow_id, self.flow(flow_id).outputs[step])
+        """Step ``step``'s output, as the steps after it see it (sensitive fields opened)."""
+        record = self.flow(flow_id)
+        return self.engine.opened(record.outputs[step], record, "outputs", step)
 
     def result_data(self, flow_id: str) -> Any:
-        """The data of the flow's result, as the client and result subscribers read it."""
-        result = self.flow(flow_id).result
-        assert result is not None, f"flow {flow_id!r} has not ended"
-        return self.value(flow_id, result.data)
+        """The data of the flow's result, as a client holding the key reads it (offloaded
+        payloads read back, sensitive fields opened)."""
+        record = self.flow(flow_id)
+        assert record.result is not None, f"flow {flow_id!r} has not ended"
+        return opened_result(self.sealer, self.value(flow_id, record.result.data), record.key)
 
     def path(self, flow_id: str) -> list[str]:
         """The flow's history as short lines: ``'register action #0: succeeded'``."""
@@ -564,8 +586,11 @@ class Harness:
     # -- wiring --------------------------------------------------------------------------
 
     def _build(self) -> Engine:
+        registry = _recorded(self._registry, self.calls)
+        # Seals the flows' sensitive values as they enter them (``Kernel.codec``).
+        self.sealing = Sealing(registry, self.sealer)
         return Engine(
-            registry=_recorded(self._registry, self.calls),
+            registry=registry,
             store=self.store,
             queue=self.queue,
             events=self.events,
@@ -578,6 +603,8 @@ class Harness:
             ),
             metrics=self.metrics,
             offload=self.offload,
+            sealing=self.sealing,
+            tracer=self.tracer,
         )
 
     def _redeliver(self, payload: TaskPayload) -> None:

@@ -13,6 +13,11 @@ A fourth, a signaller (``RELAYFLOW_API_SIGNALLERS``), may only send signals to f
 WaitForSignal steps: an approval, say); an email on that list and a viewer's is a viewer who
 may also signal (the console's approve and reject buttons), and operators may signal anyway.
 
+Reading flows' sensitive fields in clear is not a role but an allowlist beside them,
+``RELAYFLOW_API_SENSITIVE_READERS`` (``Caller.sensitive``): a viewer or an operator on it sees
+them opened (each read logged), every other caller sees ``"[redacted]"``
+(``relayflow.web.redaction``). ``local``, the local stack's caller, reads them only if listed.
+
 A caller may also be scoped to tenants (``RELAYFLOW_API_SCOPES``: email → tenants): it then
 sees and acts on those tenants' flows only. Another tenant's flow answers 404, exactly as a
 flow that does not exist, so a scoped caller cannot learn which ids other tenants use; lists
@@ -65,6 +70,8 @@ class Caller:
     tenants: frozenset[str] | None = None
     # On the signallers' list as well as its role's: it may send signals too.
     signals: bool = False
+    # On the sensitive readers' list: it sees flows' sensitive fields in clear.
+    sensitive: bool = False
 
     def may(self, role: Role) -> bool:
         if role is Role.COMPLETER:
@@ -132,8 +139,10 @@ class Access:
         completers: frozenset[str] = frozenset(),
         scopes: Mapping[str, frozenset[str]] | None = None,
         signallers: frozenset[str] = frozenset(),
+        sensitive_readers: frozenset[str] = frozenset(),
     ) -> None:
         self._verifier = verifier
+        self._sensitive_readers = sensitive_readers
         self._viewers = viewers
         self._operators = operators
         self._completers = completers
@@ -147,7 +156,8 @@ class Access:
     def caller(self, authorization: str | None, remote_addr: str | None) -> Caller:
         """Who is calling; Unauthorized (no valid token) or Forbidden (not allowed here)."""
         if self._verifier is None:
-            return _local(remote_addr)
+            local = _local(remote_addr)
+            return replace(local, sensitive=LOCAL_CALLER in self._sensitive_readers)
         try:
             email = verify(self._verifier, authorization)
         except NotAllowed as exc:
@@ -158,7 +168,10 @@ class Access:
                 "RELAYFLOW_API_SIGNALLERS (send signals to flows)"
             ) from None
         signals = email in self._signallers
-        return Caller(email, self._role(email), self._scopes.get(email), signals=signals)
+        role = self._role(email)
+        # A sensitive reader must also read flows: a completer or a signaller does not.
+        sensitive = email in self._sensitive_readers and role >= Role.VIEWER
+        return Caller(email, role, self._scopes.get(email), signals=signals, sensitive=sensitive)
 
     def _role(self, email: str) -> Role:
         if email in self._operators:
@@ -215,8 +228,9 @@ def access_from_settings(settings: Settings, verifier: Verifier | None) -> Acces
     """The api's Access: tokens checked by ``verifier`` (``relayflow.runtime.api_verifier``,
     None when the settings turn verification off) with the settings' allowlists, or
     local-only."""
+    readers = frozenset(settings.api_sensitive_readers)
     if verifier is None:
-        return Access(verifier=None)
+        return Access(verifier=None, sensitive_readers=readers)
     viewers, operators = frozenset(settings.api_viewers), frozenset(settings.api_operators)
     completers = frozenset(settings.api_completers)
     scopes = {email: frozenset(tenants) for email, tenants in settings.api_scopes.items()}
@@ -227,6 +241,7 @@ def access_from_settings(settings: Settings, verifier: Verifier | None) -> Acces
         completers=completers,
         scopes=scopes,
         signallers=frozenset(settings.api_signallers),
+        sensitive_readers=readers,
     )
 
 

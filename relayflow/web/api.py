@@ -6,7 +6,8 @@
 | | | filters: ``flow``, ``status``, ``version``, ``tenant``, ``parent``, ``label=k=v`` |
 | | | (repeatable: all), ``code``, ``dependency``, ``updated_from``, ``updated_to`` |
 | ``GET /flows:counts`` | viewer | how many flows in each status (same filters, one label) |
-| ``GET /flows/{id}`` | viewer | the document (tokens for operators only), ``polls_in_flight`` |
+| ``GET /flows/{id}`` | viewer | the document (tokens for operators only; sensitive fields |
+| | | ``[redacted]`` but for sensitive readers: ``redaction``), ``polls_in_flight`` |
 | ``GET /flows/{id}?resolve=true`` | viewer | offloaded input, outputs and result read back |
 | ``GET /flows/{id}?wait_s=`` | viewer | long-poll: answers once the flow ends (``longpoll``) |
 | | | and ``family``: a child's parent, the list of its children (``?parent=``) |
@@ -61,10 +62,12 @@ from flask import Flask, Response, g, redirect, request, url_for
 from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.engine import Engine
 from relayflow.core.errors import FlowNotFound, RelayflowError
+from relayflow.core.flows import Registry
 from relayflow.core.listing import FlowSummary, Page
 from relayflow.core.payloads import MIB, refs
 from relayflow.core.ports import Listing
 from relayflow.core.records import FlowRecord, HistoryEntry, flow_key
+from relayflow.core.sealing import Sealing
 from relayflow.core.state import Status
 from relayflow.core.tenants import DEFAULT_TENANT
 from relayflow.runtime import Runtime, api_verifier
@@ -75,6 +78,7 @@ from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.family import family_json
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal, tenants_seen
+from relayflow.web.redaction import shown_doc, shown_letter
 from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
 from relayflow.web.services import base_app, error
@@ -106,6 +110,7 @@ def api_app(runtime: Runtime) -> Flask:
             guard=guard_from_settings(runtime.settings),
             watch=document_watch(runtime),
             scheduler=runtime.scheduler(),
+            sealing=runtime.sealing,
             bulk=runtime.bulk_runner(),
         )
     )
@@ -182,7 +187,7 @@ def _register_flows(app: Flask, ops: Operations) -> None:
         with_counts = params.flag(request.args.get("counts"), name="counts")
         page = page_of(ops.store, query)
         body: dict[str, Any] = {
-            "flows": [shown_json(item, caller()) for item in page.items],
+            "flows": [shown_json(item, caller(), ops.sealing) for item in page.items],
             "next_cursor": page.next.encode() if page.next else None,
             "view": query.view,
         }
@@ -205,7 +210,8 @@ def _register_flows(app: Flask, ops: Operations) -> None:
             record = waited_flow(ops, flow_id, ops.watch, wait_s=wait_s, generation=generation)
         else:
             record = shown_flow(ops, flow_id)
-        doc = flow_json(record, caller(), engine=ops.engine, resolve=request.args.get("resolve"))
+        resolve = request.args.get("resolve")
+        doc = flow_json(record, caller(), ops.sealing, engine=ops.engine, resolve=resolve)
         doc["polls_in_flight"] = in_flight_json(ops.engine.polls_in_flight(record))
         doc["family"] = family_json(record)  # its parent, and how to list its children
         return doc
@@ -217,7 +223,7 @@ def _register_flows(app: Flask, ops: Operations) -> None:
             guard.body().get("reason"), required=False, default=DEFAULT_CANCEL_REASON
         )
         record = ops.engine.cancel(shown_flow(ops, flow_id).key, why, by=caller().identity)
-        return flow_json(record, caller())
+        return flow_json(record, caller(), ops.sealing)
 
     @app.post("/flows/<flow_id>:retry")
     @guarded(ops.access, Role.OPERATOR, "retry flows")
@@ -225,7 +231,7 @@ def _register_flows(app: Flask, ops: Operations) -> None:
         why = params.reason(guard.body().get("reason"), required=False)
         flow = shown_flow(ops, flow_id).key
         record = ops.engine.retry(flow, reason=why, by=caller().identity)
-        return flow_json(record, caller())
+        return flow_json(record, caller(), ops.sealing)
 
     @app.post("/flows/<flow_id>:undo")
     @guarded(ops.access, Role.OPERATOR, "undo flows again")
@@ -233,7 +239,7 @@ def _register_flows(app: Flask, ops: Operations) -> None:
         why = params.reason(guard.body().get("reason"), required=False, default=DEFAULT_UNDO_REASON)
         flow = shown_flow(ops, flow_id).key
         record = ops.engine.undo(flow, reason=why, by=caller().identity)
-        return flow_json(record, caller())
+        return flow_json(record, caller(), ops.sealing)
 
     @app.get("/whoami")
     @viewer
@@ -260,7 +266,7 @@ def _register_reset(app: Flask, ops: Operations) -> None:
         if dry_run:
             return {"dry_run": True, **ops.engine.preview_reset(flow, step, undo=undo).as_json()}
         record = ops.engine.reset(flow, step, undo=undo, reason=why, by=caller().identity)
-        return flow_json(record, caller())
+        return flow_json(record, caller(), ops.sealing)
 
 
 def _register_messages(app: Flask, ops: Operations) -> None:
@@ -284,7 +290,7 @@ def _register_messages(app: Flask, ops: Operations) -> None:
     def list_dead_letters() -> Any:
         caller().unscoped("read dead letters")
         held = ops.dead_letters.held(limit=params.limit(request.args.get("limit"), default=100))
-        return {"dead_letters": [dead_letter_json(letter) for letter in held]}
+        return {"dead_letters": [dead_letter_json(letter, ops.registry) for letter in held]}
 
     @app.post("/dead-letters/<message_id>:replay")
     @guarded(ops.access, Role.OPERATOR, "replay dead letters")
@@ -383,16 +389,20 @@ def document_watch(runtime: Runtime) -> longpoll.Watch:
 def flow_json(
     record: FlowRecord,
     viewer: Caller,
+    sealing: Sealing | None = None,
     *,
     engine: Engine | None = None,
     resolve: str | None = None,
 ) -> dict[str, Any]:
     """``record`` as JSON for ``viewer``: its callback tokens only for callers who may complete
     them (operators); a viewer sees that a step waits, not the token that would end the wait.
-    ``resolve`` (the ``?resolve=`` flag) true: offloaded values read back (``engine``'s)."""
+    ``resolve`` (the ``?resolve=`` flag) true: offloaded values read back (``engine``'s).
+    Its sensitive fields ``"[redacted]"`` unless ``viewer`` may read them (``redaction``),
+    those read back too."""
     doc = record.model_dump(mode="json")
     if engine is not None and params.flag(resolve, name="resolve"):
         doc.update(resolved_values(engine, record))
+    doc = shown_doc(doc, record, viewer, sealing)
     if not viewer.may(Role.OPERATOR):
         # A track holds its step's live token; an effect, the token its run sent (for its
         # undo), live until the step completes.
@@ -433,10 +443,12 @@ def in_flight_json(entries: Iterable[HistoryEntry]) -> list[dict[str, Any]]:
     return [{**e.model_dump(mode="json"), "written": False} for e in entries]
 
 
-def shown_json(item: FlowSummary | FlowRecord, viewer: Caller) -> dict[str, Any]:
+def shown_json(
+    item: FlowSummary | FlowRecord, viewer: Caller, sealing: Sealing | None
+) -> dict[str, Any]:
     """A list's item as JSON: a whole document as ``flow_json`` shows it."""
     if isinstance(item, FlowRecord):
-        return flow_json(item, viewer)
+        return flow_json(item, viewer, sealing)
     return item.model_dump(mode="json")
 
 
@@ -447,13 +459,15 @@ def page_of(store: Listing, query: params.ListQuery) -> Page[FlowSummary] | Page
     return store.summaries(query.filter, after=query.after, limit=query.limit)
 
 
-def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
+def dead_letter_json(letter: DeadLetter, registry: Registry | None = None) -> dict[str, Any]:
+    data, redacted = shown_letter(letter, registry)
     return {
         "message_id": letter.message_id,
         "published_at": letter.published_at.isoformat() if letter.published_at else None,
         "delivery_count": letter.delivery_count,
         "attributes": letter.attributes,
-        "data": letter.text(),
+        "data": data,
+        "redacted": redacted,  # what of data was left out: flows' sensitive input fields
         "data_bytes": len(letter.data),
         "goes_to": letter.goes_to,
         "signal": letter.signal,

@@ -43,6 +43,7 @@ from relayflow.web import (
 from relayflow.web.access import Caller, Role
 from relayflow.web.family import family_json
 from relayflow.web.operations import Guard, Operations, guarded, refusal
+from relayflow.web.redaction import shown_letter, shown_record
 
 FILTER_FIELDS = (
     "flow",
@@ -202,7 +203,7 @@ def _shown(ops: Operations, flow_id: str) -> FlowRecord:
 
 
 def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
-    record = _shown(ops, flow_id)
+    record = shown_record(_shown(ops, flow_id), g.caller, ops.sealing)
     now = datetime.now(UTC)
     definition = _definition(ops, record)
     return {
@@ -366,9 +367,10 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
     @viewer
     def dead_letters() -> str:
         g.caller.unscoped("read dead letters")
+        held = ops.dead_letters.held(limit=100)
         return render_template(
             "console/dead_letters.html",
-            letters=ops.dead_letters.held(limit=100),
+            letters=[(m, *shown_letter(m, ops.registry)) for m in held],
             replayed=params.message_id(request.args["replayed"])
             if request.args.get("replayed")
             else None,
@@ -382,7 +384,10 @@ def _register_message_pages(bp: Blueprint, ops: Operations, viewer: Guard, opera
         message_id = params.message_id(message_id)
         if request.method == "GET":
             letter = next((m for m in ops.dead_letters.held() if m.message_id == message_id), None)
-            return render_template("console/replay.html", message_id=message_id, letter=letter)
+            text, note = shown_letter(letter, ops.registry) if letter else ("", "")
+            return render_template(
+                "console/replay.html", message_id=message_id, letter=letter, text=text, note=note
+            )
         edited = request.form.get("mode") == "edited"
         data = params.replay_data(request.form.get("data")) if edited else None
         why = params.reason(request.form.get("reason"), required=True)

@@ -36,6 +36,7 @@ from relayflow.core.listing import Uncountable
 from relayflow.core.metrics import Metrics
 from relayflow.core.ports import Listing
 from relayflow.core.scheduler import Scheduler
+from relayflow.core.sealing import Sealing
 from relayflow.telemetry import Counters
 from relayflow.web import params
 from relayflow.web.access import Access, Caller, Forbidden, Role
@@ -86,6 +87,8 @@ class Operations:
     watch: Watch | None = None
     # The deployed app's schedules (None: the api shows none).
     scheduler: Scheduler | None = None
+    # Opens flows' sealed values for the callers who may read them (None: nobody does).
+    sealing: Sealing | None = None
     # Bulk actions over the flows (None: the api makes none).
     bulk: BulkRunner | None = None
 

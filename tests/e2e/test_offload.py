@@ -2,8 +2,9 @@
 the gcp-storage-emulator as its bucket): a step's 20 MiB output goes to the bucket, the flow's
 document stays small, the next step, the api and the client read the value unchanged; an object
 deleted or changed while the flow waits ends it PAYLOAD_MISSING or PAYLOAD_CORRUPT; a ForEach
-whose items' outputs overflow their lanes pages them and joins them unchanged. No test sleeps:
-each polls until the flow has ended or waits."""
+whose items' outputs overflow their lanes pages them and joins them unchanged; a flow's
+sensitive fields are sealed in the bucket's objects (the emulator's bytes read back) as in its
+document. No test sleeps: each polls until the flow has ended or waits."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from google.cloud import firestore
 from relayflow import Client
 from relayflow.core.payloads import ref_of
 from relayflow.core.records import FlowRecord
+from relayflow.core.sharding import prefix_of
 from relayflow.core.state import TERMINAL, Status
 from relayflow.gcp import blobs
 from relayflow.gcp.events import Events, build_publisher
@@ -31,7 +33,7 @@ from relayflow.local.polling import poll_until
 from relayflow.local.stack import Stack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from offload_app import blob, digest
+from offload_app import blob, digest, token_of
 
 PROJECT = "relayflow-local"
 
@@ -156,3 +158,34 @@ def test_a_foreach_of_100_items_pages_its_lanes_and_joins_every_output(
     shown = requests.get(api(env, flow_id), params={"resolve": "true"}, timeout=60)
     assert shown.ok, shown.text
     assert shown.json()["outputs"]["each"]["items"][99]["i"] == 99
+
+
+def test_a_flows_sensitive_fields_are_sealed_in_the_buckets_objects(
+    env: dict[str, str], store: FlowStore
+) -> None:
+    card, notes = "4111111111111111", "n" * 40_000
+    flow_id = start("payload-sealed", {"card": card, "notes": notes, "mib": 0.1})
+
+    record = ended(store, flow_id)
+
+    assert record.status is Status.SUCCEEDED, record.result  # verify read both in clear
+    offloaded = (record.input, record.outputs["tokenize"], record.outputs["verify"])
+    assert all(ref_of(value) is not None for value in offloaded)
+    bucket = blobs.build_client(PROJECT).bucket(OFFLOAD_BUCKET)
+    listed = bucket.list_blobs(prefix=f"{prefix_of(flow_id)}/{flow_id}/")
+    objects = {b.name: b.download_as_bytes() for b in listed}
+    # the input, tokenize's output and the result (verify's output)
+    assert len(objects) == 3 and all(b'"$sealed"' in data for data in objects.values())
+    found = store.read(flow_id)
+    assert found is not None
+    document = json.dumps(found.stored, default=str).encode()
+    for name, raw in [*objects.items(), ("firestore", document)]:
+        assert card.encode() not in raw and token_of(card).encode() not in raw, name
+    shown = requests.get(api(env, flow_id), params={"resolve": "true"}, timeout=60).json()
+    assert shown["input"] == {"card": "[redacted]", "notes": notes, "mib": 0.1}
+    assert shown["outputs"]["tokenize"]["token"] == "[redacted]"
+    assert shown["result"]["data"]["token"] == "[redacted]"
+    # A client holding the stack's keyset reads the offloaded result back and opens its token.
+    result = Client(environ=env, wait="api").get(flow_id).result(timeout=60)
+    assert result["token"] == token_of(card) and result["data"] == blob(0.1, flow_id)
+    assert result["card_last4"] == "1111"

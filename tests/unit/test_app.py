@@ -49,6 +49,12 @@ def test_the_default_app_is_the_reference_app() -> None:
     assert registry.names() == ["approval", "fleet", "registration"]
 
 
+def test_the_reference_apps_payment_flow_runs_where_there_is_a_keyset() -> None:
+    """Its card and token are sealed: without a keyset the services would refuse to start."""
+    with_keyset = Settings(sensitive_keyset="{}")  # read by the services, not by the app
+    assert "payment" in load_registry(DEFAULT_APP, with_keyset).names()
+
+
 def test_a_registry_object_is_loaded(app_dir: Path) -> None:
     write_app(app_dir, "team1.flows", "registry = Registry([flow()])")
     assert load_registry("team1.flows:registry", Settings()).names() == ["hello"]

@@ -20,6 +20,8 @@ from relayflow.core.position import FLOW_ID_PATTERN, STEP_NAME_PATTERN, TaskKind
 from relayflow.core.records import HistoryEntry
 from relayflow.core.state import TERMINAL, Status
 from relayflow.core.tenants import TENANT_PATTERN
+from relayflow.gcp.sealer import TinkSealer
+from relayflow.settings import Settings
 from relayflow.web import params
 
 
@@ -38,6 +40,8 @@ def test_the_clis_own_rules_are_the_cores() -> None:
     assert commands.MAX_LABELS == labels.MAX_LABELS
     assert commands.DEPENDENCY.pattern == DEPENDENCY_PATTERN[1:-1]
     assert commands.MAX_CODE_CHARS == params.MAX_CODE_CHARS
+    kms_key_uri = Settings.model_fields["sensitive_key_uri"].metadata[0].pattern
+    assert commands.KMS_KEY_URI.pattern == kms_key_uri[1:-1]
     assert (commands.MAX_LIST, commands.MAX_REASON_CHARS) == (
         params.MAX_LIMIT,
         params.MAX_REASON_CHARS,
@@ -69,6 +73,7 @@ def test_the_clis_own_rules_are_the_cores() -> None:
         (["list", "--label", "order_id=a b"], "label order_id's value 'a b' must match"),
         (["list", "--dependency", "Payments"], "'Payments' is not a dependency"),
         (["list", "--code", ""], "a code is 1..100 printable characters"),
+        (["keyset", "--kms-key-uri", "projects/p/keys/k"], "is not a Cloud KMS key URI"),
         (["reset", "f-1", "--reason", "x"], "the following arguments are required: --to-step"),
         (["reset", "f-1", "--to-step", "Charge!", "--reason", "x"], "is not a step name"),
         (["drain", "--flow", "orders"], "the following arguments are required: --version"),
@@ -102,6 +107,12 @@ def test_an_api_that_does_not_answer_is_said_plainly(
     monkeypatch.setenv("RELAYFLOW_API_URL", "http://127.0.0.1:9")  # discard: nothing listens
     assert commands.main(["list"]) == 2
     assert "the api at http://127.0.0.1:9 is not answering" in capsys.readouterr().err
+
+
+def test_keyset_prints_a_keyset_the_services_read(capsys: pytest.CaptureFixture[str]) -> None:
+    assert commands.main(["keyset"]) == 0
+    sealer = TinkSealer.from_keyset(capsys.readouterr().out)
+    assert sealer.open(sealer.seal(b"4111", b"ad"), b"ad") == b"4111"
 
 
 def test_the_api_url_must_be_http() -> None:

@@ -24,7 +24,7 @@ from relayflow.core.errors import PayloadCorrupt
 from relayflow.core.payloads import Offload, ref_of
 from relayflow.testing.memory import MemoryBlobs
 
-SLOT = Slot(key="order-1", incarnation="18f", flow="orders")
+SLOT = Slot(key="order-1", incarnation="18f", flow="orders", version=1, path=("input",))
 
 
 def test_a_caller_key_is_escaped_and_read_back_as_given() -> None:

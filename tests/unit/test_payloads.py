@@ -34,7 +34,7 @@ from relayflow.testing.memory import MemoryBlobs
 THRESHOLD = 4096
 BIG = {"blob": "x" * 300_000, "n": 1}
 STEPWISE = Limits(continue_inline=False)  # each step its own task: a test acts between them
-SLOT = Slot(key="order-1", incarnation="18f", flow="orders")
+SLOT = Slot(key="order-1", incarnation="18f", flow="orders", version=1, path=("input",))
 
 
 def doc_bytes(h: Harness, flow_id: str) -> int:
@@ -70,7 +70,7 @@ def test_a_large_output_is_offloaded_and_the_next_step_reads_it_unchanged() -> N
     assert seen == [{**BIG, "input": 7}]
     ref = ref_of(record.outputs["make"])
     assert ref is not None and ref.size == len(serialized({**BIG, "input": 7}))
-    assert ref.name == object_name(Slot.of(record), ref.sha256)
+    assert ref.name == object_name(Slot.of(record, "outputs", "make"), ref.sha256)
     assert h.output(flow_id, "make") == {**BIG, "input": 7}
     assert doc_bytes(h, flow_id) < 16 * 1024
     assert h.result_data(flow_id) == {"length": 300_000, "input": {"n": 7}}
@@ -212,7 +212,9 @@ def test_offload_names_objects_by_flow_incarnation_and_content_and_writes_each_o
 
     first = codec.encode(value, SLOT)
     again = codec.encode(value, SLOT)
-    other = codec.encode(value, Slot(key="order-1", incarnation="190", flow="orders"))
+    other = codec.encode(
+        value, Slot(key="order-1", incarnation="190", flow="orders", version=1, path=("input",))
+    )
 
     sha = hashlib.sha256(serialized(value)).hexdigest()
     assert first == again and blobs.writes == 2

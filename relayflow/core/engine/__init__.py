@@ -20,6 +20,7 @@ from typing import Any
 
 from opentelemetry.trace import Tracer
 
+from relayflow.core import scrubbing
 from relayflow.core.admission import Admission
 from relayflow.core.breakers import Breakers, Verdict
 from relayflow.core.clock import Clock
@@ -56,6 +57,7 @@ from relayflow.core.planner import BulkMark, Preview, QueueNames
 from relayflow.core.ports import Events, Queue, Store, TenantState
 from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, PendingSignal
+from relayflow.core.sealing import Sealing
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
 
 
@@ -77,9 +79,12 @@ class Engine:
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
         offload: Offload | None = None,
+        sealing: Sealing | None = None,
     ) -> None:
         """``offload``: where values too large for a flow document go (None: none do, and
-        the inline limits hold: ``core.payloads``)."""
+        the inline limits hold: ``core.payloads``). ``sealing``: the flows' sensitive values,
+        sealed with its key as they enter a flow (before offload: ``Kernel.codec``), opened
+        for its handlers (None: no key; a flow that marks fields cannot store them)."""
         kernel = Kernel(
             registry=registry,
             store=store,
@@ -93,6 +98,7 @@ class Engine:
             tracer=tracer,
             metrics=metrics or Metrics(),  # the base class records nothing
             offload=offload,
+            sealing=sealing,
         )
         protection = Protection(kernel)
         execution = Execution.standard(kernel, breaker=protection.outcome)
@@ -127,7 +133,10 @@ class Engine:
         tenant's policy. A malformed message is recorded in ``rejected`` and reported, never
         raised; infrastructure errors raise, so that Pub/Sub redelivers.
         """
-        return self._intake.start(data, message_id=message_id, attributes=attributes, tenant=tenant)
+        with scrubbing.revealing():
+            return self._intake.start(
+                data, message_id=message_id, attributes=attributes, tenant=tenant
+            )
 
     def run_task(
         self, payload: TaskPayload, *, redelivery: bool = False, answered: bool = False
@@ -139,7 +148,8 @@ class Engine:
         ``answered``: the attempt it retries got an answer that says it is over
         (X-CloudTasks-TaskPreviousResponse, not a timeout), so nothing still runs it.
         """
-        return self._tasks.run(payload, redelivery=redelivery, answered=answered)
+        with scrubbing.revealing():  # what its handlers are told is kept out of its text
+            return self._tasks.run(payload, redelivery=redelivery, answered=answered)
 
     def reject_task(self, task_name: str, reason: str, body: bytes) -> None:
         """Record a task that can never be run (its body does not parse, or names an id
@@ -229,9 +239,15 @@ class Engine:
 
     def loaded(self, stored: Any, record: FlowRecord) -> Any:
         """One of ``record``'s stored values (its input, an output, its result's data) as
-        its consumers see it: offloaded payloads read back (PayloadMissing, PayloadCorrupt,
-        PayloadUnavailable)."""
-        return self._kernel.loaded(stored, record)
+        a reader other than its handlers is given it (the api, the harness): offloaded
+        payloads read back (PayloadMissing, PayloadCorrupt, PayloadUnavailable), sensitive
+        fields still sealed (``Kernel.resolved``)."""
+        return self._kernel.resolved(stored, record)
+
+    def opened(self, stored: Any, record: FlowRecord, *path: str) -> Any:
+        """``record``'s value at ``path`` (``"input"``; ``"outputs", step``) as its handlers
+        see it: offloaded payloads read back, sealed fields opened (``Kernel.loaded``)."""
+        return self._kernel.loaded(stored, record, *path)
 
     def find(
         self,

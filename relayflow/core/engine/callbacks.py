@@ -53,7 +53,8 @@ class Callbacks:
         # Waiting: the step's run has committed and it awaits the token (else: keep it).
         waiting = self._k.kinds.waits(found.record.tracks[track].position.kind)
         if "error" not in completion:
-            completion = {**completion, "output": self._stored(completion, found.record)}
+            step = found.record.tracks[track].position.step
+            completion = {**completion, "output": self._stored(completion, found.record, step)}
 
         def apply(latest: FlowRecord) -> FlowRecord | None:
             at = track_with(latest, token) if latest.status in ACTIVE else None
@@ -68,15 +69,16 @@ class Callbacks:
             return CallbackAnswer(Completion.IGNORED, why, flow_id)
         return CallbackAnswer(Completion.COMPLETED if waiting else Completion.KEPT, "", flow_id)
 
-    def _stored(self, completion: dict[str, Any], record: FlowRecord) -> dict[str, Any]:
-        """A completion's output as the flow stores it, or InvalidMessage saying why it
-        cannot be stored (PayloadUnavailable: the bucket is down, the caller tries again)."""
+    def _stored(self, completion: dict[str, Any], record: FlowRecord, step: str) -> dict[str, Any]:
+        """A completion's output as the flow stores it (step ``step``'s output: sealed,
+        offloaded if large), or InvalidMessage saying why it cannot be stored
+        (PayloadUnavailable: the bucket is down, the caller tries again)."""
         where = "the callback's output"
         output = completion.get("output", {})
         checked = completed(output, where=where, max_bytes=self._k.sizes.output_bytes)
         if isinstance(checked, Failed):
             raise InvalidMessage(checked.error.message)
-        stored = self._k.stored(output or {}, record, where=where, checked=True)
+        stored = self._k.stored(output or {}, record, step=step, where=where, checked=True)
         if isinstance(stored, Retry):
             raise stored.error
         assert isinstance(stored, Completed)

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from relayflow.core import planner
-from relayflow.core.codec import Slot
+from relayflow.core.codec import Slot, incarnation
 from relayflow.core.engine.execution import Execution
 from relayflow.core.engine.focus import fitting, mismatch
 from relayflow.core.engine.kernel import Kernel
@@ -48,6 +48,7 @@ from relayflow.core.planner import Completed, Failed, Outcome, Plan
 from relayflow.core.ports import Snapshot
 from relayflow.core.position import Position, TaskKind, TaskPayload
 from relayflow.core.records import FlowRecord, NextTask, flow_key, parent_spread, split_key
+from relayflow.core.sealing import owner_of
 from relayflow.core.state import ACTIVE, TERMINAL, Status
 from relayflow.core.values import UnstorableValue, check_storable
 
@@ -98,26 +99,54 @@ class Children:
         """Note the child on the parent (it now waits for it), then create the child."""
         record = found.record
         plan = self._k.plan_for(record)
-        made = self._child_input(record, step)
+        key = flow_key(record.tenant, child_id(record, record.position))
+        made = self._child_input(record, step, key)
         if isinstance(made, Failed):
             return self._commit(found, plan, made)
-        key = flow_key(record.tenant, child_id(record, record.position))
         ran = self._commit(found, plan, Completed({"child": key}))
         self._ensure_child(record.key, step, made, key)
         return ran
 
-    def _child_input(self, record: FlowRecord, step: ChildFlow) -> dict[str, Any] | Failed:
-        """The child's input (from the parent's context), checked; or why it cannot start."""
+    def _child_input(
+        self, record: FlowRecord, step: ChildFlow, key: str
+    ) -> dict[str, Any] | Failed:
+        """Child ``key``'s input (the parent's, or made from the parent's context) as the
+        child stores it, checked; or why it cannot start."""
         try:
-            self._k.registry.get(step.flow, step.version)
+            child_flow = self._k.registry.get(step.flow, step.version)
         except UnknownFlow as exc:
             return Failed(PermanentError(str(exc), code="UNKNOWN_CHILD_FLOW"))
-        if step.input is None:
-            return dict(record.input)
+        if step.input is None and not self._k.sealing.marking():
+            return dict(record.input)  # nothing to seal: the parent's, as it is stored
         try:
-            ctx = self._execution.context(self._k.planning_flow(record), record)
+            made = self._made_input(record, step)
         except Unreadable as exc:  # a payload it would read is gone or does not match
             return Failed(exc)
+        if isinstance(made, Failed):
+            return made
+        # The parent's sealed values it passes on, sealed again for the child; then sealed
+        # where the child marks its input and offloaded if large, named as the child's in
+        # its parent's incarnation (the child's own is not known before it is created).
+        again = self._k.sealing.resealed(
+            made, source=(owner_of(record), ("input",)), target=(key, ("input",))
+        )
+        slot = Slot(
+            key=key,
+            incarnation=incarnation(record.created_at),
+            flow=child_flow.name,
+            version=child_flow.version,
+            path=("input",),
+        )
+        stored: dict[str, Any] = self._k.codec.encode(again, slot)
+        return stored
+
+    def _made_input(self, record: FlowRecord, step: ChildFlow) -> dict[str, Any] | Failed:
+        """The child's input as its parent gives it: the parent's (sealed values sealed), or
+        what ``step.input`` makes of the parent's context, checked."""
+        if step.input is None:
+            made: dict[str, Any] = self._k.resolved(record.input, record)
+            return made
+        ctx = self._execution.context(self._k.planning_flow(record), record)
         try:
             made = step.input(ctx)
             if not isinstance(made, dict):
@@ -127,9 +156,7 @@ class Children:
         except Exception as exc:  # the user's function: any error fails the step, named
             message = f"the input of child step {step.name!r} failed: {exc}"[:2000]
             return Failed(PermanentError(message, code="BAD_CHILD_INPUT"))
-        # Offloaded as the parent's (its objects outlive the child's run).
-        stored: dict[str, Any] = self._k.codec.encode(made, Slot.of(record))
-        return stored
+        return made
 
     def _ensure_child(
         self, parent_key: str, step: ChildFlow, input: dict[str, Any], key: str
@@ -183,6 +210,8 @@ class Children:
         child_key = record.tracks[record.focus or ""].child
         child = self._k.store.get(child_key) if child_key else None
         outcome = child_outcome(child)
+        if isinstance(outcome, Completed) and child is not None:
+            outcome = self._child_result(outcome, child, record)
         if outcome is not None:
             return self._commit(found, plan, outcome)
         deadline = record.deadline_at
@@ -192,6 +221,21 @@ class Children:
         if deadline is not None and due is not None and due.run_at <= plan.now:
             return self._write(found, lambda current: with_deadline(plan, current))  # a hop
         return Ran.STALE  # an early or repeated wake: the child has not ended
+
+    def _child_result(self, outcome: Completed, child: FlowRecord, record: FlowRecord) -> Outcome:
+        """The child's result as this step's output: its sealed values sealed again for the
+        parent, then sealed where the parent marks the step's output, offloaded if large
+        (``Failed``: a payload of it gone or not matching)."""
+        if not self._k.sealing.marking():
+            return outcome  # nothing to seal: its data as the child stores it
+        slot = Slot.of(record, "outputs", record.position.step)
+        try:
+            data = self._k.resolved(outcome.output, child)
+        except Unreadable as exc:
+            return Failed(exc)
+        target = (slot.key, self._k.sealing.path_of(slot))
+        again = self._k.sealing.result_resealed(data, source=child.key, target=target)
+        return Completed(self._k.codec.encode(again, slot))
 
     def _undo(self, found: Snapshot, step: ChildFlow) -> Ran:
         """Undo the step's child, then wait for its undo to be over (or go on at once)."""
@@ -278,7 +322,7 @@ class Children:
         step = self._k.kinds.container(flow, pos.scope).step(pos.step_index)
         if child_key is None or not isinstance(step, ChildFlow):
             return None
-        made = self._child_input(record.focused(key), step)
+        made = self._child_input(record.focused(key), step, child_key)
         if not isinstance(made, Failed):
             self._ensure_child(record.key, step, made, child_key)
         self._k.settle(record)

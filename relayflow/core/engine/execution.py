@@ -6,19 +6,26 @@ middleware wraps a message: each gets the call and the rest of the chain, and ma
 and after it. The engine's chain is retry counting, the breaker's outcome (``protection``),
 timing and metrics, then tracing; the innermost link runs the handler and classifies how it
 ended (DESIGN invariant 7). A handler never sees any of it.
+
+A flow's sealed values (``core.sealing``) are opened here, for the handler's context, and a
+handler's output is sealed (then offloaded if large) as it is stored; what the handler's
+ending says (an error's message, a not-ready detail) is scrubbed of them before it reaches
+the history, the logs or a span (``core.scrubbing``).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from opentelemetry.trace import Span
 
-from relayflow.core import tracing
+from relayflow.core import scrubbing, tracing
 from relayflow.core.breakers import Verdict
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.keys import idempotency_key
@@ -27,7 +34,9 @@ from relayflow.core.errors import (
     PayloadUnavailable,
     PermanentError,
     RetryableError,
+    StepError,
     Unreadable,
+    UnreadableSealedValue,
 )
 from relayflow.core.flows import Flow, Handler, StepContext
 from relayflow.core.kinds import step_at
@@ -38,6 +47,7 @@ from relayflow.core.records import Effect, FlowRecord, Track, split_key
 from relayflow.core.values import UnstorableValue, check_storable
 
 log = logging.getLogger("relayflow.core.engine")
+E = TypeVar("E", bound=StepError)
 # One step's output when values are not offloaded (``core.payloads.INLINE``): the whole
 # document stays under Firestore's 1 MiB with room to spare.
 MAX_OUTPUT_BYTES = INLINE.output_bytes
@@ -94,18 +104,21 @@ class Execution:
             context = self.context(flow, record, budget_s)
         except PayloadUnavailable as exc:
             return Retry(exc)
+        except UnreadableSealedValue as exc:  # retried, as the handler failing would be
+            log.error("sealed value unreadable", extra={"flow_id": record.flow_id, "error": exc})
+            return Retry(exc)
         except Unreadable as exc:  # a payload gone or not matching its reference
             return Failed(exc)
         outcome = self._chain(Call(record, handler, context, verdict, self._k.sizes.output_bytes))
         if isinstance(outcome, Completed) and outcome.output:
             where = f"output of {pos.step}"
-            return self._k.stored(outcome.output, record, where=where, checked=True)
+            return self._k.stored(outcome.output, record, step=pos.step, where=where, checked=True)
         return outcome
 
     def context(self, flow: Flow, record: FlowRecord, budget_s: float | None = None) -> StepContext:
         """What a handler is told: the focused track's step, its try, its budget; the input
         and outputs as they were given (offloaded ones read back: PayloadMissing,
-        PayloadCorrupt, PayloadUnavailable)."""
+        PayloadCorrupt, PayloadUnavailable; sealed ones opened: UnreadableSealedValue)."""
         pos = record.position
         track = record.tracks.get(record.focus or "")
         outputs = record.outputs
@@ -119,13 +132,15 @@ class Execution:
         if pos.scope is not None and not record.is_lane:  # an item's undo, run by its flow
             index, item = pos.item, effect.item if effect is not None else None
         now = self._k.clock.now()
+        flow_input = self._k.loaded(record.input, record, "input")
+        outputs = self._opened(record, outputs)
         return StepContext(
             # The caller's id (a lane's item sees its flow's), not the key.
             flow_id=split_key(record.parent)[1] if record.parent else record.flow_id,
             flow=record.flow,
             step=pos.step,
-            input=self._k.loaded(record.input, record),
-            outputs=self._k.loaded(outputs, record),
+            input=flow_input,
+            outputs=outputs,
             idempotency_key=idempotency_key(record, pos),
             attempt=pos.attempt,
             poll=pos.poll,
@@ -138,6 +153,16 @@ class Execution:
             item=item,
             item_index=index,
         )
+
+    def _opened(self, record: FlowRecord, outputs: dict[str, Any]) -> dict[str, Any]:
+        """``outputs`` as the handler at ``record``'s position reads them. An item's undo run
+        by its flow reads its item's output as the item's lane stored it (``Slot.scope``)."""
+        pos = record.position
+        item_of = pos.scope if pos.scope is not None and not record.is_lane else None
+        return {
+            k: self._k.loaded(v, record, "outputs", k, scope=item_of if k == pos.step else None)
+            for k, v in outputs.items()
+        }
 
     def traced(self, call: Call, then: Next) -> Outcome:
         """A span per handler call, named by the task, marked failed if it failed."""
@@ -168,7 +193,7 @@ class Execution:
 
 
 def _chained(middleware: Sequence[Middleware]) -> Next:
-    chain: Next = run_handler
+    chain: Next = _scrubbed
     for outer in reversed(middleware):
         chain = _linked(outer, chain)
     return chain
@@ -176,6 +201,36 @@ def _chained(middleware: Sequence[Middleware]) -> Next:
 
 def _linked(outer: Middleware, inner: Next) -> Next:
     return lambda call: outer(call, inner)
+
+
+def _scrubbed(call: Call) -> Outcome:
+    return scrubbed(run_handler(call))
+
+
+def scrubbed(outcome: Outcome) -> Outcome:
+    """``outcome`` with the values opened for its handler scrubbed from what it says (an
+    error's message, a not-ready detail): that text goes to the history, a poll chain's task
+    body, the result's error and spans, which are never sealed."""
+    if isinstance(outcome, Waiting):
+        detail = scrubbing.scrubbed(outcome.signal.detail)
+        if detail == outcome.signal.detail:
+            return outcome
+        return Waiting(NotReady(detail, delay_s=outcome.signal.delay_s))
+    if isinstance(outcome, Retry):
+        return Retry(_scrubbed_error(outcome.error))
+    if isinstance(outcome, Failed):
+        return Failed(_scrubbed_error(outcome.error))
+    return outcome
+
+
+def _scrubbed_error(error: E) -> E:
+    message = scrubbing.scrubbed(error.message)
+    if message == error.message:
+        return error
+    shown = copy.copy(error)
+    shown.message = message
+    shown.args = (message,)
+    return shown
 
 
 def run_handler(call: Call) -> Outcome:

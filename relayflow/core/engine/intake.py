@@ -4,6 +4,10 @@ A malformed message is recorded in ``rejected`` and reported, never raised: rais
 Pub/Sub redeliver something that can never succeed. Infrastructure errors do raise, so that
 Pub/Sub redelivers. Publishers are bound to tenants by IAM on their topics, so the topic, not
 the message, says whose flow it is.
+
+A flow's sensitive input fields are sealed before its input is stored or offloaded (the
+engine's codec, ``Kernel.codec``); a refused message is recorded with them redacted
+(``core.redaction``), and they are kept out of what the start logs (``core.scrubbing``).
 """
 
 from __future__ import annotations
@@ -11,18 +15,20 @@ from __future__ import annotations
 import base64
 import logging
 from datetime import timedelta
+from typing import Any
 
 from opentelemetry.trace import SpanKind
 
-from relayflow.core import planner, tracing
+from relayflow.core import planner, sensitive, tracing
 from relayflow.core.codec import Slot
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.keys import safe_id
 from relayflow.core.engine.outcomes import Started, StartResult
-from relayflow.core.errors import InvalidMessage
+from relayflow.core.errors import InvalidMessage, Unreadable, UnreadableSealedValue
 from relayflow.core.messages import bounded, parse_start
 from relayflow.core.payloads import fingerprint
 from relayflow.core.records import FlowRecord
+from relayflow.core.redaction import kept_message
 from relayflow.core.rejections import MAX_SHOWN_NAME, rejected_task
 from relayflow.core.tenants import DEFAULT_TENANT
 
@@ -81,6 +87,7 @@ class Intake:
             self._reject(data, message_id, attributes, exc.reason)
             k.metrics.message_rejected("", "INVALID_MESSAGE")
             return StartResult(Started.REJECTED, reason=exc.reason)
+        k.sealing.reveal(flow, message.input)
         flow_id = message.flow_id or safe_id(message_id)
         policy = k.admission.tenants.policy(tenant)
         record = planner.new_record(
@@ -95,11 +102,12 @@ class Intake:
             first_lease_s=k.limits.claim_lease_s + k.limits.first_delivery_within_s,
             labels=message.labels,
         ).model_copy(update={"trace": tracing.current_traceparent()})
-        # Offloaded if large (the bucket down: this raises, and Pub/Sub redelivers the start).
-        stored = k.codec.encode(message.input, Slot.of(record))
+        # Its sensitive fields sealed, then offloaded if large (the bucket down: this raises,
+        # and Pub/Sub redelivers the start).
+        stored = k.codec.encode(message.input, Slot.of(record, "input"))
         record = record.model_copy(update={"input": stored})
         if not k.store.create(record):
-            return self._duplicate(record, data, message_id, attributes)
+            return self._duplicate(record, message.input, data, message_id, attributes)
         k.metrics.flow_started(flow.name, k.admission.tenants.label(tenant))
         k.settle(record)
         if record.admission == "waiting" and not k.admission.seems_full(tenant):
@@ -108,17 +116,19 @@ class Intake:
         return StartResult(Started.STARTED, flow_id=flow_id)
 
     def _duplicate(
-        self, record: FlowRecord, data: bytes, message_id: str, attributes: dict[str, str]
+        self,
+        record: FlowRecord,
+        given: dict[str, Any],
+        data: bytes,
+        message_id: str,
+        attributes: dict[str, str],
     ) -> StartResult:
         """A start for a flow id that exists: the same request again, or a conflicting one."""
         existing = self._k.store.get(record.key)
         if existing is None:  # created and deleted meanwhile; Pub/Sub will redeliver
             raise RuntimeError(f"flow {record.flow_id} exists and does not")
-        if (existing.flow, fingerprint(existing.input), existing.labels) != (
-            record.flow,
-            fingerprint(record.input),
-            record.labels,
-        ):
+        same = (existing.flow, existing.labels) == (record.flow, record.labels)
+        if not same or not self._same_input(existing, record, given):
             reason = (
                 f"flow_id {record.flow_id!r} already names a {existing.flow!r} flow with a "
                 "different input or labels; choose a new flow_id"
@@ -131,6 +141,21 @@ class Intake:
             self._k.admit(existing.tenant)
         log.info("duplicate start", extra={"flow_id": record.flow_id, "message_id": message_id})
         return StartResult(Started.DUPLICATE, flow_id=record.flow_id)
+
+    def _same_input(self, existing: FlowRecord, record: FlowRecord, given: dict[str, Any]) -> bool:
+        """Whether a flow that exists was started with ``given`` (``record``'s input as
+        stored): the same stored form (offloaded values compared by hash), or, for a flow
+        that marks its input, the same once opened (its keyset's primary key may have changed
+        since, sealing the same value otherwise)."""
+        if fingerprint(existing.input) == fingerprint(record.input):
+            return True
+        flow = self._k.sealing.flow_of(existing.flow, existing.version)
+        if flow is None or not sensitive.under(flow.sensitive_paths, ("input",)):
+            return False
+        try:
+            return bool(self._k.loaded(existing.input, existing, "input") == given)
+        except (*Unreadable, UnreadableSealedValue):  # gone, or under a key no longer held
+            return False
 
     def reject_message(
         self, data: bytes, message_id: str, attributes: dict[str, str], reason: str
@@ -145,13 +170,16 @@ class Intake:
         reason = bounded(reason)
         log.warning("start message rejected", extra={"message_id": message_id, "reason": reason})
         now = self._k.clock.now()
+        kept, redacted = kept_message(data, self._k.registry)
         self._k.store.reject(
             safe_id(message_id),
             {
                 "message_id": message_id,
                 "reason": reason,
-                "data_base64": base64.b64encode(data[:KEPT_DATA_BYTES]).decode("ascii"),
-                "data_truncated": len(data) > KEPT_DATA_BYTES,
+                "data_base64": base64.b64encode(kept[:KEPT_DATA_BYTES]).decode("ascii"),
+                "data_truncated": len(kept) > KEPT_DATA_BYTES,
+                # What was left out of it, and how large it was (``core.redaction``).
+                **({"redacted": redacted, "data_bytes": len(data)} if redacted else {}),
                 # As pairs, not a map: Firestore refuses some keys Pub/Sub allows (``__x__``).
                 "attributes": [{"key": k, "value": v} for k, v in sorted(attributes.items())],
                 "rejected_at": now,

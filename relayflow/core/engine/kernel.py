@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry.trace import Tracer
@@ -49,6 +49,7 @@ from relayflow.core.ports import (
 )
 from relayflow.core.position import MAX_POLL_CHAIN, POLL_CHAIN, TaskKind
 from relayflow.core.records import FlowRecord
+from relayflow.core.sealing import Sealed, Sealing
 from relayflow.core.state import ACTIVE, TERMINAL
 from relayflow.core.values import UnstorableValue, check_storable
 
@@ -120,8 +121,11 @@ class Kernel:
         tracer: Tracer | None,
         metrics: Metrics,
         offload: Offload | None = None,
+        sealing: Sealing | None = None,
     ) -> None:
         self.registry = registry
+        # The flows' sensitive values: sealed as they enter a flow, opened for its handlers.
+        self.sealing = sealing or Sealing(registry)
         self.store = store
         self.queue = queue
         self.clock = clock
@@ -133,10 +137,14 @@ class Kernel:
         self.tracer = tracer  # None: tracing is off
         self.metrics = metrics
         self.kinds = REGISTRY
-        # The seam every stored value passes (``core.codec``): offloading last, so a codec
-        # that seals values goes before it and the bucket holds them sealed.
+        # The seam every stored value passes (``core.codec``): sealing first, offloading
+        # last, so the bucket holds sensitive values sealed (seal, then offload).
         self.offload = offload
-        self.codec = Chain([offload] if offload is not None else [])
+        self.sealed = Sealed(self.sealing)
+        offloading = [offload] if offload is not None else []
+        self.codec = Chain([self.sealed, *offloading])
+        # What a reader other than the flow's handlers is given (``resolved``).
+        self.resolving = Chain(offloading)
         self.sizes: Sizes = offload.sizes if offload is not None else payloads.INLINE
         self.results = Results(
             store=store, events=events, tenants=admission.tenants, metrics=metrics, tracer=tracer
@@ -161,27 +169,38 @@ class Kernel:
         )
 
     def stored(
-        self, output: object, record: FlowRecord, *, where: str, checked: bool = False
+        self, output: object, record: FlowRecord, *, step: str, where: str, checked: bool = False
     ) -> Outcome:
-        """A step's output as ``record``'s document stores it (``Completed``), or why it
-        cannot be (``Failed``: INVALID_OUTPUT; ``Retry``: the bucket is unreachable).
-        ``checked``: it is known storable and within ``sizes`` already."""
+        """Step ``step``'s output as ``record``'s document stores it (``Completed``: its
+        sensitive fields sealed, offloaded if large), or why it cannot be (``Failed``:
+        INVALID_OUTPUT; ``Retry``: the bucket is unreachable). ``checked``: it is known
+        storable and within ``sizes`` already."""
         if not isinstance(output, dict):
             message = f"{where} is a {type(output).__name__}; a handler returns a dict or None"
             return Failed(PermanentError(message, code="INVALID_OUTPUT"))
         try:
             if not checked:
                 check_storable(output, where=where, max_bytes=self.sizes.output_bytes)
-            return Completed(self.codec.encode(output, Slot.of(record)))
+            return Completed(self.codec.encode(output, Slot.of(record, "outputs", step)))
         except UnstorableValue as exc:
             return Failed(PermanentError(str(exc), code="INVALID_OUTPUT"))
         except PayloadUnavailable as exc:
             return Retry(exc)
 
-    def loaded(self, stored: Any, record: FlowRecord) -> Any:
-        """A value of ``record``'s as its consumers see it (PayloadMissing, PayloadCorrupt,
-        PayloadUnavailable)."""
-        return self.codec.decode(stored, Slot.of(record))
+    def loaded(self, stored: Any, record: FlowRecord, *path: str, scope: str | None = None) -> Any:
+        """``record``'s value at ``path`` (``"input"``; ``"outputs", step``) as its handlers
+        see it: offloaded values read back (PayloadMissing, PayloadCorrupt,
+        PayloadUnavailable), sealed ones opened (UnreadableSealedValue). ``scope``: a value
+        ForEach ``scope``'s lane stored (an item's effect's output, undone by its flow)."""
+        slot = Slot.of(record, *path)
+        return self.codec.decode(stored, replace(slot, scope=scope) if scope else slot)
+
+    def resolved(self, stored: Any, record: FlowRecord) -> Any:
+        """A value of ``record``'s as a reader other than its handlers is given it (the api's
+        ``?resolve=true``, the harness, a ForEach's join): offloaded values read back, sealed
+        ones left sealed (the api shows them ``[redacted]``, or opens them for a sensitive
+        reader: ``web.redaction``)."""
+        return self.resolving.decode(stored, Slot.of(record))
 
     def plan_for(self, record: FlowRecord) -> Plan:
         """The plan for a change to ``record`` (a lane's: with its item steps)."""

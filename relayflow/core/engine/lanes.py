@@ -77,15 +77,16 @@ class Lanes:
 
     def _join(self, found: Snapshot, flow: Flow) -> Ran:
         """Join the lanes' outputs into the ForEach's (offloaded if large: the items' outputs
-        are read back from their pages and joined, a value of up to ``Sizes.output_bytes``)."""
+        are read back from their pages and joined, a value of up to ``Sizes.output_bytes``;
+        their sensitive fields were sealed where they are in the join: they stay sealed)."""
         position = found.record.position
         keeps = self._k.kinds.keep_outputs(self._k.kinds.inner(flow, position.step))
         outcome: Outcome
         left: list[Effect] = []
         try:
-            output, left = foreach.join(self._k.store, found, keeps=keeps, load=self._k.loaded)
+            output, left = foreach.join(self._k.store, found, keeps=keeps, load=self._k.resolved)
             where = f"output of {position.step}"
-            outcome = self._k.stored(output, found.record, where=where)
+            outcome = self._k.stored(output, found.record, step=position.step, where=where)
         except PayloadUnavailable as exc:
             outcome = Retry(exc)
         except Unreadable as exc:  # an item's output is gone or does not match

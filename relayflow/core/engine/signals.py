@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from relayflow.core.codec import escape
+from relayflow.core.codec import Slot, escape
 from relayflow.core.engine.focus import fitting
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.errors import InvalidMessage, UnknownFlow
 from relayflow.core.flows import SIGNAL_NAME_PATTERN, Flow
+from relayflow.core.kinds import Kinds
 from relayflow.core.kinds.signal import (
     MAX_PENDING,
     MAX_REASON,
@@ -174,18 +175,34 @@ class Signals:
                 waiting = waiting_names(latest, flow, self._k.kinds)
                 at = next(k for k, names in waiting.items() if signal.name in names)
                 current = latest.focused(at)
-                current = current.model_copy(update={"signals": [*current.signals, signal]})
-                return fitting(plan, current, delivered(plan, current, signal).stored())
+                sent = self._sealed(signal, current, current.position.step)
+                current = current.model_copy(update={"signals": [*current.signals, sent]})
+                return fitting(plan, current, delivered(plan, current, sent).stored())
             if answer.outcome is Signalled.KEPT:
                 ids = remembered(latest.signal_ids, signal.signal_id)
-                kept = latest.model_copy(
-                    update={"signals": [*latest.signals, signal], "signal_ids": ids}
+                waiter = waiter_of(flow, signal.name, self._k.kinds)
+                kept = self._sealed(signal, latest, waiter)
+                kept_record = latest.model_copy(
+                    update={"signals": [*latest.signals, kept], "signal_ids": ids}
                 )
-                return kept.stored()
+                return kept_record.stored()
             return None
 
         self._k.write(found, apply)  # the store applies it to the latest document
         return said[0] if said else _ignored("FLOW_NOT_FOUND", "the flow is gone", flow_id)
+
+    def _sealed(self, signal: PendingSignal, record: FlowRecord, step: str) -> PendingSignal:
+        """``signal`` with its data sealed as step ``step``'s output's ``data`` is (where the
+        flow marks it: ``core.sealing``; the codec's first link only: signals stay small)."""
+        data = self._k.sealed.encode(signal.data, Slot.of(record, "outputs", step, "data"))
+        return signal if data is signal.data else signal.model_copy(update={"data": data})
+
+
+def waiter_of(flow: Flow, name: str, kinds: Kinds) -> str:
+    """The step a kept signal ``name`` is sealed for: the first of ``flow``'s own that waits
+    for it (the one it reaches first)."""
+    waiters = (s for scope, s in signal_steps(flow, kinds) if scope is None and name in s.signals)
+    return next(waiters).name
 
 
 def _item_fits(record: FlowRecord, signal: PendingSignal) -> bool:

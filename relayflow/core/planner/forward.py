@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from relayflow.core import scrubbing
 from relayflow.core.codec import Slot
 from relayflow.core.errors import InvalidTransition, PermanentError
 from relayflow.core.messages import bounded, describe
@@ -22,9 +23,18 @@ from relayflow.core.planner.plan import Outcome, Plan, dependency_at
 from relayflow.core.planner.reset import after_undo
 from relayflow.core.planner.saga import begin_failure
 from relayflow.core.planner.starts import start_ready
-from relayflow.core.planner.states import all_done, end_track, finish, move, past_deadline, product
+from relayflow.core.planner.states import (
+    all_done,
+    end_track,
+    finish,
+    move,
+    past_deadline,
+    product,
+    product_path,
+)
 from relayflow.core.position import TaskKind
 from relayflow.core.records import FlowRecord, Result
+from relayflow.core.sealing import is_sealed
 from relayflow.core.state import Status
 
 
@@ -97,15 +107,23 @@ def advance(
 
 def output_mismatch(plan: Plan, record: FlowRecord, data: dict[str, Any]) -> PermanentError | None:
     """Why the output a flow would succeed with does not fit its ``output_model`` (as its
-    consumers will read it: offloaded values resolved), or None."""
+    consumers will read it: offloaded values resolved, sealed ones opened), or None. What it
+    opens is kept out of the message (``core.scrubbing``); a value no key here opens is not
+    checked (``is_sealed``)."""
     flow = plan.flow
     if flow.output_model is None:
         return None
-    try:
-        flow.output_model.model_validate(plan.codec.decode(data, Slot.of(record)))
-    except ValidationError as exc:
-        message = f"the output of {flow.label} is not a {flow.output_model.__name__}: "
-        return PermanentError(message + bounded(describe(exc)), code="OUTPUT_INVALID")
-    except PermanentError as unreadable:  # its payload is gone or does not match
-        return unreadable
+    with scrubbing.revealing():
+        try:
+            slot = Slot.of(record, *product_path(flow, record))
+            flow.output_model.model_validate(plan.codec.decode(data, slot))
+        except ValidationError as exc:
+            problems = describe(exc, skip=is_sealed)
+            if not problems:
+                return None
+            message = f"the output of {flow.label} is not a {flow.output_model.__name__}: "
+            shown = scrubbing.scrubbed(message + bounded(problems))
+            return PermanentError(shown, code="OUTPUT_INVALID")
+        except PermanentError as unreadable:  # its payload is gone or does not match
+            return unreadable
     return None

@@ -60,11 +60,22 @@ def all_done(flow: Flow, record: FlowRecord) -> bool:
 
 
 def product(flow: Flow, record: FlowRecord) -> dict[str, Any]:
-    sinks = [s for s in flow.graph.sinks() if s in record.outputs]
+    sinks = _sinks(flow, record)
     if len(sinks) == 1:
         data: dict[str, Any] = record.outputs[sinks[0]]
         return data
     return {sink: record.outputs[sink] for sink in sinks}
+
+
+def product_path(flow: Flow, record: FlowRecord) -> tuple[str, ...]:
+    """Where ``product``'s data lies in the flow's document: the output of its one last step,
+    or the outputs (by step) of several."""
+    sinks = _sinks(flow, record)
+    return ("outputs", sinks[0]) if len(sinks) == 1 else ("outputs",)
+
+
+def _sinks(flow: Flow, record: FlowRecord) -> list[str]:
+    return [s for s in flow.graph.sinks() if s in record.outputs]
 
 
 def past_deadline(plan: Plan, record: FlowRecord, when: datetime) -> bool:

@@ -251,6 +251,24 @@ variable "analytics" {
   default = {}
 }
 
+variable "sensitive_keyset" {
+  description = "The Tink keyset that seals flows' sensitive fields (RELAYFLOW_SENSITIVE_KEYSET), encrypted by sensitive_key_uri's key: `relayflow keyset --kms-key-uri URI` prints one. Empty: none (the app's flows mark no field)."
+  type        = string
+  default     = ""
+}
+
+variable "sensitive_key_uri" {
+  description = "The Cloud KMS key that encrypts sensitive_keyset (RELAYFLOW_SENSITIVE_KEY_URI): gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K."
+  type        = string
+  default     = ""
+}
+
+variable "api_sensitive_readers" {
+  description = "Emails of viewers and operators who see flows' sensitive fields in clear (RELAYFLOW_API_SENSITIVE_READERS), each read logged."
+  type        = list(string)
+  default     = []
+}
+
 variable "retention_days" {
   description = "Days a finished flow's document and its offloaded payloads are kept (RELAYFLOW_RETENTION_DAYS, the offload bucket's lifecycle), whole days."
   type        = number

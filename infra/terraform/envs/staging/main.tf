@@ -43,6 +43,9 @@ module "relayflow" {
   api_token_audiences              = var.api_token_audiences
   api_token_max_age_s              = var.api_token_max_age_s
   api_origins                      = var.api_origins
+  api_sensitive_readers            = var.api_sensitive_readers
+  sensitive_keyset                 = var.sensitive_keyset
+  sensitive_key_uri                = var.sensitive_key_uri
   request_publishers               = var.request_publishers
   tenant_publishers                = var.tenant_publishers
   signal_publishers                = var.signal_publishers

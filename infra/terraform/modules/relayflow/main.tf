@@ -52,6 +52,10 @@ locals {
     # The queues Terraform makes of each kind: every component routes a flow's tasks to its
     # shard among them.
     RELAYFLOW_QUEUE_SHARDS = tostring(local.queue_shards)
+    # The keyset that seals flows' sensitive fields, encrypted by a Cloud KMS key (empty: none,
+    # for an app whose flows mark no field): every component seals or opens them.
+    RELAYFLOW_SENSITIVE_KEYSET  = var.sensitive_keyset
+    RELAYFLOW_SENSITIVE_KEY_URI = var.sensitive_key_uri
     # Finished flows' documents expire this many days after they end (Firestore TTL), and their
     # offloaded payloads this many days after they were written (the bucket's lifecycle): one
     # variable for both.
@@ -141,6 +145,7 @@ locals {
   # token for an extra audience must be.
   api_optional_env = merge(
     length(var.api_origins) == 0 ? {} : { RELAYFLOW_API_ORIGINS = jsonencode(var.api_origins) },
+    length(var.api_sensitive_readers) == 0 ? {} : { RELAYFLOW_API_SENSITIVE_READERS = jsonencode(var.api_sensitive_readers) },
     length(var.api_token_audiences) == 0 ? {} : { RELAYFLOW_API_AUDIENCE_MAX_AGE_S = tostring(var.api_token_max_age_s) },
   )
 

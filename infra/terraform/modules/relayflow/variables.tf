@@ -470,6 +470,32 @@ variable "analytics" {
   }
 }
 
+variable "sensitive_keyset" {
+  description = "The Tink keyset that seals flows' sensitive fields (RELAYFLOW_SENSITIVE_KEYSET), as JSON, encrypted by sensitive_key_uri's key: `relayflow keyset --kms-key-uri URI` prints one. Encrypted, it is no secret. Needed when a flow of the app marks a field sensitive (a service refuses to start without it); empty, the default: none is set."
+  type        = string
+  default     = ""
+  nullable    = false
+}
+
+variable "sensitive_key_uri" {
+  description = "The Cloud KMS key that encrypts sensitive_keyset (RELAYFLOW_SENSITIVE_KEY_URI), as gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K. Every service's account needs roles/cloudkms.cryptoKeyDecrypter on it (docs/deploy.md, 'Sensitive fields')."
+  type        = string
+  default     = ""
+  nullable    = false
+
+  validation {
+    condition     = var.sensitive_key_uri == "" || can(regex("^gcp-kms://projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", var.sensitive_key_uri))
+    error_message = "sensitive_key_uri is gcp-kms://projects/P/locations/L/keyRings/R/cryptoKeys/K, or empty."
+  }
+}
+
+variable "api_sensitive_readers" {
+  description = "Emails of viewers and operators who see flows' sensitive fields in clear in the api, the console and the CLI, each read logged (RELAYFLOW_API_SENSITIVE_READERS); everyone else sees [redacted]."
+  type        = list(string)
+  default     = []
+  nullable    = false
+}
+
 variable "retention_days" {
   description = "Days a finished flow is kept, RELAYFLOW_RETENTION_DAYS for every service (Firestore's TTL deletes a flow's document this long after it ended), and the age at which the offload bucket deletes a payload: one figure for both, in whole days, as the bucket's lifecycle counts them."
   type        = number
