@@ -155,18 +155,11 @@ def build(access: Access, guard: RequestGuard | None = None, **harness: Any) -> 
     return Api(h, build_api(ops).test_client(), letters)
 
 
-def verifier_of(*emails: str) -> TokenVerifier:
-    """A verifier of the issuer's tokens for the api, admitting ``emails``."""
-    return TokenVerifier(
-        audience=API_URL, allowed_emails=set(emails), certs_url=CERTS_URL, request=certs_transport
-    )
-
-
 @pytest.fixture
 def api() -> Iterator[Api]:
     yield build(
         Access(
-            verifier=verifier_of(VIEWER, OPERATOR, COMPLETER),
+            verifier=verifier(VIEWER, OPERATOR, COMPLETER),
             viewers=frozenset({VIEWER}),
             operators=frozenset({OPERATOR}),
             completers=frozenset({COMPLETER}),

@@ -9,22 +9,11 @@ from flask.testing import FlaskClient
 from relayflow.core.breaker_policy import Dependencies
 from relayflow.core.engine import Limits
 from relayflow.core.flows import Registry
-from relayflow.metrics import Metrics
-from relayflow.telemetry import Counters
 from relayflow.testing import Harness
 from relayflow.web.access import Access
 from relayflow.web.api import build_api
-from relayflow.web.operations import Operations
 from tests.unit.planner.test_cleanup import WINDOW_S, Api, saga
-from tests.unit.test_api import (
-    API_URL,
-    CERTS_URL,
-    OPERATOR,
-    VIEWER,
-    FakeDeadLetters,
-    certs_transport,
-    token,
-)
+from tests.unit.test_api import OPERATOR, VIEWER, operations, token, verifier
 
 ORIGIN = {"Origin": "http://127.0.0.1:8129"}
 
@@ -37,15 +26,7 @@ class Stack:
         flow = saga(self.api)
         limits = Limits(continue_inline=True, undo_window_s=WINDOW_S)
         self.h = Harness(flow, limits=limits, dependencies=Dependencies.off())
-        ops = Operations(
-            engine=self.h.engine,
-            store=self.h.store,
-            access=access,
-            dead_letters=FakeDeadLetters(),
-            counters=Counters(),
-            metrics=Metrics(),
-            registry=Registry((flow,)),
-        )
+        ops = operations(self.h, access, registry=Registry((flow,)))
         self.client: FlaskClient = build_api(ops).test_client()
 
     def abandoned(self) -> str:
@@ -59,16 +40,8 @@ class Stack:
 
 @pytest.fixture
 def stack() -> Stack:
-    from relayflow.gcp.auth import TokenVerifier
-
-    verifier = TokenVerifier(
-        audience=API_URL,
-        allowed_emails={VIEWER, OPERATOR},
-        certs_url=CERTS_URL,
-        request=certs_transport,
-    )
     viewers, operators = frozenset({VIEWER}), frozenset({OPERATOR})
-    return Stack(Access(verifier=verifier, viewers=viewers, operators=operators))
+    return Stack(Access(verifier=verifier(VIEWER, OPERATOR), viewers=viewers, operators=operators))
 
 
 def test_the_api_shows_the_clean_up_in_the_document_and_the_list(stack: Stack) -> None:

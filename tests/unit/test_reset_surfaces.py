@@ -9,23 +9,11 @@ from flask.testing import FlaskClient
 
 from relayflow.core.flows import Registry
 from relayflow.core.state import Status
-from relayflow.gcp.auth import TokenVerifier
-from relayflow.metrics import Metrics
-from relayflow.telemetry import Counters
 from relayflow.testing import Harness
 from relayflow.web.access import Access
 from relayflow.web.api import build_api
-from relayflow.web.operations import Operations
 from tests.unit.planner.test_reset import Api, diamond
-from tests.unit.test_api import (
-    API_URL,
-    CERTS_URL,
-    OPERATOR,
-    VIEWER,
-    FakeDeadLetters,
-    certs_transport,
-    token,
-)
+from tests.unit.test_api import OPERATOR, VIEWER, operations, token, verifier
 
 ORIGIN = {"Origin": "http://127.0.0.1:8129"}
 
@@ -34,27 +22,15 @@ class Stack:
     """The diamond flow (a, then b and c, then d) run to its end, behind the api."""
 
     def __init__(self) -> None:
-        verifier = TokenVerifier(
-            audience=API_URL,
-            allowed_emails={VIEWER, OPERATOR},
-            certs_url=CERTS_URL,
-            request=certs_transport,
-        )
         access = Access(
-            verifier=verifier, viewers=frozenset({VIEWER}), operators=frozenset({OPERATOR})
+            verifier=verifier(VIEWER, OPERATOR),
+            viewers=frozenset({VIEWER}),
+            operators=frozenset({OPERATOR}),
         )
         self.api = Api()
         flow = diamond(self.api)
         self.h = Harness(flow)
-        ops = Operations(
-            engine=self.h.engine,
-            store=self.h.store,
-            access=access,
-            dead_letters=FakeDeadLetters(),
-            counters=Counters(),
-            metrics=Metrics(),
-            registry=Registry((flow,)),
-        )
+        ops = operations(self.h, access, registry=Registry((flow,)))
         self.client: FlaskClient = build_api(ops).test_client()
         self.flow_id = self.h.start("diamond", {}, flow_id="d-1")
         self.h.run(self.flow_id)

@@ -30,7 +30,7 @@ from relayflow.testing import Harness
 from relayflow.web.access import Access
 from relayflow.web.api import build_api
 from relayflow.web.operations import Operations
-from tests.unit.test_api import OPERATOR, VIEWER, FakeDeadLetters, token, verifier_of
+from tests.unit.test_api import OPERATOR, VIEWER, FakeDeadLetters, token, verifier
 from tests.unit.test_sealed_payloads import PAD, Order, order
 from tests.unit.test_sealed_payloads import harness as offloading
 from tests.unit.test_sensitive_flows import CARD, CVC, INPUT, payment
@@ -64,7 +64,7 @@ class Api:
 
 def access() -> Access:
     return Access(
-        verifier=verifier_of(VIEWER, OPERATOR, READER),
+        verifier=verifier(VIEWER, OPERATOR, READER),
         viewers=frozenset({VIEWER, READER}),
         operators=frozenset({OPERATOR}),
         sensitive_readers=frozenset({READER}),
