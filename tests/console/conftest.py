@@ -20,8 +20,11 @@ import pytest
 import requests
 from google.cloud import firestore
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 from relayflow.gcp.store import FlowStore
@@ -102,8 +105,24 @@ class Console:
     def open(self, path: str) -> None:
         self.driver.get(self.url(path))
 
+    def find(self, element_id: str, timeout_s: float = WAIT_S) -> WebElement:
+        """The element with this id, once the page shows it: a click that submits a form returns
+        before the browser has loaded the page it leads to."""
+        found = self.wait(lambda d: d.find_elements(By.ID, element_id), timeout_s)
+        assert isinstance(found, list) and found, element_id
+        element: WebElement = found[0]
+        return element
+
     def wait(self, condition: Callable[[WebDriver], object], timeout_s: float = WAIT_S) -> object:
-        return WebDriverWait(self.driver, timeout_s, poll_frequency=0.2).until(condition)
+        # The live views replace what they refresh, and a submitted form's page replaces the
+        # last: an element found a moment ago may be gone when it is read, so look again.
+        waiting = WebDriverWait(
+            self.driver,
+            timeout_s,
+            poll_frequency=0.2,
+            ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+        )
+        return waiting.until(condition)
 
     def screenshot(self, name: str) -> Path:
         path = self.shots / name

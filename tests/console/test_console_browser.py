@@ -18,7 +18,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
 from relayflow.core.records import FlowRecord
-from relayflow.core.state import Status
+from relayflow.core.state import ACTIVE, Status
 from relayflow.local.clients import publisher_client
 from relayflow.local.polling import poll_until
 
@@ -76,7 +76,7 @@ def status_shown(flow_id: str, status: Status) -> Callable[[WebDriver], bool]:
 
 def confirm_with_reason(console: Console, button: str, reason: str) -> None:
     console.driver.find_element(By.ID, button).click()
-    console.driver.find_element(By.ID, "reason").send_keys(reason)
+    console.find("reason").send_keys(reason)
     console.driver.find_element(By.ID, "confirm").click()
 
 
@@ -228,11 +228,11 @@ def test_reset_to_a_step_from_the_page_after_its_dry_run(console: Console) -> No
     # when an operator chooses create_entity on its reset page and asks for the dry run
     console.open(f"/console/flows/{flow_id}")
     console.driver.find_element(By.ID, "reset").click()
-    Select(console.driver.find_element(By.ID, "step")).select_by_value("create_entity")
+    Select(console.find("step")).select_by_value("create_entity")
     console.driver.find_element(By.ID, "dry-run").click()
 
     # then it lists what it would do, and confirming with a reason does exactly that
-    assert console.driver.find_element(By.ID, "undone").text == "create_entity"
+    assert console.find("undone").text == "create_entity"
     assert console.driver.find_element(By.ID, "rerun").text == "create_entity"
     assert console.driver.find_element(By.ID, "kept").text == "register"
     console.driver.find_element(By.ID, "reason").send_keys("the entity was misnamed")
@@ -266,18 +266,20 @@ def test_a_replayed_dead_letter_starts_its_flow(console: Console) -> None:
     console.open("/console/dead-letters")
     row = console.driver.find_element(By.CSS_SELECTOR, f'tr[data-id="{dead}"]')
     row.find_element(By.LINK_TEXT, "Replay…").click()
-    console.driver.find_element(By.ID, "reason").send_keys("start function fixed")
+    console.find("reason").send_keys("start function fixed")
     console.driver.find_element(By.ID, "replay-as-is").click()
 
     # then the console says it went out, its flow runs to its end, and it is held no more
-    assert "Replayed as message" in console.driver.find_element(By.ID, "notice").text
+    assert "Replayed as message" in console.find("notice").text
     assert console.h.wait_terminal(flow_id).status is Status.SUCCEEDED
     console.open("/console/dead-letters")
     assert not console.driver.find_elements(By.CSS_SELECTOR, f'tr[data-id="{dead}"]')
 
 
 def test_the_services_metrics_count_the_flows_a_batch_ended(console: Console) -> None:
-    # given the services' metrics before a batch
+    # given the services' metrics before a batch, taken when no earlier test's flow can still
+    # end and be counted with it
+    assert poll_until(lambda: active_flows(console) == 0, timeout_s=60), "flows still active"
     before = ended_metrics(console)
 
     # when a batch runs: three flows that succeed and one the client API refuses
@@ -301,6 +303,11 @@ def test_the_services_metrics_count_the_flows_a_batch_ended(console: Console) ->
         ("relayflow.flow.polls", "SUCCEEDED", "sum"): sum(r.polls for r in records[:3]),
         ("relayflow.flow.polls", "FAILED", "count"): 1,
     } | ({("relayflow.flow.polls", "FAILED", "sum"): records[3].polls} if records[3].polls else {})
+
+
+def active_flows(console: Console) -> int:
+    counts = requests.get(console.url("/flows:counts"), timeout=10).json()["counts"]
+    return sum(counts.get(status.value, 0) for status in ACTIVE)
 
 
 def ended_metrics(console: Console) -> dict[tuple[str, str, str], float]:

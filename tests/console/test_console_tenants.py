@@ -28,9 +28,9 @@ def tenant_row(console: Console) -> WebElement:
 
 def confirm(console: Console, reason: str) -> None:
     """On a confirmation page: say why, confirm, and wait for the tenants page's notice."""
-    console.driver.find_element(By.ID, "reason").send_keys(reason)
+    console.find("reason").send_keys(reason)
     console.driver.find_element(By.ID, "confirm").click()
-    console.wait(lambda d: d.find_elements(By.ID, "notice"))
+    console.find("notice")
 
 
 def test_pause_a_tenant_see_its_flow_wait_then_resume_it(console: Console) -> None:
