@@ -28,9 +28,11 @@ FLOW_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
 # ``~`` never appears in a flow id or a tenant name; the tenant part is TENANT_PATTERN's).
 _KEY = r"(?:[a-z0-9][a-z0-9-]{0,62}~)?[A-Za-z0-9_-]{1,100}"
 FLOW_KEY_PATTERN = rf"^{_KEY}$"
-# A ForEach lane's document: ``{key}.{step}.{lane}`` (a dot never appears in a key).
-LANE_ID_PATTERN = rf"^{_KEY}\.[a-z][a-z0-9_]{{0,62}}\.[0-9]{{1,4}}$"
-TASK_FLOW_PATTERN = rf"^{_KEY}(\.[a-z][a-z0-9_]{{0,62}}\.[0-9]{{1,4}})?$"
+# A ForEach lane's document: ``{key}.{step}.{lane}``, and ``.g{generation}`` after it when a
+# retried flow ran its ForEach again (a dot never appears in a key).
+_LANE = r"\.[a-z][a-z0-9_]{0,62}\.[0-9]{1,4}(?:\.g[0-9]{1,9})?"
+LANE_ID_PATTERN = rf"^{_KEY}{_LANE}$"
+TASK_FLOW_PATTERN = rf"^{_KEY}(?:{_LANE})?$"
 STEP_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 MAX_TASK_ID = 500
 _TASK_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,500}$")

@@ -314,3 +314,76 @@ def test_a_lane_that_aborts_fails_the_foreach_instead_of_joining_nones() -> None
     assert record.result is not None and record.result.error is not None
     assert record.result.error["code"] == "DOCUMENT_TOO_LARGE"
     assert "lane 0 of each ended FAILED" in record.result.error["message"]
+
+
+class FailsOnce:
+    """A last step that fails for good on its first call and succeeds after."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, ctx: StepContext) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls == 1:
+            raise PermanentError("no report yet", code="NO_REPORT")
+        return {"done": True}
+
+
+def test_a_retry_runs_again_the_items_the_flows_end_undid() -> None:
+    # given a flow whose step after its ForEach failed for good, its items' effects undone
+    api = Api()
+    h = Harness(flow(api, items=4, concurrency=2, last=FailsOnce()))
+    flow_id = h.start("batch")
+    first = h.run(flow_id)
+    assert first is not None and first.status is Status.FAILED and api.live == set()
+    first_keys = {c.idempotency_key for c in h.calls_of("register")}
+
+    # when an operator retries it
+    h.retry(flow_id)
+    record = h.run(flow_id)
+
+    # then its items run again, under fresh keys, and what the flow says it made is live
+    assert record is not None and record.status is Status.SUCCEEDED, record.result
+    again = [c.idempotency_key for c in h.calls_of("register")][len(first_keys) :]
+    assert len(set(again)) == 4 and not set(again) & first_keys
+    assert len(api.live) == 4
+    assert [item["value"] for item in record.outputs["each"]["items"]] == [0, 2, 4, 6]
+
+
+def test_a_retry_that_fails_again_undoes_the_items_it_ran_again() -> None:
+    # given a retried flow whose items ran again, then its last step failed once more
+    api = Api()
+    always = scripted(PermanentError("still no report", code="NO_REPORT"))
+    h = Harness(flow(api, items=3, concurrency=2, last=always))
+    flow_id = h.start("batch")
+    h.run(flow_id)
+    h.retry(flow_id)
+    record = h.run(flow_id)
+
+    # then what the items made the second time was undone too
+    assert record is not None and record.status is Status.FAILED
+    assert len(api.made) == 6 and api.live == set()
+
+
+def test_a_retry_of_a_flow_whose_items_failed_runs_every_item_in_fresh_lanes() -> None:
+    # given a flow that failed because an item was refused, everything undone
+    api = Api(refuse={1})
+    h = Harness(flow(api, items=5, concurrency=2))
+    flow_id = h.start("batch")
+    first = h.run(flow_id)
+    assert first is not None and first.result is not None
+    assert first.result.code == "ITEMS_FAILED" and api.live == set()
+    old_lanes = set(first.lanes)
+
+    # when the client API takes the item now and an operator retries the flow
+    api.refuse.clear()
+    h.retry(flow_id)
+    record = h.run(flow_id)
+
+    # then the ForEach ran its five items in lanes of the new generation, the old ones as
+    # they ended
+    assert record is not None and record.status is Status.SUCCEEDED, record.result
+    assert len(api.live) == 5 and record.outputs["each"]["failed"] == []
+    assert record.lanes and not set(record.lanes) & old_lanes
+    assert all(lane.endswith(".g1") for lane in record.lanes)
+    assert all(h.store.get(lane).status in TERMINAL for lane in old_lanes)  # type: ignore[union-attr]

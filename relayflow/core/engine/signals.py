@@ -24,6 +24,7 @@ from relayflow.core.engine.kernel import Kernel
 from relayflow.core.errors import InvalidMessage, UnknownFlow
 from relayflow.core.flows import SIGNAL_NAME_PATTERN, Flow
 from relayflow.core.kinds import Kinds
+from relayflow.core.kinds.foreach import lane_of
 from relayflow.core.kinds.signal import (
     MAX_PENDING,
     MAX_REASON,
@@ -156,7 +157,10 @@ class Signals:
         if not 0 <= signal.item < fan.total:
             why = f"ForEach {scope!r} has {fan.total} items: there is no item {signal.item}"
             return _ignored("NOT_AWAITED", why, flow_id)
-        lane_id = f"{record.key}.{scope}.{signal.item % fan.lanes}"
+        lane_id = lane_of(record, scope, signal.item % fan.lanes)
+        if lane_id is None:
+            why = f"ForEach {scope!r} has not started its items yet: send it once it has"
+            return _ignored("NOT_STARTED", why, flow_id)
         return self._to(lane_id, self._k.kinds.inner(flow, scope), flow_id, signal)
 
     def _to(self, key: str, flow: Flow, flow_id: str, signal: PendingSignal) -> SignalAnswer:

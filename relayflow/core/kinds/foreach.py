@@ -19,7 +19,7 @@ from relayflow.core.planner.plan import Completed, Plan, Retry, Waiting, schedul
 from relayflow.core.planner.saga import begin_failure, compensate_next
 from relayflow.core.planner.starts import first_position, start_ready
 from relayflow.core.planner.states import finish, move, stop_all, with_next
-from relayflow.core.position import TaskKind
+from relayflow.core.position import TaskKind, split_effect_name
 from relayflow.core.records import Effect, FanOut, FlowRecord, Result
 from relayflow.core.state import TERMINAL, Status
 
@@ -67,9 +67,18 @@ class Items(Kind):
         return replace(step, steps=steps)  # type: ignore[arg-type]
 
 
-def lane_id(key: str, scope: str, lane: int) -> str:
-    """The document id of ForEach ``scope``'s lane ``lane`` of the flow keyed ``key``."""
-    return f"{key}.{scope}.{lane}"
+def lane_id(key: str, scope: str, lane: int, generation: int = 0) -> str:
+    """The document id of ForEach ``scope``'s lane ``lane`` of the flow keyed ``key``, in the
+    flow's ``generation``: a retry that runs the ForEach again gets lanes of its own, while the
+    earlier run's lanes stay as they ended."""
+    base = f"{key}.{scope}.{lane}"
+    return base if generation == 0 else f"{base}.g{generation}"
+
+
+def lane_of(record: FlowRecord, scope: str, lane: int) -> str | None:
+    """The id of lane ``lane`` of ForEach ``scope`` in the flow's current run, if it has one."""
+    base = f"{record.key}.{scope}.{lane}"
+    return next((i for i in record.lanes if i == base or i.startswith(f"{base}.g")), None)
 
 
 def fanned_out(plan: Plan, record: FlowRecord, items: list[Any]) -> FlowRecord:
@@ -84,7 +93,8 @@ def fanned_out(plan: Plan, record: FlowRecord, items: list[Any]) -> FlowRecord:
     detail = f"{len(items)} items in {lanes} lanes"
     record = log(plan, record, new_entry(plan, record, "fanned out", detail=detail), a_try=False)
     key = record.position.step
-    ids = [lane_id(record.key, key, k) for k in range(lanes)]
+    generation = record.position.generation
+    ids = [lane_id(record.key, key, k, generation) for k in range(lanes)]
     tracks = {**record.tracks, key: record.tracks[key].model_copy(update={"fanout": fan})}
     moved = move(plan, record, Status.RUNNING)
     return moved.model_copy(update={"tracks": tracks, "lanes": [*record.lanes, *ids]}).stored()
@@ -100,10 +110,15 @@ def new_lane(
 ) -> FlowRecord:
     """Lane ``lane`` of ForEach ``scope`` (``plan`` is for the ForEach's item steps): items
     lane, lane + lanes, …, its first item due now. It shares the flow's input and
-    incarnation, so its idempotency keys are the flow's."""
+    incarnation, so its idempotency keys are the flow's.
+
+    It starts with the effects an earlier run's items of its own left with the flow (a retried
+    flow runs its ForEach again): one that was undone makes its item's step call under a fresh
+    key, and one that may still be live is replayed under its own rather than made twice."""
     stride = min(len(items), concurrency(parent, scope, plan))
     mine = [{"index": i, "item": items[i]} for i in range(lane, len(items), stride)]
-    lane_key = lane_id(parent.key, scope, lane)
+    lane_key = lane_id(parent.key, scope, lane, parent.position.generation)
+    indexes = {item["index"] for item in mine}
     record = FlowRecord(
         flow_id=lane_key,
         flow=parent.flow,
@@ -123,8 +138,15 @@ def new_lane(
         scope=scope,
         lane=lane,
         items=mine,
+        effects=[e for e in parent.effects if _item_of(e, scope) in indexes],
     )
     return start_ready(plan, record, generation=parent.position.generation)
+
+
+def _item_of(effect: Effect, scope: str) -> int | None:
+    """The item of ForEach ``scope`` that made ``effect`` (None if no item of it did)."""
+    owner, index, _ = split_effect_name(effect.step)
+    return index if owner == scope else None
 
 
 def concurrency(parent: FlowRecord, scope: str, plan: Plan) -> int:
@@ -182,9 +204,13 @@ def join_output(outputs: dict[str, Any], failed: set[int], total: int) -> dict[s
 
 
 def gathered(plan: Plan, record: FlowRecord, effects: list[Effect]) -> FlowRecord:
-    """The lanes are stopped and ``effects`` are their items' effects: undo from here."""
-    known = {e.step for e in record.effects}
-    merged = [*record.effects, *(e for e in effects if e.step not in known)]
+    """The lanes are stopped and ``effects`` are their items' effects: undo from here.
+
+    An effect is one step's ``n``-th: a lane's word on one the flow holds already (an earlier
+    run's, which this run's item replayed) is the newer."""
+    newer = {(e.step, e.n): e for e in effects}
+    merged = [newer.pop((e.step, e.n), e) for e in record.effects]
+    merged += newer.values()
     entry = new_entry(plan, record, "gathered", detail=f"{len(effects)} item effects from lanes")
     record = log(plan, record, entry, a_try=False)
     record = record.model_copy(update={"effects": merged, "gathered": True})

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from relayflow.core.errors import AlreadyActed, ChangedSince, InvalidTransition
-from relayflow.core.flows import Flow
+from relayflow.core.flows import Flow, ForEach
 from relayflow.core.planner.claims import is_claimed
 from relayflow.core.planner.cleanup import cleanup_states, cleanup_track
 from relayflow.core.planner.effects import TO_UNDO, next_compensation, undo_position
@@ -94,7 +94,8 @@ def restart(
 
     It keeps the outputs of steps that are still in effect (done and not undone) and of the
     steps before them, and starts every step that is then ready: a step whose undo failed is
-    not done again, one that was undone is, and so is everything that ran after it.
+    not done again, one that was undone is, and so is everything that ran after it. A ForEach
+    whose items were undone runs them again in lanes of the new generation.
     """
     if record.status is Status.SUCCEEDED:  # only a reset to a step runs it again
         raise InvalidTransition(
@@ -127,8 +128,16 @@ def restart(
             "deadline_at": None,
             "dependency": None,
         }
+        | lanes_over(record)
     )
     return start_ready(plan, moved, generation=generation, delay_s=delay_s)
+
+
+def lanes_over(record: FlowRecord) -> dict[str, Any]:
+    """What a new generation of ``record`` starts with for its ForEach lanes: none, when the
+    flow's end gathered their items' effects (the ForEach runs again in lanes of its own, the
+    earlier ones over and their effects the flow's); else the lanes it has."""
+    return {"lanes": [], "gathered": False} if record.gathered else {}
 
 
 def outputs_kept(plan: Plan, record: FlowRecord) -> dict[str, Any]:
@@ -158,13 +167,18 @@ def skipped_by_choices(flow: Flow, outputs: dict[str, Any]) -> list[str]:
 
 def outputs_in_effect(plan: Plan, record: FlowRecord) -> dict[str, Any]:
     """Outputs whose step is still in effect: an action's whose effect was not undone, a
-    poll's or a choice's."""
+    poll's or a choice's; a ForEach's unless the flow's end gathered its items' effects to undo
+    them (its output describes what is gone)."""
     flow = plan.flow
 
     def kept(step: str) -> bool:
         index = flow.index_of(step)
-        if index is None or not plan.kinds.of(flow.step(index)).makes_effects:
-            return index is not None
+        if index is None:
+            return False
+        if isinstance(flow.step(index), ForEach):
+            return not record.gathered
+        if not plan.kinds.of(flow.step(index)).makes_effects:
+            return True
         effect = record.live_effect(step)
         return effect is not None and effect.state is not EffectState.UNKNOWN
 

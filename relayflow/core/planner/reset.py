@@ -22,7 +22,7 @@ from relayflow.core.errors import InvalidTransition, UnknownFlow
 from relayflow.core.flows import Flow, ForEach
 from relayflow.core.planner.effects import set_effect, undo_order, undo_position
 from relayflow.core.planner.history import describe, log, new_entry
-from relayflow.core.planner.operations import outputs_kept, skipped_by_choices
+from relayflow.core.planner.operations import lanes_over, outputs_kept, skipped_by_choices
 from relayflow.core.planner.plan import Completed, Outcome, Plan, Retry
 from relayflow.core.planner.previews import Preview
 from relayflow.core.planner.saga import after_compensation, undo_retried, undoing
@@ -71,7 +71,6 @@ def scope_of(plan: Plan, record: FlowRecord, step: str, *, undo: bool) -> Scope:
         )
     rerun = tuple(s for s in flow.graph.order if s not in kept and s not in skipped)
     refuse_rerun(flow, record, rerun, undo=undo)
-    refuse_gathered(flow, record, kept)
     chosen = undo_order(plan, record, states=LIVE) if undo else iter(())
     undone = tuple(e for e in chosen if owner(e) in later)
     names = {e.step for e in undone}
@@ -118,7 +117,9 @@ def refuse_step(flow: Flow, step: str) -> None:
 def refuse_rerun(flow: Flow, record: FlowRecord, rerun: tuple[str, ...], *, undo: bool) -> None:
     """InvalidTransition if a step that would run again is one a reset cannot run again."""
     for name in rerun:
-        if isinstance(flow.named(name), ForEach):
+        # Items the flow's end gathered and undid run again in lanes of their own; those a
+        # succeeded flow's lanes hold are still theirs to undo.
+        if isinstance(flow.named(name), ForEach) and not record.gathered:
             raise InvalidTransition(
                 f"ForEach {name!r} would run again, which a reset does not do (the lanes of "
                 "its earlier run hold its items): reset to a step after it"
@@ -128,20 +129,6 @@ def refuse_rerun(flow: Flow, record: FlowRecord, rerun: tuple[str, ...], *, undo
             raise InvalidTransition(
                 f"child flow step {name!r} would start a fresh child while its child "
                 f"{live.child} stands: reset with its effects undone"
-            )
-
-
-def refuse_gathered(flow: Flow, record: FlowRecord, kept: dict[str, Any]) -> None:
-    """InvalidTransition if a ForEach would keep its output while the flow's end undid its
-    items (their effects were gathered from its lanes and undone): its output would describe
-    what is gone, and a reset cannot run its items again."""
-    if not record.gathered:
-        return
-    for name in kept:
-        if isinstance(flow.named(name), ForEach):
-            raise InvalidTransition(
-                f"the items of ForEach {name!r} were undone when the flow ended: a reset cannot "
-                "run them again (start the flow anew)"
             )
 
 
@@ -194,7 +181,7 @@ def reset(
     )
     position = record.position.model_copy(update={"generation": generation})
     moved = move(plan, log(plan, record, entry, a_try=False), Status.PENDING).model_copy(
-        update={"reset": marker, "position": position, **FRESH}
+        update={"reset": marker, "position": position, **FRESH, **lanes_over(record)}
     )
     return (undo_next(plan, moved) if marker.to_undo else start_again(plan, moved)).stored()
 

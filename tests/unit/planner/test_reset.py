@@ -199,24 +199,46 @@ def test_a_step_inside_a_foreach_and_a_foreach_that_would_run_again_are_refused(
     assert "ForEach 'each' would run again" in refused(done, "a", flow)
 
 
-def test_a_foreach_whose_items_the_flows_end_undid_is_refused() -> None:
+def test_a_reset_runs_again_the_foreach_items_the_flows_end_undid() -> None:
+    # given a flow whose step after its ForEach failed for good, the items' charges undone
     api = Api()
     each = ForEach("each", items=lambda ctx: [1, 2], steps=(made_by(api, "charge"),))
+    declines = [True]
 
-    def decline(ctx: StepContext) -> dict[str, Any]:
-        raise PermanentError("declined", code="DECLINED")
+    def last(ctx: StepContext) -> dict[str, Any]:
+        if declines.pop() if declines else False:
+            raise PermanentError("declined", code="DECLINED")
+        return {}
 
-    flow = Flow(name="items", steps=(each, ActionStep("last", decline)))
+    flow = Flow(name="items", steps=(each, ActionStep("last", last)))
     h = Harness(flow)
     flow_id = h.start("items", {})
     record = h.run(flow_id)
     assert record is not None and record.status is Status.FAILED and record.gathered
     assert api.live == set()  # the items' charges were undone with the rest
+
+    # when an operator resets it to the last step
     preview = h.preview_reset(flow_id, "last")
-    assert preview.reason == (
-        "the items of ForEach 'each' were undone when the flow ended: a reset cannot run them "
-        "again (start the flow anew)"
-    )
+    h.reset(flow_id, "last")
+    record = h.run(flow_id)
+
+    # then the ForEach, whose output described what was undone, ran its items again too (as
+    # the dry run said), under fresh keys
+    assert preview.allowed and preview.rerun == ("each", "last")
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert len(api.made) == 4 and len(api.live) == 2
+
+
+def test_a_succeeded_flows_foreach_is_not_run_again_by_a_reset() -> None:
+    api = Api()
+    each = ForEach("each", items=lambda ctx: [1, 2], steps=(made_by(api, "charge"),))
+    flow = Flow(name="items", steps=(ActionStep("first", noop), each, ActionStep("last", noop)))
+    h = Harness(flow)
+    flow_id = h.start("items", {})
+    assert h.run(flow_id).status is Status.SUCCEEDED  # type: ignore[union-attr]
+    preview = h.preview_reset(flow_id, "first")
+    assert not preview.allowed and "ForEach 'each' would run again" in str(preview.reason)
+    assert h.preview_reset(flow_id, "last").allowed
 
 
 def test_a_step_in_the_branch_not_taken_is_refused() -> None:
