@@ -88,15 +88,22 @@ def read_lanes(store: FlowDocuments, parent: FlowRecord, scope: str) -> list[Flo
 
 
 def gather(store: FlowDocuments, plan: Plan, parent: FlowRecord) -> list[Effect]:
-    """Stop every lane of the flow and return its items' effects that may be live."""
+    """Stop every lane of the flow and return its items' effects: those that may be live, to
+    undo, and those that are over (a failed item undid its own), bare, so that a retry that
+    runs the items again counts them and calls under fresh idempotency keys."""
     effects: list[Effect] = []
     for lane_id in parent.lanes:
         stopped = store.change(lane_id, lambda lane: cancel_lane(plan, lane))
         lane = stopped or store.get(lane_id)
         if lane is not None:
-            live = (EffectState.UNKNOWN, EffectState.DONE, EffectState.UNDO_PENDING)
-            effects += [e for e in lane.effects if e.state in live]
+            effects += [e if e.state.live else bare(e) for e in lane.effects]
     return effects
+
+
+def bare(effect: Effect) -> Effect:
+    """An effect that is over, as its flow keeps it: what was made and how it ended, without
+    what only its undo would read."""
+    return effect.model_copy(update={"output": None, "item": None, "token": None})
 
 
 def left_to_undo(lanes: list[FlowRecord]) -> list[Effect]:

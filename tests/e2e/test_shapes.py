@@ -150,3 +150,34 @@ def test_a_missing_callback_times_out_and_undoes_the_registration(
     assert any("CALLBACK_TIMEOUT" in e.detail or "callback" in e.detail for e in item.history)
     after = harness.side_effects()
     assert after["registrations_cancelled"] - before["registrations_cancelled"] == 1
+
+
+def test_a_retry_runs_again_the_items_its_timed_out_run_undid(
+    harness: Harness, new_id: Callable[[str], str]
+) -> None:
+    # given a fleet flow that timed out awaiting an item's callback, the registration undone
+    flow_id = new_id("again")
+    resource = f"{flow_id}-a"
+    configure(harness, resource_delays={resource: None}, callback_modes={resource: "never"})
+    before = harness.side_effects()
+    first = fleet(harness, flow_id, [resource], deadline_s=5)
+    assert first.status is Status.TIMED_OUT
+
+    # when the resource activates now and an operator retries the flow through the api
+    configure(harness, resource_delays={resource: 0.5}, callback_modes={resource: "on_time"})
+    url = harness.url(harness.ports.api, f"/flows/{flow_id}:retry")
+    retried = requests.post(url, json={"reason": "activation fixed"}, timeout=10)
+    assert retried.status_code == 200, retried.text
+
+    # then the item registers again in a lane of the new generation and the flow succeeds
+    def succeeded() -> bool:
+        record = harness.store.get(flow_id)
+        return record is not None and record.status is Status.SUCCEEDED
+
+    assert poll_until(succeeded, timeout_s=60), harness.store.get(flow_id)
+    record = harness.store.get(flow_id)
+    assert record is not None and record.lanes == [f"{flow_id}.register_all.0.g1"]
+    assert record.outputs["register_all"]["items"][0]["resource"] == resource
+    after = harness.side_effects()
+    assert after["registrations_created"] - before["registrations_created"] == 2
+    assert after["registrations_cancelled"] - before["registrations_cancelled"] == 1

@@ -374,15 +374,19 @@ def test_a_retry_of_a_flow_whose_items_failed_runs_every_item_in_fresh_lanes() -
     assert first is not None and first.result is not None
     assert first.result.code == "ITEMS_FAILED" and api.live == set()
     old_lanes = set(first.lanes)
+    first_keys = {c.idempotency_key for c in h.calls_of("register")}
 
     # when the client API takes the item now and an operator retries the flow
     api.refuse.clear()
     h.retry(flow_id)
     record = h.run(flow_id)
+    again = {c.idempotency_key for c in h.calls_of("register")} - first_keys
 
     # then the ForEach ran its five items in lanes of the new generation, the old ones as
-    # they ended
+    # they ended, each under a key none of the first run's calls sent (the refused item's
+    # too: its lane undid it itself, and the flow counted it when it gathered the lanes)
     assert record is not None and record.status is Status.SUCCEEDED, record.result
+    assert len(again) == 5
     assert len(api.live) == 5 and record.outputs["each"]["failed"] == []
     assert record.lanes and not set(record.lanes) & old_lanes
     assert all(lane.endswith(".g1") for lane in record.lanes)
