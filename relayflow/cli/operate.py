@@ -167,7 +167,11 @@ def cmd_tenants(args: argparse.Namespace) -> int:
     who, by = render.text(done["tenant"]), render.text(done["by"])
     print(f"tenant {who} {state} by {by}: {args.reason}")
     if not done["paused"]:
-        print("its flows go on within 30 s, where they were; waiting ones are admitted now")
+        brought = int(done.get("brought_forward", 0))
+        print(
+            f"its flows go on where they were: {brought} put-off task(s) brought forward now "
+            "(a ForEach's items within 30 s); waiting ones are admitted now"
+        )
     return 0
 
 

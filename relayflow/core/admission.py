@@ -139,14 +139,14 @@ class Admission:
         if self._store.release_slot(slot, holder=holder):
             self.admit(plan_for, tenant, now, settle)
 
-    def paused(self, tenant: str) -> bool:
+    def paused(self, tenant: str, *, fresh: bool = False) -> bool:
         """Whether ``tenant`` is paused (configured so, or by an operator), read at most every
-        few seconds per process."""
+        few seconds per process; read now if ``fresh``."""
         if self._tenants.policy(tenant).paused:
             return True
         now = time.monotonic()
         cached = self._states.get(tenant)
-        if cached is None or now - cached[0] > STATE_TTL_S:
+        if fresh or cached is None or now - cached[0] > STATE_TTL_S:
             cached = (now, self._store.tenant_state(tenant))
             self._states[tenant] = cached
         return cached[1].paused

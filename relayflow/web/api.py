@@ -331,9 +331,18 @@ def _tenant_action(app: Flask, ops: Operations, action: str, *, paused: bool) ->
         if not caller().sees(name):
             raise Forbidden(f"{caller().identity} may not {action} tenant {name!r}")
         why = params.reason(guard.body().get("reason"), required=True)
-        change = ops.engine.pause_tenant if paused else ops.engine.resume_tenant
-        state = change(name, by=caller().identity, reason=why)
-        return {"tenant": state.tenant, "paused": state.paused, "by": state.by, "reason": why}
+        if paused:
+            state = ops.engine.pause_tenant(name, by=caller().identity, reason=why)
+            return {"tenant": state.tenant, "paused": True, "by": state.by, "reason": why}
+        resumed = ops.engine.resume_tenant(name, by=caller().identity, reason=why)
+        return {
+            "tenant": name,
+            "paused": resumed.state.paused,
+            "by": resumed.state.by,
+            "reason": why,
+            # Tasks the pause had put off, run now rather than at their next look.
+            "brought_forward": resumed.brought_forward,
+        }
 
 
 def shown_flow(ops: Operations, flow_id: str) -> FlowRecord:

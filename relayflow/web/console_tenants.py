@@ -19,8 +19,9 @@ from relayflow.web.operations import Operations, guarded, tenants_seen
 ACTIONS = {
     "pause": "Pause recorded: its tasks are put off (no attempt spent) and none of its waiting "
     "flows is admitted until it is resumed.",
-    "resume": "Resume recorded: its flows go on where they were within 30 s, and its waiting "
-    "flows are admitted as its quota allows.",
+    "resume": "Resume recorded: its flows go on where they were ({brought} put-off tasks "
+    "brought forward now; a ForEach's items within 30 s), and its waiting flows are admitted "
+    "as its quota allows.",
 }
 
 
@@ -33,10 +34,14 @@ def register(bp: Blueprint, ops: Operations) -> None:
     @viewer
     def tenants() -> str:
         action = request.args.get("notice", "")
+        brought = request.args.get("brought", "")
+        notice = ACTIONS.get(action)
         return render_template(
             "console/tenants.html",
             tenants=tenants_seen(ops, g.caller),
-            notice=ACTIONS.get(action),
+            notice=notice.format(brought=int(brought) if brought.isdigit() else 0)
+            if notice
+            else None,
             changed=params.tenant(request.args.get("tenant")) if action in ACTIONS else None,
         )
 
@@ -49,9 +54,13 @@ def register(bp: Blueprint, ops: Operations) -> None:
         if request.method == "GET":
             return render_template("console/tenant_confirm.html", tenant=shown, action=action)
         why = params.reason(request.form.get("reason"), required=True)
-        change = ops.engine.pause_tenant if action == "pause" else ops.engine.resume_tenant
-        change(shown["tenant"], by=g.caller.identity, reason=why)
-        return redirect(url_for(".tenants", notice=action, tenant=shown["tenant"]), 303)
+        name = shown["tenant"]
+        if action == "pause":
+            ops.engine.pause_tenant(name, by=g.caller.identity, reason=why)
+            return redirect(url_for(".tenants", notice=action, tenant=name), 303)
+        resumed = ops.engine.resume_tenant(name, by=g.caller.identity, reason=why)
+        brought = resumed.brought_forward
+        return redirect(url_for(".tenants", notice=action, tenant=name, brought=brought), 303)
 
 
 def tenant_view(ops: Operations, raw: str) -> dict[str, Any]:

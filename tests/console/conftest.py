@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import requests
@@ -47,6 +48,7 @@ CHROMIUM_FLAGS = (
     "--window-size=1400,1000",
 )
 WAIT_S = 60.0
+T = TypeVar("T")
 
 pytestmark = pytest.mark.e2e
 
@@ -112,6 +114,28 @@ class Console:
         assert isinstance(found, list) and found, element_id
         element: WebElement = found[0]
         return element
+
+    def arrived(self, url_part: str) -> None:
+        """Wait until the browser has loaded the page whose URL holds ``url_part`` (a submitted
+        form changes the URL before the page it leads to has loaded)."""
+
+        def loaded(d: WebDriver) -> bool:
+            ready = d.execute_script("return document.readyState") == "complete"
+            return url_part in d.current_url and ready
+
+        self.wait(loaded)
+
+    def read(self, read: Callable[[WebDriver], T]) -> T:
+        """What ``read`` finds on the page, read again if the page replaced an element while it
+        read (a stale element)."""
+        found: list[T] = []
+
+        def once(d: WebDriver) -> bool:
+            found[:] = [read(d)]
+            return True
+
+        self.wait(once)
+        return found[0]
 
     def wait(self, condition: Callable[[WebDriver], object], timeout_s: float = WAIT_S) -> object:
         # The live views replace what they refresh, and a submitted form's page replaces the

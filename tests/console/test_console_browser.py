@@ -105,35 +105,44 @@ def test_the_list_shows_flows_of_each_status(console: Console) -> None:
     console.open("/console/flows?limit=500")
 
     # then each is there with its status, and the counts say there is one of each at least
-    rows = {
-        row.get_attribute("data-flow-id"): row.get_attribute("data-status")
-        for row in console.driver.find_elements(By.CSS_SELECTOR, "tr.flow-row")
-    }
+    rows = console.read(
+        lambda d: {
+            row.get_attribute("data-flow-id"): row.get_attribute("data-status")
+            for row in d.find_elements(By.CSS_SELECTOR, "tr.flow-row")
+        }
+    )
     assert {rows.get(flow_id) for flow_id in ids.values()} == {s.value for s in ids}
-    counts = {
-        link.get_attribute("data-status"): int(link.find_element(By.CLASS_NAME, "n").text)
-        for link in console.driver.find_elements(By.CSS_SELECTOR, "#counts a")
-    }
+    counts = console.read(
+        lambda d: {
+            link.get_attribute("data-status"): int(link.find_element(By.CLASS_NAME, "n").text)
+            for link in d.find_elements(By.CSS_SELECTOR, "#counts a")
+        }
+    )
     assert all(counts[s.value] >= 1 for s in ids)
     console.screenshot("console-flows.png")
 
     # and the filter form narrows the list to one status
     Select(console.driver.find_element(By.NAME, "status")).select_by_value("FAILED")
     console.driver.find_element(By.CSS_SELECTOR, "#filters button").click()
-    console.wait(lambda d: "status=FAILED" in d.current_url)
-    statuses = {r.get_attribute("data-status") for r in
-                console.driver.find_elements(By.CSS_SELECTOR, "tr.flow-row")}  # fmt: skip
+    console.arrived("status=FAILED")
+    statuses = console.read(
+        lambda d: {
+            r.get_attribute("data-status") for r in d.find_elements(By.CSS_SELECTOR, "tr.flow-row")
+        }
+    )
     assert statuses == {"FAILED"}
 
     # and the label field (two labels, a space between) finds the flow started with them
     Select(console.driver.find_element(By.NAME, "status")).select_by_value("")
     console.driver.find_element(By.ID, "label-filter").send_keys(f"order_id={order} region=eu")
     console.driver.find_element(By.CSS_SELECTOR, "#filters button").click()
-    console.wait(lambda d: "label=" in d.current_url)
-    rows = {
-        row.get_attribute("data-flow-id"): row.text
-        for row in console.driver.find_elements(By.CSS_SELECTOR, "tr.flow-row")
-    }
+    console.arrived("label=")
+    rows = console.read(
+        lambda d: {
+            row.get_attribute("data-flow-id"): row.text
+            for row in d.find_elements(By.CSS_SELECTOR, "tr.flow-row")
+        }
+    )
     assert list(rows) == [ids[Status.FAILED]] and f"order_id={order}" in rows[ids[Status.FAILED]]
     field = console.driver.find_element(By.ID, "label-filter")  # the browser checks it first
     valid = "arguments[0].value = arguments[1]; return arguments[0].checkValidity();"
@@ -161,13 +170,17 @@ def test_a_flows_page_shows_its_polls_with_their_delays_in_order_live(console: C
     record = console.h.wait_terminal(flow_id)
 
     # and shows each poll, in order, with the delay the planner chose after it
-    rows = console.driver.find_elements(By.CSS_SELECTOR, 'tr.entry[data-kind="poll"]')
-    shown = [(int(r.get_attribute("data-poll")), r.get_attribute("data-delay")) for r in rows]
+    shown = console.read(
+        lambda d: [
+            (int(r.get_attribute("data-poll")), r.get_attribute("data-delay"))
+            for r in d.find_elements(By.CSS_SELECTOR, 'tr.entry[data-kind="poll"]')
+        ]
+    )
     stored = [(e.poll, e.delay_s) for e in record.history if e.kind == "poll"]
     assert [poll for poll, _ in shown] == list(range(len(stored))) and len(stored) >= 3
     assert [float(d) if d else None for _, d in shown] == [delay for _, delay in stored]
-    waits = console.driver.find_elements(By.CSS_SELECTOR, "#timeline g.wait text")
-    assert len(waits) == sum(1 for _, delay in stored if delay is not None)
+    waits = console.read(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline g.wait text")))
+    assert waits == sum(1 for _, delay in stored if delay is not None)
 
 
 def test_cancel_from_the_page_compensates_the_flow(console: Console) -> None:

@@ -46,13 +46,21 @@ def test_a_bulk_dry_run_lists_what_a_retry_would_do_then_runs_it_live(console: C
 
     # then the dry run lists each flow and what a retry does to it, and nothing has changed
     console.wait(lambda d: d.find_elements(By.ID, "previews"))
-    rows = driver.find_elements(By.CSS_SELECTOR, "tr.preview-row")
-    assert sorted(r.get_attribute("data-flow-id") for r in rows) == sorted(flows)
-    rerun = {r.find_element(By.CSS_SELECTOR, "td.rerun").text for r in rows}
+    rows = console.read(
+        lambda d: [
+            (
+                r.get_attribute("data-flow-id") or "",
+                r.find_element(By.CSS_SELECTOR, "td.rerun").text,
+            )
+            for r in d.find_elements(By.CSS_SELECTOR, "tr.preview-row")
+        ]
+    )
+    assert sorted(flow_id for flow_id, _ in rows) == sorted(flows)
+    rerun = {steps for _, steps in rows}
     assert rerun == {"register, await_registration, create_entity"}
-    matched = driver.find_element(By.ID, "bulk-matched").text
+    matched = console.read(lambda d: d.find_element(By.ID, "bulk-matched").text)
     assert matched == f"{FLOWS} flows matched: {FLOWS} to retry, 0 refused"
-    assert driver.find_element(By.ID, "bulk-state").text == "previewed"
+    assert console.read(lambda d: d.find_element(By.ID, "bulk-state").text) == "previewed"
     console.screenshot("console-bulk-dry-run.png")
     assert {console.h.flow(f).status for f in flows} == {Status.FAILED}  # type: ignore[union-attr]
 
@@ -64,6 +72,6 @@ def test_a_bulk_dry_run_lists_what_a_retry_would_do_then_runs_it_live(console: C
         return d.find_element(By.ID, "bulk-state").text == "done"
 
     console.wait(finished)
-    assert driver.find_element(By.ID, "bulk-done").text == str(FLOWS)
+    assert console.read(lambda d: d.find_element(By.ID, "bulk-done").text) == str(FLOWS)
     assert {console.h.wait_terminal(f).status for f in flows} == {Status.SUCCEEDED}
     assert not csp_violations(driver)  # the live view's script ran within the policy

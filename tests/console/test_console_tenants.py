@@ -70,11 +70,13 @@ def test_pause_a_tenant_see_its_flow_wait_then_resume_it(console: Console) -> No
 
     # and its link opens the flow list filtered by the tenant, the flow there waiting
     tenant_row(console).find_element(By.CSS_SELECTOR, "td.waiting a").click()
-    console.wait(lambda d: f"tenant={TENANT}" in d.current_url)
-    listed = {
-        r.get_attribute("data-flow-id"): r.get_attribute("data-status")
-        for r in console.driver.find_elements(By.CSS_SELECTOR, "tr.flow-row")
-    }
+    console.arrived(f"tenant={TENANT}")
+    listed = console.read(
+        lambda d: {
+            r.get_attribute("data-flow-id"): r.get_attribute("data-status")
+            for r in d.find_elements(By.CSS_SELECTOR, "tr.flow-row")
+        }
+    )
     assert listed == {flow_id: Status.PENDING.value}
     shown = console.driver.find_element(By.ID, "tenant-filter").get_attribute("value")
     assert shown == TENANT
@@ -84,7 +86,8 @@ def test_pause_a_tenant_see_its_flow_wait_then_resume_it(console: Console) -> No
     confirm(console, "they are back")
 
     # then it is active again, and its flow is admitted and runs to its end
-    assert "Resume recorded" in console.driver.find_element(By.ID, "notice").text
+    notice = console.driver.find_element(By.ID, "notice").text
+    assert "Resume recorded" in notice and "(0 put-off tasks brought forward now" in notice
     row = tenant_row(console)
     assert row.get_attribute("data-paused") == "false"
     assert "resumed by local" in row.find_element(By.CSS_SELECTOR, "td.state").text

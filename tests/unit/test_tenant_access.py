@@ -136,6 +136,7 @@ def test_operators_pause_and_resume_a_tenant_through_the_api(api: Api) -> None:
         "/tenants/acme:resume", json={"reason": "back"}, headers=token(OPERATOR)
     )
     assert resumed.get_json()["paused"] is False
+    assert resumed.get_json()["brought_forward"] == 1  # the task the pause put off runs now
 
 
 def test_pausing_needs_an_operator_a_reason_and_a_tenant_name(api: Api) -> None:

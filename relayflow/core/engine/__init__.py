@@ -48,7 +48,7 @@ from relayflow.core.engine.protection import Protection
 from relayflow.core.engine.signals import SignalAnswer, Signalled, Signals, checked_signal
 from relayflow.core.engine.sweeper import Sweeper
 from relayflow.core.engine.tasks import Tasks
-from relayflow.core.engine.tenancy import Tenancy
+from relayflow.core.engine.tenancy import Resumed, Tenancy
 from relayflow.core.errors import FlowNotFound, InvalidMessage
 from relayflow.core.flows import Registry
 from relayflow.core.metrics import Metrics
@@ -354,8 +354,9 @@ class Engine:
         """Stop dispatching ``tenant``'s flows (their tasks are put off) and admitting new ones."""
         return self._tenancy.pause(tenant, by=by, reason=reason)
 
-    def resume_tenant(self, tenant: str, *, by: str = "", reason: str = "") -> TenantState:
-        """Let ``tenant``'s flows go on where they were, and admit its waiting ones."""
+    def resume_tenant(self, tenant: str, *, by: str = "", reason: str = "") -> Resumed:
+        """Let ``tenant``'s flows go on where they were, at once (what the pause put off is
+        brought forward), and admit its waiting ones."""
         return self._tenancy.resume(tenant, by=by, reason=reason)
 
     def breaker_views(self) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from relayflow.core.engine.outcomes import Ran
 from relayflow.core.flows import Flow
 from relayflow.core.kinds import step_at
 from relayflow.core.planner import Outcome, Retry
-from relayflow.core.ports import Snapshot
+from relayflow.core.ports import Queue, Snapshot
 from relayflow.core.putoffs import PutOffs
 from relayflow.core.records import FlowRecord, NextTask
 
@@ -170,12 +170,7 @@ class Protection:
         assert self._k.breakers is not None
         since = self._k.breakers.last_opened(dependency)
         tasks = self._put_offs.take(dependency, since=since, now=self._k.clock.now())
-        brought = 0
-        if tasks:
-            failed = threading.Event()  # the queue failing once: the rest are not tried
-            run = functools.partial(self._run_now, failed=failed)
-            with ThreadPoolExecutor(max_workers=16) as pool:
-                brought = sum(pool.map(run, tasks))
+        brought = run_now(self._k.queue, tasks)
         extra = {
             "dependency": dependency,
             "brought_forward": brought,
@@ -184,15 +179,29 @@ class Protection:
         log.info("breaker closed", extra=extra)
         return brought
 
-    def _run_now(self, task: NextTask, *, failed: threading.Event) -> bool:
-        """RunTask ``task`` unless the queue already failed in this bring-forward: each call
-        to a queue that is down would hold this request for its whole timeout, and every task
-        left comes back on its own at its time."""
+
+# Tasks brought forward side by side: one after another, a few hundred would hold the request
+# that brings them for seconds.
+AT_ONCE = 16
+
+
+def run_now(queue: Queue, tasks: list[NextTask]) -> int:
+    """Dispatch ``tasks`` now (Cloud Tasks RunTask), side by side; how many ran. Best effort:
+    each comes back on its own at its time anyway, so the first failure of the queue stops
+    the rest (each call to a queue that is down would hold the caller for its timeout)."""
+    if not tasks:
+        return 0
+    failed = threading.Event()
+
+    def one(task: NextTask) -> bool:
         if failed.is_set():
             return False
         try:
-            return self._k.queue.run_now(task)
+            return queue.run_now(task)
         except Exception:
             failed.set()
             log.warning("could not bring a put-off task forward", exc_info=True)
             return False
+
+    with ThreadPoolExecutor(max_workers=min(AT_ONCE, len(tasks))) as pool:
+        return sum(pool.map(one, tasks))

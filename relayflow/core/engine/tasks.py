@@ -28,7 +28,7 @@ from relayflow.core.errors import UnknownFlow
 from relayflow.core.flows import Flow
 from relayflow.core.planner.chain import entries_of, recorded_late, replayed
 from relayflow.core.ports import Snapshot
-from relayflow.core.position import TaskPayload
+from relayflow.core.position import Position, TaskPayload
 
 log = logging.getLogger("relayflow.core.engine")
 
@@ -95,12 +95,21 @@ class Tasks:
             flow, gone = self._k.definition(found.record)
         except UnknownFlow:
             return self._endings.unknown_type(found, position)
-        if self._k.admission.paused(found.record.tenant):
+        if self._paused(found.record.tenant, position):
             later = self._k.clock.now() + timedelta(seconds=admission.PAUSE_RECHECK_S)
             return self._protection.put_off(found, "its tenant is paused", later)
         if found.record.is_lane:
             return self._lanes.run_lane_task(found, flow, gone)
         return self._run_flow_task(found, flow, gone)
+
+    def _paused(self, tenant: str, position: Position) -> bool:
+        """Whether ``tenant`` is paused. A task the pause put off that comes back while this
+        process still believes it paused reads its state again: a resume brings those tasks
+        forward at once, and they must not be put off for another round on a stale word."""
+        paused = self._k.admission.paused(tenant)
+        if paused and position.deferral:
+            return self._k.admission.paused(tenant, fresh=True)
+        return paused
 
     def _run_flow_task(self, found: Snapshot, flow: Flow, gone: str) -> Ran:
         position = found.record.position

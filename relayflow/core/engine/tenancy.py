@@ -6,17 +6,33 @@ engine admits through ``Kernel.admit`` whenever a flow starts, waits or ends.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from relayflow.core.engine.kernel import Kernel
+from relayflow.core.engine.protection import run_now
 from relayflow.core.listing import FlowFilter
 from relayflow.core.ports import TenantState
+from relayflow.core.putoffs import BRING_FORWARD_LIMIT, DUE_SOON_S
+from relayflow.core.records import FlowRecord, NextTask
 from relayflow.core.state import ACTIVE
 from relayflow.core.tenants import DEFAULT_TENANT, TenantPolicy
 
+log = logging.getLogger("relayflow.core.engine")
+
 # Tenants whose counts the views read at once (each reads its statuses side by side too).
 TENANTS_AT_ONCE = 8
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A tenant resumed: its state, and how many put-off tasks of its flows ran at once."""
+
+    state: TenantState
+    brought_forward: int = 0
 
 
 class Tenancy:
@@ -31,13 +47,28 @@ class Tenancy:
             tenant, True, by=by, reason=reason, at=self._k.clock.now()
         )
 
-    def resume(self, tenant: str, *, by: str, reason: str) -> TenantState:
-        """Let ``tenant``'s flows go on where they were, and admit its waiting ones."""
+    def resume(self, tenant: str, *, by: str, reason: str) -> Resumed:
+        """Let ``tenant``'s flows go on where they were, at once (the tasks the pause put off
+        are brought forward), and admit its waiting ones."""
         state = self._k.admission.set_paused(
             tenant, False, by=by, reason=reason, at=self._k.clock.now()
         )
         self._k.admit(tenant)
-        return state
+        brought = run_now(self._k.queue, self._put_off(tenant))
+        log.info("tenant resumed", extra={"tenant": tenant, "brought_forward": brought})
+        return Resumed(state, brought_forward=brought)
+
+    def _put_off(self, tenant: str) -> list[NextTask]:
+        """The tasks of ``tenant``'s active flows that were put off and are not due soon, at
+        most ``BRING_FORWARD_LIMIT`` (the rest come back at their own time, as a ForEach
+        lane's do: lanes are not listed)."""
+        soon = self._k.clock.now() + timedelta(seconds=DUE_SOON_S)
+        tasks: list[NextTask] = []
+        for status in ACTIVE:
+            wanted = FlowFilter(tenant=tenant, status=status)
+            for record in self._k.store.matching(wanted, limit=BRING_FORWARD_LIMIT):
+                tasks += [t for t in _nexts(record) if t.position.deferral and t.run_at > soon]
+        return tasks[:BRING_FORWARD_LIMIT]
 
     def views(self) -> list[dict[str, Any]]:
         """Every tenant with a policy or a state: its limits, paused or not (by whom, why and
@@ -70,6 +101,11 @@ class Tenancy:
         return _view(
             self._k.admission.tenants.policy(name), state, running=running, waiting=waiting
         )
+
+
+def _nexts(record: FlowRecord) -> list[NextTask]:
+    """The tasks a flow waits on: one per track (its parallel steps')."""
+    return [t.next for t in record.tracks.values() if t.next is not None]
 
 
 def _view(

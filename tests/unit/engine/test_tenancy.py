@@ -33,6 +33,39 @@ def test_pausing_a_tenant_puts_its_tasks_off_and_resuming_goes_on_where_they_wer
     assert record.polls == 3  # went on where it was: no poll repeated, none lost
 
 
+def test_resuming_brings_forward_what_the_pause_put_off() -> None:
+    # given a tenant's flow whose poll a pause put off for 30 s
+    h = Harness(flow())
+    flow_id = h.start("job", tenant="acme")
+    h.deliver_next()  # begin: done
+    h.engine.pause_tenant("acme", by="ops", reason="maintenance")
+    h.deliver_next()  # the first poll: put off
+    put_off = h.flow(flow_id).next
+    assert put_off is not None and put_off.run_at == h.now + timedelta(seconds=30)
+
+    # when it is resumed, then that task runs now, not 30 s later
+    resumed = h.engine.resume_tenant("acme", by="ops", reason="done")
+    assert resumed.brought_forward == 1
+    h.deliver_next()
+    assert len(h.calls_of("wait")) == 1 and h.now < put_off.run_at
+
+
+def test_a_put_off_task_that_comes_back_reads_the_tenants_state_afresh() -> None:
+    # given a tenant's task put off by a pause, and a resume this process has not heard of
+    # (another instance resumed it: its word here is still "paused", for a few seconds)
+    h = Harness(flow())
+    flow_id = h.start("job", tenant="acme")
+    h.deliver_next()
+    h.engine.pause_tenant("acme", by="ops", reason="maintenance")
+    h.deliver_next()  # the first poll: put off
+    h.store.set_tenant_state(TenantState("acme", paused=False, by="elsewhere", reason="done"))
+
+    # when the task comes back (brought forward by that resume), then it runs
+    h.deliver_next()
+    assert len(h.calls_of("wait")) == 1
+    assert [e.outcome for e in h.flow(flow_id).history].count("deferred") == 1
+
+
 def test_a_pause_records_who_paused_the_tenant_and_why() -> None:
     h = Harness(flow())
     state = h.engine.pause_tenant("acme", by="ops@example.com", reason="maintenance")
@@ -44,10 +77,11 @@ def test_a_pause_records_who_paused_the_tenant_and_why() -> None:
     h.advance(60)
     resumed = h.engine.resume_tenant("acme", by="lead@example.com", reason="done")
     resumed_at = paused_at + timedelta(seconds=60)
-    assert resumed == TenantState(
+    assert resumed.state == TenantState(
         "acme", paused=False, by="lead@example.com", reason="done", at=resumed_at
     )
-    assert h.store.tenant_state("acme") == resumed
+    assert resumed.brought_forward == 0  # it had no flows
+    assert h.store.tenant_state("acme") == resumed.state
 
 
 def test_resuming_a_tenant_admits_the_flows_that_waited_while_it_was_paused() -> None:
