@@ -338,7 +338,10 @@ def test_a_retry_runs_again_the_items_the_flows_end_undid() -> None:
     assert first is not None and first.status is Status.FAILED and api.live == set()
     first_keys = {c.idempotency_key for c in h.calls_of("register")}
 
-    # when an operator retries it
+    # when an operator retries it, its dry run saying what runs again
+    preview = h.engine.preview(first, "retry")
+    assert preview.rerun == ("prepare", "each", "report")
+    assert preview.detail["items"] == "ForEach each runs its items again, in lanes of generation 1"
     h.retry(flow_id)
     record = h.run(flow_id)
 

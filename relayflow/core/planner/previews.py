@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relayflow.core.errors import InvalidTransition, UnknownFlow
+from relayflow.core.flows import ForEach
 from relayflow.core.planner.effects import undo_order
 from relayflow.core.planner.operations import cancel, restart
 from relayflow.core.planner.plan import Plan
@@ -65,13 +66,22 @@ def preview_retry(plan: Plan, record: FlowRecord) -> Preview:
     except (InvalidTransition, UnknownFlow) as exc:
         return Preview(record.key, "retry", allowed=False, reason=_said(exc, record))
     over = set(restarted.outputs) | set(restarted.skipped)
+    rerun = tuple(step for step in plan.flow.graph.order if step not in over)
+    generation = restarted.position.generation
+    detail: dict[str, Any] = {"generation": generation}
+    again = [s for s in rerun if isinstance(plan.flow.named(s), ForEach)]
+    if again and record.gathered:
+        names = ", ".join(again)
+        detail["items"] = (
+            f"ForEach {names} runs its items again, in lanes of generation {generation}"
+        )
     return Preview(
         key=record.key,
         action="retry",
         allowed=True,
-        rerun=tuple(step for step in plan.flow.graph.order if step not in over),
+        rerun=rerun,
         kept=tuple(e.step for e in _newest_first(record.effects) if e.state.live),
-        detail={"generation": restarted.position.generation},
+        detail=detail,
     )
 
 
