@@ -67,8 +67,18 @@ class Tenancy:
         for status in ACTIVE:
             wanted = FlowFilter(tenant=tenant, status=status)
             for record in self._k.store.matching(wanted, limit=BRING_FORWARD_LIMIT):
+                if self._held(record):
+                    continue
                 tasks += [t for t in _nexts(record) if t.position.deferral and t.run_at > soon]
         return tasks[:BRING_FORWARD_LIMIT]
+
+    def _held(self, record: FlowRecord) -> bool:
+        """Whether a breaker that is not ready holds the flow up: its task was put off for
+        that too, and comes forward when the breaker closes."""
+        breakers, dependency = self._k.breakers, record.dependency
+        return (
+            breakers is not None and dependency is not None and not breakers.ready(dependency).run
+        )
 
     def views(self) -> list[dict[str, Any]]:
         """Every tenant with a policy or a state: its limits, paused or not (by whom, why and

@@ -244,3 +244,19 @@ def test_a_flow_reset_to_a_step_starts_held_up_by_nothing() -> None:
     flow_id = h.start("sync", {})
     assert h.run(flow_id).dependency == DEP
     assert h.reset(flow_id, "push", reason="api back").dependency is None
+
+
+def test_a_tenants_resume_leaves_put_off_what_an_open_breaker_holds_up() -> None:
+    # given a tenant's flow put off by its dependency's open breaker, and the tenant paused
+    h, _ = harness_with(api_down_s=60)
+    open_from_elsewhere(h)
+    flow_id = h.start("sync", {}, tenant="acme")
+    h.deliver_next(flow_id)  # put off by the breaker
+    assert h.flow(flow_id).dependency == DEP
+    h.engine.pause_tenant("acme", by="ops", reason="maintenance")
+
+    # when the tenant is resumed while the breaker is still open, then the flow's task is not
+    # brought forward: it comes when the breaker closes
+    resumed = h.engine.resume_tenant("acme", by="ops", reason="done")
+    assert resumed.brought_forward == 0
+    assert h.breaker(DEP).state is Breaker.OPEN
