@@ -169,8 +169,8 @@ def cmd_tenants(args: argparse.Namespace) -> int:
     if not done["paused"]:
         brought = int(done.get("brought_forward", 0))
         print(
-            f"its flows go on where they were: {brought} put-off task(s) brought forward now "
-            "(a ForEach's items within 30 s); waiting ones are admitted now"
+            f"its flows go on where they were: {brought} put-off task(s) brought forward now; "
+            "waiting ones are admitted now"
         )
     return 0
 

@@ -20,8 +20,7 @@ ACTIONS = {
     "pause": "Pause recorded: its tasks are put off (no attempt spent) and none of its waiting "
     "flows is admitted until it is resumed.",
     "resume": "Resume recorded: its flows go on where they were ({brought} put-off tasks "
-    "brought forward now; a ForEach's items within 30 s), and its waiting flows are admitted "
-    "as its quota allows.",
+    "brought forward now), and its waiting flows are admitted as its quota allows.",
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from relayflow.core.engine.kernel import Kernel
 from relayflow.core.engine.protection import run_now
+from relayflow.core.foreach import read_lanes
 from relayflow.core.listing import FlowFilter
 from relayflow.core.ports import TenantState
 from relayflow.core.putoffs import BRING_FORWARD_LIMIT, DUE_SOON_S
@@ -59,18 +60,33 @@ class Tenancy:
         return Resumed(state, brought_forward=brought)
 
     def _put_off(self, tenant: str) -> list[NextTask]:
-        """The tasks of ``tenant``'s active flows that were put off and are not due soon, at
-        most ``BRING_FORWARD_LIMIT`` (the rest come back at their own time, as a ForEach
-        lane's do: lanes are not listed)."""
+        """The tasks of ``tenant``'s active flows and of their ForEach lanes that were put off
+        and are not due soon, at most ``BRING_FORWARD_LIMIT`` (the rest come back at their own
+        time)."""
         soon = self._k.clock.now() + timedelta(seconds=DUE_SOON_S)
         tasks: list[NextTask] = []
         for status in ACTIVE:
             wanted = FlowFilter(tenant=tenant, status=status)
             for record in self._k.store.matching(wanted, limit=BRING_FORWARD_LIMIT):
-                if self._held(record):
-                    continue
-                tasks += [t for t in _nexts(record) if t.position.deferral and t.run_at > soon]
+                if len(tasks) >= BRING_FORWARD_LIMIT:
+                    break
+                if not self._held(record):
+                    for each in (record, *self._lanes(record)):
+                        tasks += [
+                            t for t in _nexts(each) if t.position.deferral and t.run_at > soon
+                        ]
         return tasks[:BRING_FORWARD_LIMIT]
+
+    def _lanes(self, record: FlowRecord) -> list[FlowRecord]:
+        """The active lanes of the flow's ForEach that runs its items now (a read each: at
+        most its concurrency); none of one whose lanes have all ended."""
+        running = [
+            scope
+            for scope, track in record.tracks.items()
+            if track.fanout is not None and len(track.fanout.ended) < track.fanout.lanes
+        ]
+        found = [lane for scope in running for lane in read_lanes(self._k.store, record, scope)]
+        return [lane for lane in found if lane.status in ACTIVE]
 
     def _held(self, record: FlowRecord) -> bool:
         """Whether a breaker that is not ready holds the flow up: its task was put off for

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from relayflow.core.flows import Flow, ForEach
 from relayflow.core.ports import TenantState
 from relayflow.core.state import Status
 from relayflow.core.tenants import TenantPolicy, Tenants
@@ -48,6 +49,27 @@ def test_resuming_brings_forward_what_the_pause_put_off() -> None:
     assert resumed.brought_forward == 1
     h.deliver_next()
     assert len(h.calls_of("wait")) == 1 and h.now < put_off.run_at
+
+
+def test_resuming_brings_forward_the_put_off_items_of_a_foreach_too() -> None:
+    # given a tenant's ForEach whose three lanes' tasks a pause put off
+    each = ForEach("each", items=lambda ctx: [1, 2, 3], steps=flow().steps, concurrency=3)
+    h = Harness(Flow(name="items", steps=(each,)))
+    flow_id = h.start("items", tenant="acme")
+    h.deliver_next(flow_id)  # the fan-out: the lanes exist, their first tasks due
+    h.engine.pause_tenant("acme", by="ops", reason="maintenance")
+    h.run_until(h.now + timedelta(seconds=5))
+    lanes = [h.store.get(lane) for lane in h.flow(flow_id).lanes]
+    assert len(lanes) == 3
+    assert all(lane is not None and lane.next and lane.next.position.deferral for lane in lanes)
+
+    # when it is resumed, then each lane's task runs now
+    resumed = h.engine.resume_tenant("acme", by="ops", reason="done")
+    assert resumed.brought_forward == 3
+    before = h.now
+    for _ in range(3):
+        h.deliver_next()
+    assert len(h.calls_of("begin")) == 3 and h.now == before
 
 
 def test_a_put_off_task_that_comes_back_reads_the_tenants_state_afresh() -> None:
