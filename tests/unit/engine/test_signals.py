@@ -5,6 +5,8 @@ its lane. Through relayflow.testing's harness. (The step: ``tests/unit/kinds/tes
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from relayflow import ActionStep, Flow, WaitForSignal
@@ -146,3 +148,28 @@ def test_a_signal_step_in_a_foreach_item_takes_signals_for_its_item() -> None:
     items = record.outputs["each"]["items"]
     assert [item["data"] for item in items] == [{"i": 0}, {"i": 1}, {"i": 2}]
     assert h.signal(flow_id, "approve", item=0).code == "FLOW_ENDED"
+
+
+def test_a_retried_foreachs_items_take_signals_in_their_new_lanes() -> None:
+    # given a ForEach whose items wait for approval, the flow cancelled while they waited
+    each = ForEach(
+        "each",
+        items=lambda ctx: ["a", "b"],
+        steps=(WaitForSignal("ok", signal="approve", timeout_s=600),),
+        concurrency=2,
+    )
+    h = Harness(Flow(name="items", steps=(each,)))
+    flow_id = h.start("items", flow_id="i-2")
+    h.run_until(START)
+    h.cancel(flow_id, "wrong batch")
+    assert h.run(flow_id).status is Status.CANCELLED  # type: ignore[union-attr]
+
+    # when it is retried, then a signal for an item reaches that item's lane of generation 1
+    h.retry(flow_id)
+    h.run_until(h.now + timedelta(seconds=5))
+    assert all(lane.endswith(".g1") for lane in h.flow(flow_id).lanes)
+    answers = [h.signal(flow_id, "approve", {"i": i}, item=i) for i in (0, 1)]
+    assert [a.outcome for a in answers] == [Signalled.DELIVERED, Signalled.DELIVERED]
+    record = h.run(flow_id)
+    assert record is not None and record.status is Status.SUCCEEDED
+    assert [item["data"] for item in record.outputs["each"]["items"]] == [{"i": 0}, {"i": 1}]
