@@ -1087,6 +1087,9 @@ EXPECTED_IAM = {
     # On every queue of the topology (steps, polls and their high twins), not the project.
     *{(c, "roles/cloudtasks.enqueuer", "queue:each") for c in RUNTIME},
     ("worker", "roles/cloudtasks.viewer", "queue:each"),
+    # RunTask: put-off tasks brought forward when a breaker closes (worker, poller) or when an
+    # operator resumes a tenant (api).
+    *{(c, "roles/cloudtasks.taskRunner", "queue:each") for c in ("worker", "poller", "api")},
     # Tasks carry an OIDC token of the tasks-invoker account: actAs on that account only.
     *{(c, "roles/iam.serviceAccountUser", "service_account:tasks_invoker") for c in RUNTIME},
     # Whoever settles a terminal flow publishes its one result event.

@@ -126,6 +126,18 @@ locals {
     "${pair[0]}/${pair[1]}" => { member = local.runtime_members[pair[0]], queue = pair[1] }
   }
 
+  # RunTask on every shard of every queue, for the components that bring put-off tasks forward:
+  # the worker and the poller when a breaker closes, the api when an operator resumes a tenant.
+  task_runners = {
+    worker = module.worker.service_account_member
+    poller = module.poller.service_account_member
+    api    = module.api.service_account_member
+  }
+  run_grants = {
+    for pair in setproduct(keys(local.task_runners), keys(local.queues)) :
+    "${pair[0]}/${pair[1]}" => { member = local.task_runners[pair[0]], queue = pair[1] }
+  }
+
   tasks_invoker_member = "serviceAccount:${data.google_service_account.tasks_invoker.email}"
   scheduler_member     = "serviceAccount:${data.google_service_account.scheduler.email}"
   pubsub_push_member   = "serviceAccount:${data.google_service_account.pubsub_push.email}"
@@ -865,6 +877,18 @@ resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
   location = var.region
   name     = module.queues.names[each.value.queue]
   role     = "roles/cloudtasks.enqueuer"
+  member   = each.value.member
+}
+
+# Run rights (cloudtasks.tasks.run: RunTask dispatches a task now) on relayflow's queues only, for
+# the components that bring put-off tasks forward; the enqueuer role does not hold them.
+resource "google_cloud_tasks_queue_iam_member" "task_runner" {
+  for_each = local.run_grants
+
+  project  = var.project_id
+  location = var.region
+  name     = module.queues.names[each.value.queue]
+  role     = "roles/cloudtasks.taskRunner"
   member   = each.value.member
 }
 
