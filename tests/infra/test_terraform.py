@@ -1087,6 +1087,8 @@ EXPECTED_IAM = {
     # On every queue of the topology (steps, polls and their high twins), not the project.
     *{(c, "roles/cloudtasks.enqueuer", "queue:each") for c in RUNTIME},
     ("worker", "roles/cloudtasks.viewer", "queue:each"),
+    # GetTask: the sweeper's question (worker), the polls in flight a reader sees (api).
+    ("api", "roles/cloudtasks.viewer", "queue:each"),
     # RunTask: put-off tasks brought forward when a breaker closes (worker, poller) or when an
     # operator resumes a tenant (api).
     *{(c, "roles/cloudtasks.taskRunner", "queue:each") for c in ("worker", "poller", "api")},

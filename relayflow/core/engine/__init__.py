@@ -15,6 +15,7 @@ messages), ``sweeper``, ``chains`` (poll chains as their queue holds them), ``op
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -59,6 +60,8 @@ from relayflow.core.position import TaskPayload
 from relayflow.core.records import FlowRecord, HistoryEntry, PendingSignal
 from relayflow.core.sealing import Sealing
 from relayflow.core.tenants import DEFAULT_TENANT, Tenants
+
+log = logging.getLogger("relayflow.core.engine")
 
 
 class Engine:
@@ -265,8 +268,13 @@ class Engine:
     def polls_in_flight(self, record: FlowRecord) -> tuple[HistoryEntry, ...]:
         """The polls ``record``'s poll chains ran since its document was last written (read
         from the chain's newest task), oldest first: what a reader of the flow sees of them
-        before the chain's next checkpoint writes them to its history."""
-        return chains.in_flight(self._kernel.queue, record, self._kernel.limits.poll_chain)
+        before the chain's next checkpoint writes them to its history; none when the queue
+        cannot be read now: they are a reader's extra, and the flow is shown without them."""
+        try:
+            return chains.in_flight(self._kernel.queue, record, self._kernel.limits.poll_chain)
+        except Exception:
+            log.warning("could not read a poll chain's task", exc_info=True)
+            return ()
 
     def lanes(self, flow_id: str) -> list[FlowRecord]:
         """The ForEach lanes of a flow's current run (FlowNotFound if there is no flow)."""

@@ -297,3 +297,18 @@ def test_the_chains_length_is_the_harness_setting() -> None:
     # ready poll (with create_entity's claim), create_entity's commit
     assert h.store.writes == 2 + 8 + 2
     assert [e.poll for e in poll_entries(h, flow_id)] == list(range(POLLS))
+
+
+def test_a_queue_that_cannot_be_read_leaves_the_polls_in_flight_out_and_nothing_else() -> None:
+    # given a flow between checkpoints, and a queue that refuses reads (no tasks.get right)
+    h = Harness(registration())
+    flow_id = h.start("reg", {})
+    deliver_polls(h, flow_id, 3)
+
+    def refused(*args: Any) -> TaskPayload | None:
+        raise PermissionError("cloudtasks.tasks.get denied")
+
+    h.queue.pending = refused  # type: ignore[method-assign]
+
+    # then a reader of the flow sees no polls in flight, rather than an error
+    assert h.engine.polls_in_flight(h.flow(flow_id)) == ()

@@ -904,6 +904,18 @@ resource "google_cloud_tasks_queue_iam_member" "sweeper_viewer" {
   member   = module.worker.service_account_member
 }
 
+# The api shows a polling flow's polls in flight, read from its poll chain's newest task
+# (GetTask with the FULL view: tasks.get is the viewer role's, tasks.fullView the enqueuer's).
+resource "google_cloud_tasks_queue_iam_member" "api_viewer" {
+  for_each = module.queues.names
+
+  project  = var.project_id
+  location = var.region
+  name     = each.value
+  role     = "roles/cloudtasks.viewer"
+  member   = module.api.service_account_member
+}
+
 # Every component settles what it commits (Engine._settle): a terminal flow whose event is not
 # out yet gets it published by whoever sees it next (worker, poller, api cancel, a duplicate
 # start). Publish rights on the results topic only.
