@@ -140,6 +140,10 @@ def test_stale_state_is_cleaned(failure_stack: Stack) -> None:
 
 def test_a_busy_port_is_named(failure_stack: Stack) -> None:
     with socket.socket() as squatter:
+        # The tests before this one served on the port: a connection of theirs may still be in
+        # TIME_WAIT, which only a socket that reuses the address may bind over (as the stack's
+        # own check does). Listening, it holds the port all the same.
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", failure_stack.ports.client_api))
         squatter.listen()
 
