@@ -64,7 +64,6 @@ from relayflow.core.engine import Engine
 from relayflow.core.errors import FlowNotFound, RelayflowError
 from relayflow.core.flows import Registry
 from relayflow.core.listing import FlowSummary, Page
-from relayflow.core.payloads import MIB, refs
 from relayflow.core.ports import Listing
 from relayflow.core.records import FlowRecord, HistoryEntry, flow_key
 from relayflow.core.sealing import Sealing
@@ -78,6 +77,7 @@ from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.family import family_json
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal, tenants_seen
+from relayflow.web.payloads import resolved_values
 from relayflow.web.redaction import shown_doc, shown_letter
 from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
@@ -92,8 +92,6 @@ DEFAULT_RESET_REASON = "reset by an operator"
 # What a caller below the operator role sees of a live callback token: a viewer may not
 # complete it, and a token it could read it could complete through any completer.
 REDACTED = "(redacted: operators only)"
-# What ``GET /flows/{id}?resolve=true`` reads back from the bucket at most, in one answer.
-MAX_RESOLVED_BYTES = 16 * MIB
 
 
 def api_app(runtime: Runtime) -> Flask:
@@ -419,31 +417,6 @@ def flow_json(
             if holder.get("token"):
                 holder["token"] = REDACTED
     return doc
-
-
-def resolved_values(engine: Engine, record: FlowRecord) -> dict[str, Any]:
-    """The flow's input, outputs and result as its handlers and clients see them: payloads
-    offloaded to the bucket read back (at most ``MAX_RESOLVED_BYTES`` of them in one answer:
-    larger ones are for the client's ``result()`` or the bucket). A document shows each as its
-    reference, ``{"$relayflow": {"ref": {bucket, name, sha256, size}}}``."""
-    values: dict[str, Any] = {"input": record.input, "outputs": record.outputs}
-    if record.result is not None:
-        values["result_data"] = record.result.data
-    size = sum(ref.size for ref in refs(values))
-    if size > MAX_RESOLVED_BYTES:
-        raise params.PayloadTooLarge(
-            f"the flow's offloaded values take {size} bytes; the api shows at most "
-            f"{MAX_RESOLVED_BYTES} (read them with the client, or from the bucket)"
-        )
-    shown = engine.loaded(values, record)
-    result = doc_result(record, shown.pop("result_data", None))
-    return {**shown, **({"result": result} if result is not None else {})}
-
-
-def doc_result(record: FlowRecord, data: Any) -> dict[str, Any] | None:
-    if record.result is None:
-        return None
-    return {**record.result.model_dump(mode="json"), "data": data}
 
 
 def in_flight_json(entries: Iterable[HistoryEntry]) -> list[dict[str, Any]]:

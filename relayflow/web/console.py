@@ -25,7 +25,13 @@ from werkzeug.wrappers import Response as Redirect
 
 from relayflow.core import planner
 from relayflow.core.definitions import definitions
-from relayflow.core.errors import RelayflowError, UnknownFlow
+from relayflow.core.errors import (
+    PayloadCorrupt,
+    PayloadMissing,
+    PayloadUnavailable,
+    RelayflowError,
+    UnknownFlow,
+)
 from relayflow.core.flows import Flow
 from relayflow.core.listing import FlowFilter, Uncountable
 from relayflow.core.records import FlowRecord
@@ -38,6 +44,7 @@ from relayflow.web import (
     console_schedules,
     console_tenants,
     params,
+    payloads,
     timeline,
 )
 from relayflow.web.access import Caller, Role
@@ -203,11 +210,18 @@ def _shown(ops: Operations, flow_id: str) -> FlowRecord:
 
 
 def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
-    record = shown_record(_shown(ops, flow_id), g.caller, ops.sealing)
+    stored = _shown(ops, flow_id)
+    read_back, unread = _read_back(ops, stored)
+    record = shown_record(read_back or stored, g.caller, ops.sealing)
     now = datetime.now(UTC)
     definition = _definition(ops, record)
     return {
         "record": record,
+        # Values in the bucket show as their claim checks until the reader asks for them
+        # (``?resolve=true``): each reading is a read of the bucket.
+        "offloaded": payloads.offloaded(stored),
+        "read_back": read_back is not None,
+        "unread": unread,
         "now": now,
         # An ended flow whose clean-up runs still changes: the page keeps refreshing.
         "active": record.status in ACTIVE or record.cleaning,
@@ -228,6 +242,18 @@ def _flow_context(ops: Operations, flow_id: str) -> dict[str, Any]:
         "family": family_json(record),
         "has_children": any(e.child for e in record.effects),
     }
+
+
+def _read_back(ops: Operations, record: FlowRecord) -> tuple[FlowRecord | None, str]:
+    """``record`` with its offloaded values read back when the page asks (``?resolve=``),
+    else None; and why they could not be (too large for a page, gone, altered, the bucket
+    down), shown on the page instead of failing it."""
+    if not params.flag(request.args.get("resolve"), name="resolve"):
+        return None, ""
+    try:
+        return payloads.read_back(ops.engine, record), ""
+    except (params.PayloadTooLarge, PayloadMissing, PayloadCorrupt, PayloadUnavailable) as exc:
+        return None, str(exc)
 
 
 class Waiting(NamedTuple):

@@ -351,3 +351,25 @@ def ended_metrics(console: Console) -> dict[tuple[str, str, str], float]:
                 key = ("relayflow.flow.polls", point["labels"]["status"], part)
                 found[key] = found.get(key, 0) + point[part]
     return found
+
+
+def test_a_flows_offloaded_input_is_read_back_on_its_page(console: Console) -> None:
+    # given a fleet flow whose input (200 resources, about 20 KiB) went to the bucket, each of
+    # its items refused at once by the client API
+    flow_id = new_id("offload")
+    resources = [f"reject-{flow_id}-{i:03d}-{'x' * 70}" for i in range(200)]
+    body = {"flow": "fleet", "flow_id": flow_id, "input": {"resources": resources}}
+    console.h.publish(body)
+    console.h.wait_terminal(flow_id, timeout_s=120)
+
+    # when an operator opens its page, the input shows as its claim check
+    console.open(f"/console/flows/{flow_id}")
+    assert "$relayflow" in console.find("input").text
+    assert resources[0] not in console.find("input").text
+
+    # then asking for it reads it back, on the page
+    console.find("read-back").click()
+    console.arrived("resolve=true")
+    shown = console.read(lambda d: d.find_element(By.ID, "input").text)
+    assert resources[0] in shown and resources[-1] in shown
+    assert console.find("claim-checks").is_displayed()

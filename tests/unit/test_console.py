@@ -359,3 +359,35 @@ def test_bad_label_filters_are_an_error_page_naming_the_parameter(console: Api) 
     response = console.client.get("/console/flows?label=order_id")
     assert response.status_code == 400
     assert "label: label &#39;order_id&#39; must be key=value" in text(response)
+
+
+def test_a_flows_page_reads_offloaded_values_back_when_asked_and_says_when_it_cannot() -> None:
+    # given a flow whose input went to the bucket
+    local = build(Access(verifier=None), offload_threshold_bytes=1024)
+    local.harness.start("demo", {"pad": "x" * 5000}, flow_id="big-1")
+    local.harness.deliver_next("big-1")
+
+    # then its page shows the claim check, and a link that reads it back
+    page = text(local.client.get("/console/flows/big-1"))
+    assert "$relayflow" in page and "x" * 5000 not in page
+    (link,) = re.findall(r'id="read-back" href="([^"]+)"', page)
+    assert "resolve=true" in link
+
+    # and the page it leads to (its live part too) shows the value itself
+    read = text(local.client.get(link.replace("&amp;", "&")))
+    assert "x" * 5000 in read and 'id="claim-checks"' in read
+    (live,) = re.findall(r'data-live-url="([^"]+)"', read)
+    assert "resolve=true" in live
+
+    # and when the object is gone, the page says so and shows the claim check
+    ref = local.harness.store.get("big-1").input["$relayflow"]["ref"]  # type: ignore[union-attr]
+    del local.harness.blobs.objects[ref["name"]]
+    gone = local.client.get("/console/flows/big-1?resolve=true")
+    assert gone.status_code == 200
+    assert 'id="unread"' in text(gone) and "x" * 5000 not in text(gone)
+
+
+def test_a_flow_with_nothing_offloaded_offers_nothing_to_read_back(console: Api) -> None:
+    console.running_flow("f-small")
+    page = text(console.client.get("/console/flows/f-small"))
+    assert 'id="offloaded"' not in page and 'id="read-back"' not in page
