@@ -117,7 +117,10 @@ def new_lane(
     key, and one that may still be live is replayed under its own rather than made twice."""
     stride = min(len(items), concurrency(parent, scope, plan))
     mine = [{"index": i, "item": items[i]} for i in range(lane, len(items), stride)]
-    lane_key = lane_id(parent.key, scope, lane, parent.position.generation)
+    # The id its fan-out listed (a fan-out committed by an earlier release named lanes of a
+    # later generation without the suffix).
+    listed = lane_of(parent, scope, lane)
+    lane_key = listed or lane_id(parent.key, scope, lane, parent.position.generation)
     indexes = {item["index"] for item in mine}
     record = FlowRecord(
         flow_id=lane_key,

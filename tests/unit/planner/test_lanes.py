@@ -74,3 +74,18 @@ def test_a_failed_items_lane_goes_on_without_its_output() -> None:
     record = next_item(ITEMS, lane())
     assert record.item_outputs == {} and record.item_index == 3
     assert record.status is Status.RUNNING and record.pending_result is None
+
+
+def test_a_lane_of_a_later_generation_takes_the_id_its_fan_out_listed() -> None:
+    record = planner.new_record(BATCH, flow_id="b-2", input={}, message_id=None, deadline_s=None)
+    focused = record.focused("each")
+    later = focused.model_copy(
+        update={"position": focused.position.model_copy(update={"generation": 1})}
+    )
+    parent = fanned_out(BATCH, later, LISTED)
+    # this release names a later generation's lanes with its suffix ...
+    assert parent.lanes == ["b-2.each.0.g1", "b-2.each.1.g1"]
+    assert new_lane(ITEMS, parent, scope="each", lane=1, items=LISTED).flow_id == "b-2.each.1.g1"
+    # ... and a lane of a fan-out an earlier release committed (no suffix) keeps its listed id
+    earlier = parent.model_copy(update={"lanes": ["b-2.each.0", "b-2.each.1"]})
+    assert new_lane(ITEMS, earlier, scope="each", lane=1, items=LISTED).flow_id == "b-2.each.1"
