@@ -41,18 +41,6 @@ from relayflow.web import guard, params
 from relayflow.web.access import Caller, Role
 from relayflow.web.operations import Operations, caller, guarded
 
-FILTER_FIELDS = (
-    "flow",
-    "status",
-    "version",
-    "tenant",
-    "updated_from",
-    "updated_to",
-    "parent",
-    "label",
-    "code",
-    "dependency",
-)
 ACTIONS = ("run", "pause", "resume", "cancel")
 
 
@@ -184,10 +172,10 @@ def bulk_filter(raw: Any) -> FlowFilter:
         raw = {}
     if not isinstance(raw, dict):
         raise params.BadRequest("filter must be a JSON object of the list's filters")
-    unknown = sorted(set(raw) - set(FILTER_FIELDS))
+    unknown = sorted(set(raw) - set(params.FILTER_FIELDS))
     if unknown:
         raise params.BadRequest(
-            f"filter: no filter {unknown[0][:40]!r} (filters: {', '.join(FILTER_FIELDS)})"
+            f"filter: no filter {unknown[0][:40]!r} (filters: {', '.join(params.FILTER_FIELDS)})"
         )
     wanted = params.flow_filter(MultiDict(_texts(raw)))
     if wanted == FlowFilter():

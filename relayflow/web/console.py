@@ -52,19 +52,8 @@ from relayflow.web.family import family_json
 from relayflow.web.operations import Guard, Operations, guarded, refusal
 from relayflow.web.redaction import shown_letter, shown_record
 
-FILTER_FIELDS = (
-    "flow",
-    "status",
-    "version",
-    "tenant",
-    "updated_from",
-    "updated_to",
-    "limit",
-    "parent",
-    "label",
-    "code",
-    "dependency",
-)
+# The list page keeps its filters and its page size in the links it makes.
+FILTER_FIELDS = (*params.FILTER_FIELDS, "limit")
 NOTICES = {
     "cancelled": "Cancel recorded: the flow undoes its completed steps, then ends CANCELLED.",
     "retried": "Retry recorded: a new generation has started.",

@@ -19,7 +19,6 @@ from relayflow.web import params
 from relayflow.web.access import Role
 from relayflow.web.bulk import (
     ACTIONS,
-    FILTER_FIELDS,
     bulk_json,
     change,
     create,
@@ -62,7 +61,7 @@ def register(bp: Blueprint, ops: Operations) -> None:
         form = request.form
         body: dict[str, Any] = {
             "action": form.get("action"),
-            "filter": {k: v for k in FILTER_FIELDS if (v := form.get(k))},
+            "filter": {k: v for k in params.FILTER_FIELDS if (v := form.get(k))},
             "reason": form.get("reason"),
             "rate_per_s": form.get("rate_per_s"),
         }

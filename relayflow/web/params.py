@@ -107,6 +107,21 @@ def list_query(args: Mapping[str, str], *, default_limit: int = 50) -> ListQuery
     )
 
 
+# The parameters ``flow_filter`` reads: a list's, a count's and a bulk action's filter.
+FILTER_FIELDS = (
+    "flow",
+    "status",
+    "version",
+    "tenant",
+    "updated_from",
+    "updated_to",
+    "parent",
+    "label",
+    "code",
+    "dependency",
+)
+
+
 def flow_filter(args: Mapping[str, str]) -> FlowFilter:
     """``flow``, ``status``, ``version``, ``tenant``, ``updated_from`` and ``updated_to``,
     ``parent``, ``label`` (repeatable: all of them), ``code`` and ``dependency``; empty is

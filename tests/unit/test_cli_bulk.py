@@ -11,7 +11,7 @@ import pytest
 
 from relayflow.cli import bulk, commands
 from relayflow.core.bulk import BULK_ID_PATTERN
-from relayflow.web.bulk import FILTER_FIELDS
+from relayflow.web.params import FILTER_FIELDS
 
 
 def row(i: int, **extra: Any) -> dict[str, Any]:
