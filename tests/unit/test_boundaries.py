@@ -294,30 +294,24 @@ def nested_jwt() -> str:
 
 
 def test_a_bearer_token_nested_too_deep_is_a_401_on_the_api() -> None:
-    from relayflow.gcp.auth import TokenVerifier
 
-    from .test_api import API_URL, CERTS_URL, OPERATOR, certs_transport
+    from .test_api import OPERATOR, verifier
 
-    verifier = TokenVerifier(
-        audience=API_URL, allowed_emails={OPERATOR}, certs_url=CERTS_URL, request=certs_transport
-    )
-    cloud = build(Access(verifier=verifier, operators=frozenset({OPERATOR})))
+    tokens = verifier(OPERATOR)
+    cloud = build(Access(verifier=tokens, operators=frozenset({OPERATOR})))
     response = cloud.client.get("/flows", headers={"Authorization": nested_jwt()})
     assert response.status_code == 401
     assert "nested too deep" in message(response)
 
 
 def test_a_bearer_token_nested_too_deep_is_a_401_on_a_task_route() -> None:
-    from relayflow.gcp.auth import TokenVerifier
 
-    from .test_api import API_URL, CERTS_URL, certs_transport
+    from .test_api import verifier
 
     h = Harness(FLOW)
-    verifier = TokenVerifier(
-        audience=API_URL, allowed_emails={"t@x"}, certs_url=CERTS_URL, request=certs_transport
-    )
+    tokens = verifier("t@x")
     runtime = Runtime(Settings(), load_topology(), h.engine, h.store, Counters())  # type: ignore[arg-type]
-    client = task_app(runtime, route="/tasks/step", verifier=verifier).test_client()
+    client = task_app(runtime, route="/tasks/step", verifier=tokens).test_client()
     response = client.post("/tasks/step", json={}, headers={"Authorization": nested_jwt()})
     assert response.status_code == 401
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from relayflow.core.state import Status
-from relayflow.gcp.auth import TokenVerifier
 from relayflow.metrics import Metrics
 from relayflow.telemetry import Counters
 from relayflow.testing import Harness
@@ -18,15 +17,13 @@ from relayflow.web.access import Access
 from relayflow.web.api import build_api
 from relayflow.web.operations import Operations
 from tests.unit.test_api import (
-    API_URL,
-    CERTS_URL,
     FLOW,
     OPERATOR,
     VIEWER,
     FakeDeadLetters,
-    certs_transport,
     message,
     token,
+    verifier,
 )
 
 SCOPED = "acme-ops@example.com"
@@ -65,14 +62,9 @@ def api_of(h: Harness, access: Access) -> Any:
 
 
 def client(h: Harness) -> Any:
-    verifier = TokenVerifier(
-        audience=API_URL,
-        allowed_emails={VIEWER, OPERATOR, SCOPED},
-        certs_url=CERTS_URL,
-        request=certs_transport,
-    )
+    tokens = verifier(VIEWER, OPERATOR, SCOPED)
     access = Access(
-        verifier=verifier,
+        verifier=tokens,
         viewers=frozenset({VIEWER}),
         operators=frozenset({OPERATOR, SCOPED}),
         scopes={SCOPED: frozenset({"acme"})},

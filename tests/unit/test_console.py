@@ -12,21 +12,18 @@ import pytest
 from relayflow.core.dead_letters import DeadLetter
 from relayflow.core.flows import Registry
 from relayflow.core.state import Status
-from relayflow.gcp.auth import TokenVerifier
 from relayflow.web import timeline
 from relayflow.web.access import Access
 from relayflow.web.console import duration
 
 from .test_api import (
-    API_URL,
-    CERTS_URL,
     FLOW,
     OPERATOR,
     VIEWER,
     Api,
     build,
-    certs_transport,
     token,
+    verifier,
 )
 
 # The console's own pages on the local stack's api (the default api URL's origin).
@@ -145,10 +142,8 @@ def test_a_form_posted_from_another_site_is_refused(console: Api) -> None:
 
 def operators_console() -> Api:
     """The api in the cloud, as an operator reaches it: ID tokens verified."""
-    verifier = TokenVerifier(
-        audience=API_URL, allowed_emails={OPERATOR}, certs_url=CERTS_URL, request=certs_transport
-    )
-    return build(Access(verifier=verifier, operators=frozenset({OPERATOR})))
+    tokens = verifier(OPERATOR)
+    return build(Access(verifier=tokens, operators=frozenset({OPERATOR})))
 
 
 def test_the_forms_work_through_a_proxy_that_rewrites_host() -> None:
@@ -187,10 +182,8 @@ def test_a_cross_site_form_through_the_proxy_is_refused(page: dict[str, str]) ->
 
 
 def test_a_viewer_sees_no_actions_and_is_refused_them() -> None:
-    verifier = TokenVerifier(
-        audience=API_URL, allowed_emails={VIEWER}, certs_url=CERTS_URL, request=certs_transport
-    )
-    viewer = build(Access(verifier=verifier, viewers=frozenset({VIEWER})))
+    tokens = verifier(VIEWER)
+    viewer = build(Access(verifier=tokens, viewers=frozenset({VIEWER})))
     viewer.running_flow("f-1")
     page = text(viewer.client.get("/console/flows/f-1", headers=token(VIEWER)))
     assert 'id="cancel"' not in page and "vi@example.com · viewer" in page

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from relayflow import ActionStep, Flow, Registry, Schedule
-from relayflow.gcp.auth import TokenVerifier
 from relayflow.metrics import Metrics
 from relayflow.telemetry import Counters
 from relayflow.testing import Harness
@@ -18,7 +17,7 @@ from relayflow.web.access import Access
 from relayflow.web.api import build_api
 from relayflow.web.operations import Operations
 
-from .test_api import API_URL, CERTS_URL, OPERATOR, VIEWER, FakeDeadLetters, certs_transport, token
+from .test_api import OPERATOR, VIEWER, FakeDeadLetters, token, verifier
 
 SCOPED = "acme-ops@example.com"
 FLOW = Flow(name="reconcile", steps=(ActionStep("work", lambda ctx: {"ok": True}),))
@@ -30,14 +29,9 @@ REGISTRY = Registry(
 @pytest.fixture
 def api() -> tuple[Harness, Any]:
     h = Harness(REGISTRY, start=datetime(2026, 12, 3, tzinfo=UTC))
-    verifier = TokenVerifier(
-        audience=API_URL,
-        allowed_emails={VIEWER, OPERATOR, SCOPED},
-        certs_url=CERTS_URL,
-        request=certs_transport,
-    )
+    tokens = verifier(VIEWER, OPERATOR, SCOPED)
     access = Access(
-        verifier=verifier,
+        verifier=tokens,
         viewers=frozenset({VIEWER}),
         operators=frozenset({OPERATOR, SCOPED}),
         scopes={SCOPED: frozenset({"acme"})},

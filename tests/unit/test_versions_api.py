@@ -9,19 +9,16 @@ import re
 import pytest
 
 from relayflow.core.tenants import TenantPolicy, Tenants
-from relayflow.gcp.auth import TokenVerifier
 from relayflow.web.access import Access
 
 from .test_api import (
-    API_URL,
-    CERTS_URL,
     OPERATOR,
     VIEWER,
     Api,
     build,
-    certs_transport,
     message,
     token,
+    verifier,
 )
 
 SCOPED = "acme-vi@example.com"
@@ -29,14 +26,9 @@ SCOPED = "acme-vi@example.com"
 
 @pytest.fixture
 def api() -> Api:
-    verifier = TokenVerifier(
-        audience=API_URL,
-        allowed_emails={VIEWER, OPERATOR, SCOPED},
-        certs_url=CERTS_URL,
-        request=certs_transport,
-    )
+    tokens = verifier(VIEWER, OPERATOR, SCOPED)
     access = Access(
-        verifier=verifier,
+        verifier=tokens,
         viewers=frozenset({VIEWER, SCOPED}),
         operators=frozenset({OPERATOR}),
         scopes={SCOPED: frozenset({"acme"})},
