@@ -21,7 +21,11 @@ import pytest
 import requests
 from google.cloud import firestore
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -137,6 +141,20 @@ class Console:
         self.wait(once)
         return found[0]
 
+    def text(self, element_id: str) -> str:
+        """The text of the element with this id, read again if a live view replaced it."""
+        return self.read(lambda d: str(d.find_element(By.ID, element_id).text))
+
+    def click(self, element_id: str) -> None:
+        """Click the element with this id, found again if a live view replaced it first (a
+        stale element is not clicked, so clicking again does not click twice)."""
+
+        def clicked(d: WebDriver) -> bool:
+            d.find_element(By.ID, element_id).click()
+            return True
+
+        self.wait(clicked)
+
     def wait(self, condition: Callable[[WebDriver], object], timeout_s: float = WAIT_S) -> object:
         # The live views replace what they refresh, and a submitted form's page replaces the
         # last: an element found a moment ago may be gone when it is read, so look again.
@@ -146,7 +164,7 @@ class Console:
             poll_frequency=0.2,
             ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
         )
-        return waiting.until(condition)
+        return waiting.until(_detached_as_stale(condition))
 
     def screenshot(self, name: str) -> Path:
         path = self.shots / name
@@ -156,6 +174,23 @@ class Console:
             Path(published).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, Path(published) / name)
         return path
+
+
+# Chromedriver reports an element swapped out between its lookup and its read not always as a
+# stale element but sometimes as this "unknown error" from the DevTools protocol.
+DETACHED = "does not belong to the document"
+
+
+def _detached_as_stale(condition: Callable[[WebDriver], object]) -> Callable[[WebDriver], object]:
+    def check(driver: WebDriver) -> object:
+        try:
+            return condition(driver)
+        except WebDriverException as error:
+            if isinstance(error, StaleElementReferenceException) or DETACHED not in str(error):
+                raise
+            raise StaleElementReferenceException(str(error)) from error
+
+    return check
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def status_shown(flow_id: str, status: Status) -> Callable[[WebDriver], bool]:
 
 
 def confirm_with_reason(console: Console, button: str, reason: str) -> None:
-    console.driver.find_element(By.ID, button).click()
+    console.click(button)  # the flow's live view may be replacing it
     console.find("reason").send_keys(reason)
     console.driver.find_element(By.ID, "confirm").click()
 

@@ -33,9 +33,9 @@ def test_approve_from_the_page_with_a_reason_lets_the_flow_succeed(console: Cons
 
     # when a person opens its page, sees what it waits for, and approves, saying why
     console.open(f"/console/flows/{flow_id}")
-    waiting = console.driver.find_element(By.ID, "waiting-decision").text
+    waiting = console.text("waiting-decision")  # the page refreshes while the flow waits
     assert "waiting for signal approve or reject" in waiting
-    assert console.driver.find_element(By.ID, "signal-reject").is_displayed()
+    assert console.read(lambda d: d.find_element(By.ID, "signal-reject").is_displayed())
     console.screenshot("console-approval.png")
     confirm_with_reason(console, "signal-approve", "budget approved by finance")
 
