@@ -116,6 +116,8 @@ class Console:
         before the browser has loaded the page it leads to."""
         found = self.wait(lambda d: d.find_elements(By.ID, element_id), timeout_s)
         assert isinstance(found, list) and found, element_id
+        # The page may still be loading the rest of what the test reads next.
+        self.wait(lambda d: d.execute_script("return document.readyState") == "complete")
         element: WebElement = found[0]
         return element
 
