@@ -77,7 +77,7 @@ from relayflow.web.callbacks import add_callback_routes, add_item_routes
 from relayflow.web.family import family_json
 from relayflow.web.guard import guard_from_settings
 from relayflow.web.operations import Operations, caller, guarded, refusal, tenants_seen
-from relayflow.web.payloads import resolved_values
+from relayflow.web.payloads import read_back
 from relayflow.web.redaction import shown_doc, shown_letter
 from relayflow.web.schedules import add_schedule_routes
 from relayflow.web.schemas import add_definition_routes, add_schema_routes
@@ -406,9 +406,9 @@ def flow_json(
     ``resolve`` (the ``?resolve=`` flag) true: offloaded values read back (``engine``'s).
     Its sensitive fields ``"[redacted]"`` unless ``viewer`` may read them (``redaction``),
     those read back too."""
-    doc = record.model_dump(mode="json")
     if engine is not None and params.flag(resolve, name="resolve"):
-        doc.update(resolved_values(engine, record))
+        record = read_back(engine, record)
+    doc = record.model_dump(mode="json")
     doc = shown_doc(doc, record, viewer, sealing)
     if not viewer.may(Role.OPERATOR):
         # A track holds its step's live token; an effect, the token its run sent (for its

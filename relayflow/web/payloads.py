@@ -8,7 +8,7 @@ from typing import Any
 
 from relayflow.core.engine import Engine
 from relayflow.core.payloads import MIB, refs
-from relayflow.core.records import FlowRecord, Result
+from relayflow.core.records import FlowRecord
 from relayflow.web import params
 
 # What one answer or page reads back from the bucket at most.
@@ -22,18 +22,10 @@ def offloaded(record: FlowRecord) -> bool:
 
 
 def read_back(engine: Engine, record: FlowRecord) -> FlowRecord:
-    """``record`` with its offloaded values read back (``resolved_values``)."""
-    values = resolved_values(engine, record)
-    result = Result.model_validate(values["result"]) if "result" in values else None
-    update = {"input": values["input"], "outputs": values["outputs"], "result": result}
-    return record.model_copy(update=update)
-
-
-def resolved_values(engine: Engine, record: FlowRecord) -> dict[str, Any]:
-    """The flow's input, outputs and result as its handlers and clients see them: payloads
-    offloaded to the bucket read back (at most ``MAX_RESOLVED_BYTES`` of them in one answer:
-    larger ones are for the client's ``result()`` or the bucket). A document shows each as its
-    reference, ``{"$relayflow": {"ref": {bucket, name, sha256, size}}}``."""
+    """``record`` with its input, outputs and result as its handlers and clients see them:
+    payloads offloaded to the bucket read back (at most ``MAX_RESOLVED_BYTES`` of them at
+    once: larger ones are for the client's ``result()`` or the bucket). A document shows each
+    as its reference, ``{"$relayflow": {"ref": {bucket, name, sha256, size}}}``."""
     values: dict[str, Any] = {"input": record.input, "outputs": record.outputs}
     if record.result is not None:
         values["result_data"] = record.result.data
@@ -44,11 +36,9 @@ def resolved_values(engine: Engine, record: FlowRecord) -> dict[str, Any]:
             f"{MAX_RESOLVED_BYTES} (read them with the client, or from the bucket)"
         )
     shown = engine.loaded(values, record)
-    result = doc_result(record, shown.pop("result_data", None))
-    return {**shown, **({"result": result} if result is not None else {})}
-
-
-def doc_result(record: FlowRecord, data: Any) -> dict[str, Any] | None:
-    if record.result is None:
-        return None
-    return {**record.result.model_dump(mode="json"), "data": data}
+    result = record.result
+    if result is not None:
+        result = result.model_copy(update={"data": shown["result_data"]})
+    return record.model_copy(
+        update={"input": shown["input"], "outputs": shown["outputs"], "result": result}
+    )
