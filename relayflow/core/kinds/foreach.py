@@ -77,7 +77,7 @@ def lane_id(key: str, scope: str, lane: int, generation: int = 0) -> str:
 
 def lane_of(record: FlowRecord, scope: str, lane: int) -> str | None:
     """The id of lane ``lane`` of ForEach ``scope`` in the flow's current run, if it has one."""
-    base = f"{record.key}.{scope}.{lane}"
+    base = lane_id(record.key, scope, lane)
     return next((i for i in record.lanes if i == base or i.startswith(f"{base}.g")), None)
 
 
