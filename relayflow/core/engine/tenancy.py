@@ -7,9 +7,11 @@ engine admits through ``Kernel.admit`` whenever a flow starts, waits or ends.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from itertools import islice
 from typing import Any
 
 from relayflow.core.engine.kernel import Kernel
@@ -62,20 +64,23 @@ class Tenancy:
     def _put_off(self, tenant: str) -> list[NextTask]:
         """The tasks of ``tenant``'s active flows and of their ForEach lanes that were put off
         and are not due soon, at most ``BRING_FORWARD_LIMIT`` (the rest come back at their own
-        time)."""
+        time; no flow is read past the limit)."""
         soon = self._k.clock.now() + timedelta(seconds=DUE_SOON_S)
-        tasks: list[NextTask] = []
+        tasks = (
+            task
+            for record in self._active(tenant)
+            if not self._held(record)
+            for each in (record, *self._lanes(record))
+            for task in _nexts(each)
+            if task.position.deferral and task.run_at > soon
+        )
+        return list(islice(tasks, BRING_FORWARD_LIMIT))
+
+    def _active(self, tenant: str) -> Iterator[FlowRecord]:
+        """``tenant``'s active flows, a query per status, each read only when asked for."""
         for status in ACTIVE:
             wanted = FlowFilter(tenant=tenant, status=status)
-            for record in self._k.store.matching(wanted, limit=BRING_FORWARD_LIMIT):
-                if len(tasks) >= BRING_FORWARD_LIMIT:
-                    break
-                if not self._held(record):
-                    for each in (record, *self._lanes(record)):
-                        tasks += [
-                            t for t in _nexts(each) if t.position.deferral and t.run_at > soon
-                        ]
-        return tasks[:BRING_FORWARD_LIMIT]
+            yield from self._k.store.matching(wanted, limit=BRING_FORWARD_LIMIT)
 
     def _lanes(self, record: FlowRecord) -> list[FlowRecord]:
         """The active lanes of the flow's ForEach that runs its items now (a read each: at
