@@ -26,6 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from relayflow.local.polling import poll_until
+
 _REPO_ROOT = Path(__file__).resolve().parents[3]  # where `relayflow` is importable from
 
 
@@ -92,18 +94,18 @@ class EmulatorProcess:
         return f"{self.rest_url}/oauth2/v1/certs"
 
     def wait_healthy(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"emulator exited with {self.process.returncode}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{self.rest_url}/healthz", timeout=1) as response,
-            ):
-                if response.status == 200:
-                    return
-            time.sleep(0.05)
-        raise TimeoutError("emulator did not become healthy")
+        if not poll_until(self._healthy, timeout_s=timeout_s, interval_s=0.05):
+            raise TimeoutError("emulator did not become healthy")
+
+    def _healthy(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"emulator exited with {self.process.returncode}")
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{self.rest_url}/healthz", timeout=1) as response,
+        ):
+            return bool(response.status == 200)
+        return False
 
     def stop(self, timeout_s: float = 20.0) -> int:
         """SIGTERM the process (by PID) and return its exit code."""
@@ -171,6 +173,7 @@ class RecordingTarget:
         self.hits: queue.Queue[Hit] = queue.Queue()
         self._scripts: dict[str, list[Reply]] = {}
         self._lock = threading.Lock()
+        self._closed = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -209,6 +212,7 @@ class RecordingTarget:
         return False
 
     def close(self) -> None:
+        self._closed.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -232,8 +236,8 @@ class RecordingTarget:
                 path = self.path.split("?", 1)[0]
                 target.hits.put(Hit(at, self.command, path, dict(self.headers.items()), body))
                 reply = target._reply_for(path)
-                if reply.delay_s:
-                    time.sleep(reply.delay_s)
+                # The slow answer is the script's fault; closing the target cuts it short.
+                target._closed.wait(reply.delay_s)
                 self.send_response(reply.status)
                 for key, value in reply.headers.items():
                     self.send_header(key, value)
