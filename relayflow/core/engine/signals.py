@@ -107,6 +107,10 @@ class Signals:
         """Send ``signal`` to ``record`` (None: no flow the caller may see has ``flow_id``)."""
         if record is None:
             return _ignored("FLOW_NOT_FOUND", f"no flow with id {flow_id!r}", flow_id)
+        if _taken(record, signal):
+            # Before the flow's end is looked at: a sender that resends after a lost answer
+            # hears that its signal was taken, even once the flow it ended has ended.
+            return _duplicate(signal, flow_id)
         if record.status in TERMINAL:
             why = f"the flow has ended ({record.status}): no step of it waits for a signal"
             return _ignored("FLOW_ENDED", why, flow_id)
@@ -217,12 +221,8 @@ def answer_for(
     record: FlowRecord, flow: Flow, signal: PendingSignal, flow_id: str, kernel: Kernel
 ) -> SignalAnswer:
     """What ``signal`` does to ``record`` (a flow's document, or a lane's): pure."""
-    if signal.signal_id is not None and (
-        signal.signal_id in record.signal_ids
-        or any(s.signal_id == signal.signal_id for s in record.signals)
-    ):
-        why = f"signal id {signal.signal_id!r} was taken already: nothing changed"
-        return SignalAnswer(Signalled.DUPLICATE, why, flow_id, "DUPLICATE")
+    if _taken(record, signal):
+        return _duplicate(signal, flow_id)
     if record.status not in ACTIVE:
         if record.is_lane:
             return _ignored("NOT_AWAITED", f"item {signal.item} is done", flow_id)
@@ -239,6 +239,19 @@ def answer_for(
         why = f"the flow keeps at most {MAX_PENDING} signals it has not reached yet"
         return _ignored("TOO_MANY_PENDING", why, flow_id)
     return SignalAnswer(Signalled.KEPT, "no step waits for it yet: kept until one does", flow_id)
+
+
+def _taken(record: FlowRecord, signal: PendingSignal) -> bool:
+    """Whether ``record`` took ``signal``'s id already (delivered, or kept for later)."""
+    return signal.signal_id is not None and (
+        signal.signal_id in record.signal_ids
+        or any(s.signal_id == signal.signal_id for s in record.signals)
+    )
+
+
+def _duplicate(signal: PendingSignal, flow_id: str) -> SignalAnswer:
+    why = f"signal id {signal.signal_id!r} was taken already: nothing changed"
+    return SignalAnswer(Signalled.DUPLICATE, why, flow_id, "DUPLICATE")
 
 
 def _still_awaited(record: FlowRecord, flow: Flow, signal: PendingSignal) -> bool:

@@ -45,6 +45,26 @@ def test_the_same_signal_id_twice_is_a_duplicate_that_changes_nothing() -> None:
     assert len(shipped) == 2  # each flow shipped once
 
 
+def test_a_signal_resent_under_its_id_after_it_ended_the_flow_is_a_duplicate() -> None:
+    # given a flow a signal ended (the sender lost the answer)
+    h = Harness(approval())
+    flow_id = h.start("approval", flow_id="o-1")
+    h.run_until(START)
+    assert h.signal(flow_id, "approve", signal_id="s-1").outcome is Signalled.DELIVERED
+    ended = h.run(flow_id)
+    assert ended is not None and ended.status is Status.SUCCEEDED
+
+    # when the sender sends it again under its id, and another signal comes
+    resent = h.signal(flow_id, "approve", signal_id="s-1")
+    other = h.signal(flow_id, "approve", signal_id="s-2")
+
+    # then the resend hears its signal was taken; the new one, that the flow has ended
+    assert resent.outcome is Signalled.DUPLICATE and "s-1" in resent.reason
+    assert other.outcome is Signalled.IGNORED and other.code == "FLOW_ENDED"
+    assert h.flow(flow_id) == ended
+    assert len(shipped) == 1
+
+
 def test_a_signal_for_an_ended_flow_an_unknown_flow_or_an_unknown_name_changes_nothing() -> None:
     h = Harness(approval())
     flow_id = h.start("approval", flow_id="o-1")
