@@ -59,7 +59,10 @@ def test_a_signal_sent_with_the_api_approves_and_a_resend_is_a_no_op(
     assert ended.status is Status.SUCCEEDED
     assert ended.outputs["record"] == {"approved": True, "by": "local", "reason": "budget ok"}
     assert ended.outputs["decision"]["data"] == {"po": "PO-1"}
-    late = requests.post(url, json=body, timeout=10)
+    # a resend under its id is a duplicate though the flow has ended; a new signal is refused
+    resent = requests.post(url, json=body, timeout=10)
+    assert resent.status_code == 200 and resent.json()["outcome"] == "duplicate", resent.text
+    late = requests.post(url, json={**body, "signal_id": f"{flow_id}-2"}, timeout=10)
     assert late.status_code == 409 and late.json()["code"] == "FLOW_ENDED"
 
 
